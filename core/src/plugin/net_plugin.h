@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace tutti {
 
@@ -39,5 +40,8 @@ class NetPlugin {
 // loads nothing: *out is reset and ncclSuccess returned. Errors (not found, no known symbol, not a
 // library) log one message naming the file and the symbols probed; *out is only set on success.
 ncclResult_t netPluginLoad(const std::string& spec, std::unique_ptr<NetPlugin>* out);
+
+// The symbols probed, newest first (also used by describePlugin).
+const std::vector<PluginSymbol>& netPluginSymbols();
 
 }  // namespace tutti

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace tutti {
 
@@ -33,5 +34,8 @@ class ProfilerPlugin {
 
 // Same contract as netPluginLoad: empty / "none" loads nothing and succeeds with *out reset.
 ncclResult_t profilerPluginLoad(const std::string& spec, std::unique_ptr<ProfilerPlugin>* out);
+
+// The symbols probed, newest first.
+const std::vector<PluginSymbol>& profilerPluginSymbols();
 
 }  // namespace tutti

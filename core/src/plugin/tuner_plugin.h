@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace tutti {
 
@@ -25,14 +26,18 @@ class TunerPlugin {
   std::string path;
 
   TunerPlugin() = default;
-  ~TunerPlugin() = default;
+  ~TunerPlugin();
   TunerPlugin(const TunerPlugin&) = delete;
   TunerPlugin& operator=(const TunerPlugin&) = delete;
 
+  int adapterSlot = -1;
   std::unique_ptr<PluginLibrary> library;
 };
 
 // Same contract as netPluginLoad: empty / "none" loads nothing and succeeds with *out reset.
 ncclResult_t tunerPluginLoad(const std::string& spec, std::unique_ptr<TunerPlugin>* out);
+
+// The symbols probed, newest first.
+const std::vector<PluginSymbol>& tunerPluginSymbols();
 
 }  // namespace tutti
