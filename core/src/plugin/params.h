@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
+#include <string_view>
 
 namespace tutti {
 
@@ -19,5 +21,22 @@ int64_t paramInt(const char* name);
 std::string paramString(const char* name);
 bool paramIsSet(const char* name);  // set by environment or config (not just the default)
 ParamOrigin paramOrigin(const char* name);
+
+// The declarations of params.def, in file order (tutti-info, the config parser, the reference).
+enum class ParamType { Int, String };
+struct ParamInfo {
+  const char* name;
+  ParamType type;
+  const char* defaultText;  // String default ("" allowed)
+  int64_t defaultInt;       // Int default
+  const char* description;
+};
+std::span<const ParamInfo> paramTable();
+const ParamInfo* paramFind(std::string_view name);  // nullptr when not declared
+const char* paramTypeName(ParamType t);              // "int" / "string"
+std::string paramDefaultText(const ParamInfo& p);
+// Whether `text` is a valid value for `p` (an Int takes a whole decimal, 0x hex or 0 octal integer).
+// On failure `why` says what was expected.
+bool paramCheckValue(const ParamInfo& p, const std::string& text, std::string* why);
 
 }  // namespace tutti
