@@ -208,7 +208,8 @@ ncclResult_t PluginLibrary::open(PluginKind kind, const PluginResolution& res, s
 void* PluginLibrary::symbol(const char* name) const {
   try {
     if (!impl_->lib.has(name)) return nullptr;
-    return impl_->lib.get<void*>(name);
+    // get<char> yields a reference to the symbol itself; its address is what callers want (data or code).
+    return static_cast<void*>(&impl_->lib.get<char>(name));
   } catch (const std::exception&) {
     return nullptr;
   }

@@ -1,0 +1,242 @@
+// C entry points for collectives, point-to-point and groups: validate, then record a task.
+#include "api/api.h"
+#include "api/argcheck.h"
+#include "comm/comm.h"
+#include "comm/group.h"
+#include "device/common/dtypes.h"
+
+using namespace tutti;
+
+namespace {
+
+ncclResult_t enqueue(const char* call, ncclFunc_t func, const void* sendbuff, void* recvbuff, size_t count,
+                     ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  TUTTI_CHECK(argCheckComm(comm, call));
+  if (comm->state != CommState::Ready)
+    TUTTI_FAIL(ncclInvalidUsage, "{}: rank {}: the communicator was finalized or aborted", call, comm->rank);
+  if (ncclResult_t err = comm->asyncError.load(); err != ncclSuccess)
+    TUTTI_FAIL(err, "{}: rank {}: the communicator has a pending error ({}) from an earlier operation", call,
+               comm->rank, ncclGetErrorString(err));
+  CollArgs a;
+  a.call = call;
+  a.func = func;
+  a.sendbuff = sendbuff;
+  a.recvbuff = recvbuff;
+  a.count = count;
+  a.datatype = datatype;
+  a.op = op;
+  a.root = root;
+  a.rank = comm->rank;
+  a.nRanks = comm->nRanks;
+  TUTTI_CHECK(argCheckCollective(a));
+  if (func == ncclFuncAllReduce || func == ncclFuncReduce || func == ncclFuncReduceScatter) {
+    ResolvedRedOp resolved;
+    TUTTI_CHECK(comm->redOps->resolve(op, datatype, &resolved, call));
+  }
+  Task t;
+  t.func = func;
+  t.comm = comm;
+  t.sendbuff = sendbuff;
+  t.recvbuff = recvbuff;
+  t.count = count;
+  t.datatype = datatype;
+  t.op = op;
+  t.root = root;
+  t.stream = stream;
+  return groupEnqueue(t);
+}
+
+// AlltoAll, Gather and Scatter are grouped send/receive. The arguments are checked as a whole first, so a
+// bad call records nothing.
+template <typename Body>
+ncclResult_t asGroup(Body&& body) {
+  TUTTI_CHECK(groupStart());
+  ncclResult_t res = body();
+  ncclResult_t end = groupEnd();
+  return res != ncclSuccess ? res : end;
+}
+
+}  // namespace
+
+NCCL_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+         ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  return apiGuard("ncclAllReduce", [&] {
+    return enqueue("ncclAllReduce", ncclFuncAllReduce, sendbuff, recvbuff, count, datatype, op, 0, comm, stream);
+  });
+}
+
+NCCL_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+         ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  return apiGuard("ncclReduce", [&] {
+    return enqueue("ncclReduce", ncclFuncReduce, sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+  });
+}
+
+NCCL_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+         int root, ncclComm_t comm, cudaStream_t stream) {
+  return apiGuard("ncclBroadcast", [&] {
+    return enqueue("ncclBroadcast", ncclFuncBroadcast, sendbuff, recvbuff, count, datatype, ncclSum, root, comm,
+                   stream);
+  });
+}
+
+NCCL_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+         cudaStream_t stream) {
+  return apiGuard("ncclBcast", [&] {
+    return enqueue("ncclBcast", ncclFuncBroadcast, buff, buff, count, datatype, ncclSum, root, comm, stream);
+  });
+}
+
+NCCL_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount,
+         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  return apiGuard("ncclAllGather", [&] {
+    return enqueue("ncclAllGather", ncclFuncAllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, comm,
+                   stream);
+  });
+}
+
+NCCL_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, size_t recvcount,
+         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  return apiGuard("ncclReduceScatter", [&] {
+    return enqueue("ncclReduceScatter", ncclFuncReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, comm,
+                   stream);
+  });
+}
+
+NCCL_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
+         ncclComm_t comm, cudaStream_t stream) {
+  return apiGuard("ncclSend", [&] {
+    return enqueue("ncclSend", ncclFuncSend, sendbuff, nullptr, count, datatype, ncclSum, peer, comm, stream);
+  });
+}
+
+NCCL_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+         cudaStream_t stream) {
+  return apiGuard("ncclRecv", [&] {
+    return enqueue("ncclRecv", ncclFuncRecv, nullptr, recvbuff, count, datatype, ncclSum, peer, comm, stream);
+  });
+}
+
+NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+         ncclComm_t comm, cudaStream_t stream) {
+  return apiGuard("ncclAlltoAll", [&]() -> ncclResult_t {
+    TUTTI_CHECK(argCheckComm(comm, "ncclAlltoAll"));
+    CollArgs a;
+    a.call = "ncclAlltoAll";
+    a.func = ncclFuncAlltoAll;
+    a.sendbuff = sendbuff;
+    a.recvbuff = recvbuff;
+    a.count = count;
+    a.datatype = datatype;
+    a.rank = comm->rank;
+    a.nRanks = comm->nRanks;
+    TUTTI_CHECK(argCheckCollective(a));
+    const size_t block = count * dataTypeSize(datatype);
+    return asGroup([&]() -> ncclResult_t {
+      for (int r = 0; r < comm->nRanks; ++r) {
+        TUTTI_CHECK(enqueue("ncclAlltoAll", ncclFuncSend, static_cast<const char*>(sendbuff) + r * block, nullptr,
+                            count, datatype, ncclSum, r, comm, stream));
+        TUTTI_CHECK(enqueue("ncclAlltoAll", ncclFuncRecv, nullptr, static_cast<char*>(recvbuff) + r * block, count,
+                            datatype, ncclSum, r, comm, stream));
+      }
+      return ncclSuccess;
+    });
+  });
+}
+
+NCCL_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+         int root, ncclComm_t comm, cudaStream_t stream) {
+  return apiGuard("ncclGather", [&]() -> ncclResult_t {
+    TUTTI_CHECK(argCheckComm(comm, "ncclGather"));
+    CollArgs a;
+    a.call = "ncclGather";
+    a.func = ncclFuncGather;
+    a.sendbuff = sendbuff;
+    a.recvbuff = recvbuff;
+    a.count = count;
+    a.datatype = datatype;
+    a.root = root;
+    a.rank = comm->rank;
+    a.nRanks = comm->nRanks;
+    TUTTI_CHECK(argCheckCollective(a));
+    const size_t block = count * dataTypeSize(datatype);
+    return asGroup([&]() -> ncclResult_t {
+      TUTTI_CHECK(enqueue("ncclGather", ncclFuncSend, sendbuff, nullptr, count, datatype, ncclSum, root, comm, stream));
+      if (comm->rank == root) {
+        for (int r = 0; r < comm->nRanks; ++r)
+          TUTTI_CHECK(enqueue("ncclGather", ncclFuncRecv, nullptr, static_cast<char*>(recvbuff) + r * block, count,
+                              datatype, ncclSum, r, comm, stream));
+      }
+      return ncclSuccess;
+    });
+  });
+}
+
+NCCL_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+         int root, ncclComm_t comm, cudaStream_t stream) {
+  return apiGuard("ncclScatter", [&]() -> ncclResult_t {
+    TUTTI_CHECK(argCheckComm(comm, "ncclScatter"));
+    CollArgs a;
+    a.call = "ncclScatter";
+    a.func = ncclFuncScatter;
+    a.sendbuff = sendbuff;
+    a.recvbuff = recvbuff;
+    a.count = count;
+    a.datatype = datatype;
+    a.root = root;
+    a.rank = comm->rank;
+    a.nRanks = comm->nRanks;
+    TUTTI_CHECK(argCheckCollective(a));
+    const size_t block = count * dataTypeSize(datatype);
+    return asGroup([&]() -> ncclResult_t {
+      if (comm->rank == root) {
+        for (int r = 0; r < comm->nRanks; ++r)
+          TUTTI_CHECK(enqueue("ncclScatter", ncclFuncSend, static_cast<const char*>(sendbuff) + r * block, nullptr,
+                              count, datatype, ncclSum, r, comm, stream));
+      }
+      TUTTI_CHECK(enqueue("ncclScatter", ncclFuncRecv, nullptr, recvbuff, count, datatype, ncclSum, root, comm, stream));
+      return ncclSuccess;
+    });
+  });
+}
+
+NCCL_API(ncclResult_t, ncclGroupStart) {
+  return apiGuard("ncclGroupStart", [] { return groupStart(); });
+}
+
+NCCL_API(ncclResult_t, ncclGroupEnd) {
+  return apiGuard("ncclGroupEnd", [] { return groupEnd(); });
+}
+
+NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {
+  (void)simInfo;
+  return apiGuard("ncclGroupSimulateEnd", []() -> ncclResult_t {
+    TUTTI_FAIL(ncclInvalidUsage, "ncclGroupSimulateEnd is not supported by this version of Tutti yet");
+  });
+}
+
+NCCL_API(ncclResult_t, ncclPutSignal, const void* localbuff, size_t count, ncclDataType_t datatype, int peer,
+         ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+         cudaStream_t stream) {
+  (void)localbuff, (void)count, (void)datatype, (void)peer, (void)peerWin, (void)peerWinOffset, (void)sigIdx,
+      (void)ctx, (void)flags, (void)comm, (void)stream;
+  return apiGuard("ncclPutSignal", []() -> ncclResult_t {
+    TUTTI_FAIL(ncclInvalidUsage, "ncclPutSignal: one-sided windows are not implemented by this version of Tutti yet");
+  });
+}
+
+NCCL_API(ncclResult_t, ncclSignal, int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+         cudaStream_t stream) {
+  (void)peer, (void)sigIdx, (void)ctx, (void)flags, (void)comm, (void)stream;
+  return apiGuard("ncclSignal", []() -> ncclResult_t {
+    TUTTI_FAIL(ncclInvalidUsage, "ncclSignal: one-sided windows are not implemented by this version of Tutti yet");
+  });
+}
+
+NCCL_API(ncclResult_t, ncclWaitSignal, int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm,
+         cudaStream_t stream) {
+  (void)nDesc, (void)signalDescs, (void)comm, (void)stream;
+  return apiGuard("ncclWaitSignal", []() -> ncclResult_t {
+    TUTTI_FAIL(ncclInvalidUsage, "ncclWaitSignal: one-sided windows are not implemented by this version of Tutti yet");
+  });
+}

@@ -1,0 +1,105 @@
+#include "comm/comm.h"
+
+#include "plugin/params.h"
+#include "plugin/transport_plugin.h"
+#include "util/check.h"
+
+#include <cstring>
+
+namespace tutti {
+namespace {
+
+uint64_t hashBytes(const void* data, size_t n) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+}  // namespace
+
+bool commIsValid(const ncclComm* comm) { return comm != nullptr && comm->magic == kCommMagic; }
+
+host::WaitContext commWaitContext(ncclComm* comm) {
+  host::WaitContext w;
+  w.spinCount = comm->spinCount;
+  w.timeoutNs = comm->timeoutNs;
+  w.abortFlag = &comm->abortFlag;
+  w.shared = false;
+  return w;
+}
+
+ncclResult_t commInitRank(ncclComm** out, int nRanks, const ncclUniqueId& id, int rank, const ncclConfig_t* config) {
+  auto comm = std::make_unique<ncclComm>();
+  comm->rank = rank;
+  comm->nRanks = nRanks;
+  if (config) comm->config = *config;
+  if (config && config->commName) comm->commName = config->commName;
+  comm->commHash = hashBytes(&id, sizeof id);
+  comm->redOps = std::make_unique<RedOpTable>(nRanks);
+  comm->spinCount = static_cast<int>(std::max<int64_t>(0, paramInt("TUTTI_SPIN_COUNT")));
+  comm->timeoutNs = std::max<int64_t>(0, paramInt("TUTTI_TIMEOUT")) * 1000000000ll;
+  logSetThreadRank(rank);
+
+  TUTTI_CHECK(Bootstrap::create(&id, rank, nRanks, &comm->bootstrap));
+
+  comm->peers.resize(nRanks);
+  TUTTI_CHECK(topoLocalPeerInfo(rank, comm->cudaDev, &comm->peers[rank]));
+  TUTTI_CHECK(comm->bootstrap->allGather(comm->peers.data(), sizeof(tuttiPeerInfo_t)));
+  for (int r = 0; r < nRanks; ++r) {
+    if (comm->peers[r].rank != r)
+      TUTTI_FAIL(ncclInternalError, "rank {}: peer info of rank {} is corrupt (says rank {})", rank, r,
+                 comm->peers[r].rank);
+  }
+  comm->nNodes = topoNodeCount(comm->peers);
+
+  comm->nChannels = topoChannelCount(nRanks);
+  comm->rings.resize(comm->nChannels);
+  for (int c = 0; c < comm->nChannels; ++c) {
+    ChannelRing& ring = comm->rings[c];
+    ring.ranks = topoRing(comm->peers, c);
+    for (int i = 0; i < nRanks; ++i)
+      if (ring.ranks[i] == rank) ring.index = i;
+    ring.next = ring.ranks[(ring.index + 1) % nRanks];
+    ring.prev = ring.ranks[(ring.index + nRanks - 1) % nRanks];
+  }
+
+  int64_t simple = paramInt("NCCL_BUFFSIZE");
+  if (simple < TUTTI_STEPS * 64)
+    TUTTI_FAIL(ncclInvalidArgument, "NCCL_BUFFSIZE={} is too small (at least {} bytes)", simple, TUTTI_STEPS * 64);
+  comm->buffSizes[TUTTI_PROTO_SIMPLE] = static_cast<size_t>(simple) & ~size_t{TUTTI_STEPS * 64 - 1};
+
+  TUTTI_INFO(NCCL_INIT, "comm {} rank {} nRanks {} nNodes {} channels {} buffSize {} - init done",
+             static_cast<void*>(comm.get()), rank, nRanks, comm->nNodes, comm->nChannels,
+             comm->buffSizes[TUTTI_PROTO_SIMPLE]);
+  *out = comm.release();
+  return ncclSuccess;
+}
+
+void commSignalAbort(ncclComm* comm) {
+  comm->abortFlag.store(true, std::memory_order_release);
+  if (comm->bootstrap) comm->bootstrap->abort();
+  std::lock_guard<std::mutex> lock(comm->connMutex);
+  for (auto& [key, c] : comm->connections)
+    if (c->host.conn.ctrl) host::closeEnd(c->host.conn.ctrl, c->isSend, c->host.conn.shared);
+}
+
+ncclResult_t commFree(ncclComm* comm) {
+  {
+    std::lock_guard<std::mutex> lock(comm->connMutex);
+    for (auto& [key, c] : comm->connections) {
+      if (c->transport && c->res) {
+        ncclResult_t r = c->transport->api().free(c->res);
+        if (r != ncclSuccess) TUTTI_WARN("rank {}: transport {} failed to free a connection", comm->rank,
+                                         c->transport->name());
+      }
+    }
+    comm->connections.clear();
+  }
+  comm->bootstrap.reset();
+  comm->magic = kCommDeadMagic;
+  delete comm;
+  return ncclSuccess;
+}
+
+}  // namespace tutti

@@ -1,0 +1,110 @@
+// The communicator: identity of its ranks, channels and their rings, connections, user reduction ops,
+// and the state shared by the API, the planner and the backends.
+#pragma once
+
+#include <nccl.h>
+
+#include "bootstrap/bootstrap.h"
+#include "device/common/reduce_ops.h"
+#include "device/host/prims_simple.h"
+#include "topo/topo.h"
+
+#include <tutti/transport.h>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+struct ncclComm;
+
+namespace tutti {
+
+class TransportPlugin;
+class HostStream;
+
+inline constexpr uint64_t kCommMagic = 0x7475747469436f6dull;  // "tuttiCom"
+inline constexpr uint64_t kCommDeadMagic = 0xdeadc0117deadc01ull;
+
+// Connection indices: collectives and point-to-point use separate connections, so a group may run both
+// at once without their steps interleaving on one FIFO.
+inline constexpr int kConnColl = 0;
+inline constexpr int kConnP2p = 1;
+
+struct Connection {
+  host::HostConn host;             // what the primitives use
+  TransportPlugin* transport = nullptr;
+  void* res = nullptr;             // transport's handle for this end
+  bool isSend = false;
+};
+
+struct ChannelRing {
+  std::vector<int> ranks;  // ring position -> rank
+  int index = 0;           // this rank's position
+  int prev = 0, next = 0;  // ranks
+};
+
+enum class CommState { Ready, Finalized, Aborted };
+
+}  // namespace tutti
+
+struct ncclComm {
+  uint64_t magic = tutti::kCommMagic;
+  int rank = 0;
+  int nRanks = 0;
+  int cudaDev = -1;
+  int nNodes = 1;
+  uint64_t commHash = 0;  // same on every rank of the communicator
+  ncclConfig_t config{};
+  std::string commName;
+
+  std::unique_ptr<tutti::Bootstrap> bootstrap;
+  std::vector<tuttiPeerInfo_t> peers;
+  int nChannels = 1;
+  std::vector<tutti::ChannelRing> rings;  // per channel
+  size_t buffSizes[TUTTI_NUM_PROTOCOLS] = {};
+
+  // (channel, connIndex, peer, isSend) -> connection, created lazily on first use.
+  std::map<std::tuple<int, int, int, bool>, std::unique_ptr<tutti::Connection>> connections;
+  std::mutex connMutex;
+
+  std::unique_ptr<tutti::RedOpTable> redOps;  // created at init (needs nRanks)
+  uint64_t collOpCount = 0;  // collectives launched, same sequence on every rank
+  uint64_t p2pOpCount = 0;
+
+  std::atomic<bool> abortFlag{false};
+  std::atomic<ncclResult_t> asyncError{ncclSuccess};
+  tutti::CommState state = tutti::CommState::Ready;
+  int64_t timeoutNs = 0;
+  int spinCount = 2000;
+};
+
+namespace tutti {
+
+// True when `comm` points at a live communicator (magic check; never dereferences beyond it otherwise).
+bool commIsValid(const ncclComm* comm);
+
+// Collective: every rank of `nRanks` calls it with the same id. *out set only on success.
+ncclResult_t commInitRank(ncclComm** out, int nRanks, const ncclUniqueId& id, int rank, const ncclConfig_t* config);
+// Releases everything (connections, bootstrap). Not collective.
+ncclResult_t commFree(ncclComm* comm);
+// Flags the communicator aborted: every wait of its operations returns, and the bootstrap unblocks.
+void commSignalAbort(ncclComm* comm);
+
+// Establishes the connections in `wanted` that do not exist yet ({channel, connIndex, peer, isSend}).
+// Collective between the two ends of each connection: both must ask for it in the same group.
+struct ConnRequest {
+  int channel, connIndex, peer;
+  bool isSend;
+};
+ncclResult_t commConnect(ncclComm* comm, const std::vector<ConnRequest>& wanted);
+Connection* commFindConnection(ncclComm* comm, int channel, int connIndex, int peer, bool isSend);
+
+// Wait policy for this communicator's operations (spin count, TUTTI_TIMEOUT, abort flag).
+host::WaitContext commWaitContext(ncclComm* comm);
+
+}  // namespace tutti

@@ -1,0 +1,22 @@
+// ncclGroupStart / ncclGroupEnd: a thread-local group collects tasks (and deferred communicator inits);
+// the outermost ncclGroupEnd plans, connects and launches them. A call outside a group is a group of one.
+#pragma once
+
+#include "comm/task.h"
+
+#include <functional>
+
+namespace tutti {
+
+ncclResult_t groupStart();
+ncclResult_t groupEnd();
+bool groupActive();
+
+// Adds a task to the current group, or runs it as a group of one.
+ncclResult_t groupEnqueue(const Task& task);
+
+// Inside a group, ncclCommInitRank is deferred to the group end, where all such inits run concurrently
+// (one thread can create several ranks, as ncclCommInitAll needs). Outside a group, runs `job` now.
+ncclResult_t groupAddInitJob(std::function<ncclResult_t()> job);
+
+}  // namespace tutti

@@ -1,0 +1,25 @@
+// One user call, as recorded between ncclGroupStart and ncclGroupEnd.
+#pragma once
+
+#include <nccl.h>
+#include <tutti/common.h>
+
+#include <cstddef>
+
+namespace tutti {
+
+struct Task {
+  ncclFunc_t func = ncclFuncAllReduce;  // ncclFuncSend / ncclFuncRecv for point-to-point
+  ncclComm* comm = nullptr;
+  const void* sendbuff = nullptr;
+  void* recvbuff = nullptr;
+  size_t count = 0;        // elements as the user passed them (per-rank block for AllGather/ReduceScatter)
+  ncclDataType_t datatype = ncclInt8;
+  ncclRedOp_t op = ncclSum;
+  int root = 0;            // Broadcast/Reduce root; Send/Recv peer
+  cudaStream_t stream = nullptr;
+};
+
+const char* funcName(ncclFunc_t func);
+
+}  // namespace tutti

@@ -1,0 +1,102 @@
+#include "device/host/executor.h"
+
+#include <deque>
+#include <thread>
+#include <vector>
+
+namespace tutti::host {
+
+void WorkGroup::add(int n) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  pending_ += n;
+}
+
+void WorkGroup::done(ncclResult_t res) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (res != ncclSuccess && result_ == ncclSuccess) result_ = res;
+  if (--pending_ == 0) cv_.notify_all();
+}
+
+ncclResult_t WorkGroup::wait() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [&] { return pending_ == 0; });
+  return result_;
+}
+
+bool WorkGroup::finished() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return pending_ == 0;
+}
+
+namespace {
+
+struct Job {
+  WorkItem item;
+  WorkGroup* group;
+};
+
+// Process-wide pool. Threads are detached and live until exit; the pool object is never destroyed so
+// late work during static destruction cannot touch a dead mutex.
+class Pool {
+ public:
+  void submit(Job job) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    jobs_.push_back(std::move(job));
+    if (idle_ > static_cast<int>(jobs_.size()) - 1) {
+      cv_.notify_one();
+      return;
+    }
+    lock.unlock();
+    std::thread([this] { workerLoop(); }).detach();
+  }
+
+ private:
+  void workerLoop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (true) {
+      while (jobs_.empty()) {
+        ++idle_;
+        cv_.wait(lock);
+        --idle_;
+      }
+      Job job = std::move(jobs_.front());
+      jobs_.pop_front();
+      lock.unlock();
+      ncclResult_t res;
+      try {
+        res = job.item();
+      } catch (...) {
+        res = ncclInternalError;
+      }
+      job.group->done(res);
+      job = Job{};
+      lock.lock();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Job> jobs_;
+  int idle_ = 0;
+};
+
+Pool& pool() {
+  static Pool* p = new Pool();
+  return *p;
+}
+
+}  // namespace
+
+void executorSubmit(WorkItem item, WorkGroup* group) { pool().submit(Job{std::move(item), group}); }
+
+ncclResult_t runConcurrently(std::vector<WorkItem>& items) {
+  if (items.empty()) return ncclSuccess;
+  WorkGroup group;
+  group.add(static_cast<int>(items.size()) - 1);
+  for (size_t i = 0; i + 1 < items.size(); ++i) executorSubmit(std::move(items[i]), &group);
+  ncclResult_t mine = items.back()();
+  ncclResult_t others = items.size() > 1 ? group.wait() : ncclSuccess;
+  return mine != ncclSuccess ? mine : others;
+}
+
+}  // namespace tutti::host

@@ -1,0 +1,28 @@
+// Host backend launch: what one communicator runs for one group (its collectives, then its point-to-point
+// operations), turned into work items for the executor.
+#pragma once
+
+#include "comm/task.h"
+#include "device/host/executor.h"
+#include "plan/plan.h"
+
+#include <vector>
+
+namespace tutti::host {
+
+struct CommLaunch {
+  ncclComm* comm = nullptr;
+  cudaStream_t stream = nullptr;
+  std::vector<CollPlan> colls;   // in issue order
+  std::vector<Task> p2p;         // sends and receives in issue order
+};
+
+// Opens the connections the launch needs. Collective over the communicator's ranks taking part.
+ncclResult_t launchConnect(CommLaunch& launch);
+
+// Appends the launch's work items: one per channel for the collectives (run in order on that channel),
+// one for all sends and one for all receives (peers visited in the same round order on every rank, so
+// sends and receives pair up without deadlock). Self send/receive pairs are copied here directly.
+ncclResult_t launchItems(CommLaunch& launch, std::vector<WorkItem>* items);
+
+}  // namespace tutti::host

@@ -1,0 +1,75 @@
+// Simple-protocol primitives of the host backend: each step moves up to one FIFO slot through a
+// connection, synchronised by the head/tail step counters of its control block (release/acquire).
+// The sender waits for a free slot (head + NCCL_STEPS > step), writes it, records its size and publishes
+// tail; the receiver waits for tail > step, consumes the slot and publishes head.
+#pragma once
+
+#include "device/common/reduce_ops.h"
+#include "device/common/work.h"
+#include "device/host/wait.h"
+
+#include <tutti/transport.h>
+
+#include <string>
+
+namespace tutti::host {
+
+// One end of a connection as the primitives use it. `step` persists across operations: both ends count
+// the same steps because every operation is sliced identically on both ranks.
+struct HostConn {
+  tuttiConnector_t conn{};
+  uint64_t step = 0;
+  int peer = -1;
+};
+
+// Describes the running operation for error messages ("rank 3 AllReduce opCount 7 channel 1").
+struct OpLabel {
+  int rank = -1;
+  const char* opName = "";
+  uint64_t opCount = 0;
+  int channel = 0;
+};
+
+class HostSimplePrims {
+ public:
+  // recv / send may be null when the algorithm does not use that direction. `eltSize` is the size of an
+  // element of the offsets (1 for byte-wise collectives).
+  HostSimplePrims(HostConn* recv, HostConn* send, const void* input, void* output, size_t eltSize,
+                  const ResolvedRedOp& op, const WaitContext& wait, const OpLabel& label);
+
+  ncclResult_t send(size_t in, size_t n) { return run(kSrcInput | kSend, in, 0, n, false); }
+  ncclResult_t recv(size_t out, size_t n) { return run(kRecv | kDstOutput, 0, out, n, false); }
+  ncclResult_t copySend(size_t in, size_t out, size_t n) {
+    return run(kSrcInput | kDstOutput | kSend, in, out, n, false);
+  }
+  ncclResult_t recvCopySend(size_t out, size_t n) { return run(kRecv | kDstOutput | kSend, 0, out, n, false); }
+  ncclResult_t recvReduceSend(size_t in, size_t n) { return run(kSrcInput | kRecv | kSend, in, 0, n, false); }
+  ncclResult_t recvReduceCopy(size_t in, size_t out, size_t n) {
+    return run(kSrcInput | kRecv | kDstOutput, in, out, n, true);
+  }
+  ncclResult_t recvReduceCopySend(size_t in, size_t out, size_t n) {
+    return run(kSrcInput | kRecv | kDstOutput | kSend, in, out, n, true);
+  }
+  // No communication: output = postOp(preOp(input)) (one rank, or a self send/recv).
+  ncclResult_t localCopy(size_t in, size_t out, size_t n);
+
+  // Slot capacity in elements.
+  size_t slotElems() const { return slotBytes_ / eltSize_; }
+
+ private:
+  enum : unsigned { kSrcInput = 1, kRecv = 2, kDstOutput = 4, kSend = 8 };
+  ncclResult_t run(unsigned mode, size_t in, size_t out, size_t n, bool postOp);
+  ncclResult_t waitFailed(WaitStatus st, bool sending, uint64_t step) const;
+
+  HostConn* recv_;
+  HostConn* send_;
+  const char* input_;
+  char* output_;
+  size_t eltSize_;
+  size_t slotBytes_;
+  const ResolvedRedOp& op_;
+  WaitContext wait_;
+  OpLabel label_;
+};
+
+}  // namespace tutti::host

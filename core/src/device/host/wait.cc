@@ -1,0 +1,87 @@
+#include "device/host/wait.h"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+
+namespace tutti::host {
+namespace {
+
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+void futexWait(uint32_t* word, uint32_t expected, int64_t ns, bool shared) {
+  timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+  syscall(SYS_futex, word, shared ? FUTEX_WAIT : FUTEX_WAIT_PRIVATE, expected, &ts, nullptr, 0);
+}
+
+void futexWakeAll(uint32_t* word, bool shared) {
+  syscall(SYS_futex, word, shared ? FUTEX_WAKE : FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+}
+
+int64_t nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Sleep slices are short so abort, peer death and timeouts are noticed promptly.
+constexpr int64_t kSliceNs = 50 * 1000 * 1000;
+
+}  // namespace
+
+WaitStatus waitAtLeast(uint64_t* counter, uint32_t* waiters, uint32_t* seq, const uint32_t* closed,
+                       uint64_t target, const WaitContext& ctx) {
+  std::atomic_ref<uint64_t> value(*counter);
+  for (int i = 0; i < ctx.spinCount; ++i) {
+    if (value.load(std::memory_order_acquire) >= target) return WaitStatus::Ready;
+    cpuRelax();
+  }
+  std::atomic_ref<uint32_t> nWaiters(*waiters);
+  std::atomic_ref<uint32_t> seqWord(*seq);
+  const int64_t deadline = ctx.timeoutNs > 0 ? nowNs() + ctx.timeoutNs : 0;
+  while (true) {
+    uint32_t s = seqWord.load(std::memory_order_seq_cst);
+    nWaiters.fetch_add(1, std::memory_order_seq_cst);
+    // Re-check after announcing ourselves: publish() reads `waiters` after storing the value (seq_cst on
+    // both sides), so either we see the new value here or it sees us and bumps seq.
+    if (value.load(std::memory_order_seq_cst) >= target) {
+      nWaiters.fetch_sub(1, std::memory_order_relaxed);
+      return WaitStatus::Ready;
+    }
+    futexWait(seq, s, kSliceNs, ctx.shared);
+    nWaiters.fetch_sub(1, std::memory_order_relaxed);
+    if (value.load(std::memory_order_acquire) >= target) return WaitStatus::Ready;
+    if (ctx.abortFlag && ctx.abortFlag->load(std::memory_order_relaxed)) return WaitStatus::Aborted;
+    if (closed && std::atomic_ref<const uint32_t>(*closed).load(std::memory_order_acquire))
+      return WaitStatus::PeerClosed;
+    if (deadline && nowNs() > deadline) return WaitStatus::TimedOut;
+  }
+}
+
+void publish(uint64_t* counter, uint32_t* waiters, uint32_t* seq, uint64_t value, bool shared) {
+  std::atomic_ref<uint64_t>(*counter).store(value, std::memory_order_seq_cst);
+  if (std::atomic_ref<uint32_t>(*waiters).load(std::memory_order_seq_cst) != 0) {
+    std::atomic_ref<uint32_t>(*seq).fetch_add(1, std::memory_order_seq_cst);
+    futexWakeAll(seq, shared);
+  }
+}
+
+void closeEnd(tuttiConnCtrl_t* ctrl, bool senderSide, bool shared) {
+  std::atomic_ref<uint32_t>(senderSide ? ctrl->senderClosed : ctrl->receiverClosed)
+      .store(1, std::memory_order_release);
+  std::atomic_ref<uint32_t>(ctrl->tailSeq).fetch_add(1);
+  std::atomic_ref<uint32_t>(ctrl->headSeq).fetch_add(1);
+  futexWakeAll(&ctrl->tailSeq, shared);
+  futexWakeAll(&ctrl->headSeq, shared);
+}
+
+}  // namespace tutti::host

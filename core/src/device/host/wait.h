@@ -1,0 +1,34 @@
+// Waiting on a connection's step counters: spin briefly, then sleep on a futex, so many ranks on few
+// cores still progress. The counters live in a tuttiConnCtrl_t (sdk/include/tutti/transport.h), which may
+// be shared between processes (`shared`: non-private futexes).
+#pragma once
+
+#include <tutti/transport.h>
+
+#include <atomic>
+#include <cstdint>
+
+namespace tutti::host {
+
+// What a wait needs besides the counter: how long to spin, when to give up, and what stops it.
+struct WaitContext {
+  int spinCount = 2000;                      // polls before sleeping
+  int64_t timeoutNs = 0;                     // 0: wait forever (abort still ends it)
+  const std::atomic<bool>* abortFlag = nullptr;
+  bool shared = false;                       // futex words in inter-process memory
+};
+
+enum class WaitStatus { Ready, Aborted, TimedOut, PeerClosed };
+
+// Waits until *counter >= target (acquire). `waiters`/`seq` are the counter's futex pair; `closed` is the
+// other end's closed flag (checked while sleeping).
+WaitStatus waitAtLeast(uint64_t* counter, uint32_t* waiters, uint32_t* seq, const uint32_t* closed,
+                       uint64_t target, const WaitContext& ctx);
+
+// Stores value (release) and wakes sleepers, if any. Cheap when nobody sleeps.
+void publish(uint64_t* counter, uint32_t* waiters, uint32_t* seq, uint64_t value, bool shared);
+
+// Marks one end closed and wakes every sleeper on both counters.
+void closeEnd(tuttiConnCtrl_t* ctrl, bool senderSide, bool shared);
+
+}  // namespace tutti::host

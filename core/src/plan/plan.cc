@@ -1,0 +1,56 @@
+#include "plan/plan.h"
+
+#include "comm/comm.h"
+#include "util/check.h"
+
+#include <algorithm>
+
+namespace tutti {
+
+ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out) {
+  const int k = comm->nRanks;
+  const size_t typeSize = dataTypeSize(task.datatype);
+  const bool byteWise = task.func == ncclFuncAllGather || task.func == ncclFuncBroadcast;
+  CollPlan plan;
+  plan.task = task;
+  plan.eltSize = byteWise ? 1 : typeSize;
+  const size_t count = byteWise ? task.count * typeSize : task.count;
+  if (byteWise) {
+    resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &plan.op);  // plain copy
+  } else {
+    TUTTI_CHECK(comm->redOps->resolve(task.op, task.datatype, &plan.op, funcName(task.func)));
+  }
+
+  // Bytes that cross each link per rank, for the channel-count decision.
+  const bool blockWise = task.func == ncclFuncAllGather || task.func == ncclFuncReduceScatter;
+  const size_t totalBytes = count * plan.eltSize * (blockWise ? k : 1);
+  const int nc = static_cast<int>(std::clamp<size_t>(divUp(std::max<size_t>(totalBytes, 1), kMinBytesPerChannel),
+                                                     1, comm->nChannels));
+  const size_t align = std::max<size_t>(1, 64 / plan.eltSize);
+  const size_t perChannel = alignUp(divUp(count, nc), align);
+  const size_t slotElems = comm->buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS / plan.eltSize;
+  const size_t chunkCount = std::max<size_t>(align, slotElems - slotElems % align);
+
+  for (int c = 0; c < nc; ++c) {
+    const ChannelRing& ring = comm->rings[c];
+    CollWork w{};
+    w.func = task.func;
+    w.nRanks = k;
+    w.ringIx = ring.index;
+    w.rootIx = 0;
+    for (int i = 0; i < k; ++i)
+      if (ring.ranks[i] == task.root) w.rootIx = i;
+    w.count = count;
+    w.chOffset = std::min(count, perChannel * c);
+    w.chCount = std::min(perChannel, count - w.chOffset);
+    w.chunkCount = chunkCount;
+    w.align = align;
+    w.inPlace = task.sendbuff == task.recvbuff;
+    w.ringRanks = ring.ranks.data();
+    plan.work.push_back(w);
+  }
+  *out = std::move(plan);
+  return ncclSuccess;
+}
+
+}  // namespace tutti

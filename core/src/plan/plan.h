@@ -1,0 +1,29 @@
+// Turns a collective task into per-channel work: the channel partition (chOffset, chCount), the chunk
+// size mapped onto the protocol's FIFO slots (chunkCount), and the ring positions. Depends only on the
+// call's arguments and the communicator's geometry, so every rank slices a collective identically.
+#pragma once
+
+#include "comm/task.h"
+#include "device/common/reduce_ops.h"
+#include "device/common/work.h"
+
+#include <vector>
+
+namespace tutti {
+
+struct CollPlan {
+  Task task;
+  ResolvedRedOp op{};     // byte-wise collectives carry a plain copy op
+  size_t eltSize = 1;     // bytes per plan element (1 for AllGather / Broadcast)
+  uint64_t opCount = 0;
+  int algorithm = 1;      // NCCL_ALGO_RING
+  int protocol = 2;       // NCCL_PROTO_SIMPLE
+  std::vector<CollWork> work;  // one per channel used
+};
+
+// Minimum bytes a channel is given before another channel is used.
+inline constexpr size_t kMinBytesPerChannel = 256 * 1024;
+
+ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out);
+
+}  // namespace tutti

@@ -1,0 +1,133 @@
+#include "connect.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace tutti::p2p {
+
+ncclDebugLogger_t gLogger = nullptr;
+
+namespace {
+
+constexpr uint64_t kInfoMagic = 0x7032702d686f7374ull;  // "p2p-host"
+
+// The receiver's memory for one connection. Shared by both ends (same process); the last end to be freed
+// releases it, so neither end can touch freed memory whatever order the ranks tear down in.
+struct Fifo {
+  std::atomic<int> refs{1};
+  tuttiConnCtrl_t* ctrl = nullptr;
+  void* buffs[TUTTI_NUM_PROTOCOLS] = {};
+  size_t sizes[TUTTI_NUM_PROTOCOLS] = {};
+};
+
+struct Info {
+  uint64_t magic;
+  int pid;
+  Fifo* fifo;
+};
+static_assert(sizeof(Info) <= TUTTI_CONNECT_INFO_BYTES, "connect info too large");
+
+struct End {
+  bool recv = false;
+  Fifo* fifo = nullptr;  // owned reference (recv: from setup; send: from connect)
+};
+
+void releaseFifo(Fifo* f) {
+  if (!f || f->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  for (void* b : f->buffs) std::free(b);
+  std::free(f->ctrl);
+  delete f;
+}
+
+void fillConnector(const Fifo* f, tuttiConnector_t* conn) {
+  std::memset(conn, 0, sizeof *conn);
+  for (int p = 0; p < TUTTI_NUM_PROTOCOLS; ++p) {
+    conn->buffs[p] = f->buffs[p];
+    conn->buffSizes[p] = f->sizes[p];
+  }
+  conn->ctrl = f->ctrl;
+  conn->shared = 0;
+  // Plain coherent host memory: a reader that acquires the flag sees the data written before it.
+  conn->flags = TUTTI_CONN_LL128_SAFE;
+}
+
+}  // namespace
+
+ncclResult_t recvSetup(const tuttiConnectRequest_t* req, const tuttiPeerInfo_t* self, void* info, void** res) {
+  auto* fifo = new (std::nothrow) Fifo();
+  auto* end = new (std::nothrow) End();
+  if (!fifo || !end) {
+    delete fifo;
+    delete end;
+    return ncclSystemError;
+  }
+  fifo->ctrl = static_cast<tuttiConnCtrl_t*>(std::aligned_alloc(64, sizeof(tuttiConnCtrl_t)));
+  bool ok = fifo->ctrl != nullptr;
+  if (ok) std::memset(fifo->ctrl, 0, sizeof(tuttiConnCtrl_t));
+  for (int p = 0; ok && p < TUTTI_NUM_PROTOCOLS; ++p) {
+    size_t bytes = req->buffSizes[p];
+    if (bytes == 0) continue;
+    size_t rounded = (bytes + 4095) & ~size_t{4095};
+    fifo->buffs[p] = std::aligned_alloc(4096, rounded);
+    fifo->sizes[p] = bytes;
+    ok = fifo->buffs[p] != nullptr;
+  }
+  if (!ok) {
+    if (gLogger)
+      gLogger(NCCL_LOG_WARN, NCCL_P2P, __FILE__, __LINE__, "p2p: cannot allocate %zu bytes of FIFO for rank %d",
+              req->buffSizes[TUTTI_PROTO_SIMPLE], req->peer);
+    releaseFifo(fifo);
+    delete end;
+    return ncclSystemError;
+  }
+  Info i{kInfoMagic, self->pid, fifo};
+  std::memcpy(info, &i, sizeof i);
+  end->recv = true;
+  end->fifo = fifo;
+  *res = end;
+  return ncclSuccess;
+}
+
+ncclResult_t sendSetup(const tuttiConnectRequest_t*, const tuttiPeerInfo_t*, void*, void** res) {
+  auto* end = new (std::nothrow) End();
+  if (!end) return ncclSystemError;
+  *res = end;
+  return ncclSuccess;
+}
+
+ncclResult_t recvConnect(void* res, const void*, tuttiConnector_t* conn) {
+  fillConnector(static_cast<End*>(res)->fifo, conn);
+  return ncclSuccess;
+}
+
+ncclResult_t sendConnect(void* res, const void* peerInfo, tuttiConnector_t* conn) {
+  Info i;
+  std::memcpy(&i, peerInfo, sizeof i);
+  // A pointer is only meaningful in the process that made it: refuse anything else.
+  if (i.magic != kInfoMagic || i.pid != getpid() || i.fifo == nullptr) {
+    if (gLogger)
+      gLogger(NCCL_LOG_WARN, NCCL_P2P, __FILE__, __LINE__,
+              "p2p: connect info is not from this process (magic %llx, pid %d)",
+              static_cast<unsigned long long>(i.magic), i.pid);
+    return ncclInternalError;
+  }
+  auto* end = static_cast<End*>(res);
+  i.fifo->refs.fetch_add(1, std::memory_order_relaxed);
+  end->fifo = i.fifo;
+  fillConnector(i.fifo, conn);
+  return ncclSuccess;
+}
+
+ncclResult_t freeEnd(void* res) {
+  auto* end = static_cast<End*>(res);
+  if (!end) return ncclSuccess;
+  releaseFifo(end->fifo);
+  delete end;
+  return ncclSuccess;
+}
+
+}  // namespace tutti::p2p
