@@ -1,0 +1,239 @@
+// The collectives under configurations the matrix does not vary: several channels, a Simple buffer
+// small enough to need many loops, two communicator sets driven at once, split communicators, and NULL
+// for the buffers non-root ranks do not use.
+#include "coll_case.h"
+#include "dtypes.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+namespace tutti::itest {
+namespace {
+
+// A compact slice over every collective: reductions with three type/op pairs, counts around a
+// channel/loop boundary, both placements, roots 0 and k-1.
+CaseList sliceCases(int nranks, const std::vector<size_t>& counts, uint32_t seed) {
+  CaseList cases;
+  struct Pick {
+    ncclDataType_t type;
+    OpKind op;
+  };
+  const Pick picks[] = {{ncclFloat32, OpKind::kSum}, {ncclInt64, OpKind::kMax}, {ncclFloat16, OpKind::kAvg}};
+  uint32_t index = 0;
+  for (Coll coll : kAllColls) {
+    for (const Pick& pick : picks) {
+      if (!isReduction(coll) && pick.op != OpKind::kSum) continue;
+      for (size_t count : counts) {
+        for (bool inPlace : {false, true}) {
+          if (inPlace && !supportsInPlace(coll)) continue;
+          CollSpec s;
+          s.coll = coll;
+          s.type = pick.type;
+          s.op = pick.op;
+          s.count = count;
+          s.inPlace = inPlace;
+          s.root = index % 2 ? nranks - 1 : 0;
+          s.sendOffset = index % 8;
+          s.recvOffset = (index + 3) % 8;
+          s.seed = seed + index++;
+          cases.push_back(std::make_unique<CollCase>(s, nranks));
+        }
+      }
+    }
+  }
+  return cases;
+}
+
+void runSlice(int nranks, const std::vector<size_t>& counts) {
+  CommSet comms(nranks, InitMode::kInitRank);
+  ASSERT_TRUE(comms.ok()) << comms.error();
+  CaseList cases = sliceCases(nranks, counts, 9000);
+  Report report;
+  runCases(comms, Drive::kThreads, cases, report, 240);
+  reportFailures(report);
+}
+
+class Configured : public testing::TestWithParam<int> {};
+
+// Four channels each get a part of every buffer; counts not divisible by 4 leave ragged parts.
+TEST_P(Configured, FourChannels) {
+  ScopedEnv minCh("NCCL_MIN_NCHANNELS", "4");
+  ScopedEnv maxCh("NCCL_MAX_NCHANNELS", "4");
+  runSlice(GetParam(), {1, 13, 4099, 100003});
+}
+
+// A 64 KiB Simple buffer (8 KiB slots) makes a 400 KB message take several loops per channel.
+TEST_P(Configured, SmallBufferManyLoops) {
+  ScopedEnv buff("NCCL_BUFFSIZE", "65536");
+  runSlice(GetParam(), {8191, 100003});
+}
+
+TEST_P(Configured, FourChannelsSmallBuffer) {
+  ScopedEnv minCh("NCCL_MIN_NCHANNELS", "4");
+  ScopedEnv maxCh("NCCL_MAX_NCHANNELS", "4");
+  ScopedEnv buff("NCCL_BUFFSIZE", "65536");
+  runSlice(GetParam(), {100003});
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, Configured, testing::Values(2, 3, 8),
+                         [](const testing::TestParamInfo<int>& info) {
+                           return "k" + std::to_string(info.param);
+                         });
+
+// Two independent communicator sets driven at the same time by different threads: communicators must
+// not share state that mixes their traffic.
+TEST(TwoCommunicators, DrivenConcurrently) {
+  CommSet a(4, InitMode::kInitRank);
+  CommSet b(3, InitMode::kInitRank);
+  ASSERT_TRUE(a.ok()) << a.error();
+  ASSERT_TRUE(b.ok()) << b.error();
+  CaseList casesA = sliceCases(4, {7, 4099}, 100);
+  CaseList casesB = sliceCases(3, {7, 4099}, 200);
+  Report reportA, reportB;
+  std::thread ta([&] { runCases(a, Drive::kThreads, casesA, reportA); });
+  std::thread tb([&] { runCases(b, Drive::kThreads, casesB, reportB); });
+  ta.join();
+  tb.join();
+  reportFailures(reportA);
+  reportFailures(reportB);
+}
+
+// The same rank threads alternate between two communicators over the same ranks.
+TEST(TwoCommunicators, SameRanksInterleaved) {
+  CommSet a(3, InitMode::kInitRank);
+  CommSet b(3, InitMode::kInitRank);
+  ASSERT_TRUE(a.ok()) << a.error();
+  ASSERT_TRUE(b.ok()) << b.error();
+  Report report;
+  runPerRank(
+      a,
+      [&](int rank, ncclComm_t commA) {
+        ncclComm_t commB = b.comm(rank);
+        for (int iter = 0; iter < 20; ++iter) {
+          ncclComm_t comm = iter % 2 ? commA : commB;
+          int32_t in = rank + 1 + iter, out = -1;
+          if (!report.ok(ncclAllReduce(&in, &out, 1, ncclInt32, ncclSum, comm, cudaStream_t{}),
+                         "ncclAllReduce", comm)) {
+            return;
+          }
+          if (out != 6 + 3 * iter)
+            report.fail("iteration " + std::to_string(iter) + ": sum " + std::to_string(out));
+        }
+      },
+      report, "interleaved communicators");
+  reportFailures(report);
+}
+
+struct SplitResult {
+  ncclComm_t comm = nullptr;
+  int count = -1;
+  int rank = -1;
+};
+
+// Splits 8 ranks by color (even / odd) with keys reversed, so new rank order is the reverse of the old.
+TEST(Split, EvenOddReversedKeys) {
+  constexpr int k = 8;
+  CommSet parent(k, InitMode::kInitRank);
+  ASSERT_TRUE(parent.ok()) << parent.error();
+  std::vector<SplitResult> out(k);
+  Report report;
+  runPerRank(
+      parent,
+      [&](int rank, ncclComm_t comm) {
+        SplitResult& r = out[rank];
+        if (!report.ok(ncclCommSplit(comm, rank % 2, k - 1 - rank, &r.comm, nullptr), "ncclCommSplit", comm))
+          return;
+        report.ok(ncclCommCount(r.comm, &r.count), "ncclCommCount", r.comm);
+        report.ok(ncclCommUserRank(r.comm, &r.rank), "ncclCommUserRank", r.comm);
+      },
+      report, "ncclCommSplit");
+  reportFailures(report);
+  ASSERT_FALSE(HasFailure());
+
+  std::vector<ncclComm_t> even(k / 2), odd(k / 2);
+  for (int rank = 0; rank < k; ++rank) {
+    // Keys k-1-rank: among the 4 ranks of a color, the highest old rank gets new rank 0.
+    const int want = (k - 1 - rank) / 2;
+    EXPECT_EQ(out[rank].count, k / 2) << "old rank " << rank;
+    EXPECT_EQ(out[rank].rank, want) << "old rank " << rank;
+    if (want >= 0 && want < k / 2) (rank % 2 ? odd : even)[want] = out[rank].comm;
+  }
+  CommSet evenSet(even), oddSet(odd);
+  ASSERT_FALSE(HasFailure());
+  CaseList evenCases = sliceCases(k / 2, {7, 4099}, 300);
+  CaseList oddCases = sliceCases(k / 2, {7, 4099}, 400);
+  Report evenReport, oddReport;
+  std::thread te([&] { runCases(evenSet, Drive::kThreads, evenCases, evenReport); });
+  std::thread to([&] { runCases(oddSet, Drive::kThreads, oddCases, oddReport); });
+  te.join();
+  to.join();
+  reportFailures(evenReport);
+  reportFailures(oddReport);
+}
+
+// Ranks passing NCCL_SPLIT_NOCOLOR get a NULL communicator; the others form one without them.
+TEST(Split, NoColorGivesNull) {
+  constexpr int k = 5;
+  CommSet parent(k, InitMode::kInitRank);
+  ASSERT_TRUE(parent.ok()) << parent.error();
+  std::vector<SplitResult> out(k);
+  Report report;
+  runPerRank(
+      parent,
+      [&](int rank, ncclComm_t comm) {
+        SplitResult& r = out[rank];
+        r.comm = reinterpret_cast<ncclComm_t>(&r);  // must be overwritten with NULL for NOCOLOR ranks
+        const int color = (rank == 1 || rank == 3) ? NCCL_SPLIT_NOCOLOR : 7;
+        if (!report.ok(ncclCommSplit(comm, color, rank, &r.comm, nullptr), "ncclCommSplit", comm)) return;
+        if (r.comm == nullptr) return;
+        report.ok(ncclCommCount(r.comm, &r.count), "ncclCommCount", r.comm);
+        report.ok(ncclCommUserRank(r.comm, &r.rank), "ncclCommUserRank", r.comm);
+      },
+      report, "ncclCommSplit with NCCL_SPLIT_NOCOLOR");
+  reportFailures(report);
+  ASSERT_FALSE(HasFailure());
+  EXPECT_EQ(out[1].comm, nullptr);
+  EXPECT_EQ(out[3].comm, nullptr);
+  const int kept[] = {0, 2, 4};
+  std::vector<ncclComm_t> comms;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(out[kept[i]].count, 3);
+    EXPECT_EQ(out[kept[i]].rank, i);
+    comms.push_back(out[kept[i]].comm);
+  }
+  CommSet child(comms);
+  ASSERT_FALSE(HasFailure());
+  CaseList cases = sliceCases(3, {1023}, 500);
+  Report childReport;
+  runCases(child, Drive::kThreads, cases, childReport);
+  reportFailures(childReport);
+}
+
+// NCCL uses recvbuff only on the root for Reduce / Gather and sendbuff only on the root for Broadcast /
+// Scatter; applications pass NULL elsewhere and that must work.
+TEST(RootOnlyBuffers, NullOnNonRootRanks) {
+  constexpr int k = 4;
+  CommSet comms(k, InitMode::kInitRank);
+  ASSERT_TRUE(comms.ok()) << comms.error();
+  CaseList cases;
+  uint32_t seed = 600;
+  for (Coll coll : {Coll::kReduce, Coll::kGather, Coll::kBroadcast, Coll::kScatter}) {
+    for (int root : {0, k - 1}) {
+      CollSpec s;
+      s.coll = coll;
+      s.type = ncclFloat32;
+      s.count = 1031;
+      s.root = root;
+      s.nullUnusedOnNonRoot = true;
+      s.seed = seed++;
+      cases.push_back(std::make_unique<CollCase>(s, k));
+    }
+  }
+  Report report;
+  runCases(comms, Drive::kThreads, cases, report);
+  reportFailures(report);
+}
+
+}  // namespace
+}  // namespace tutti::itest

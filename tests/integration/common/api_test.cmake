@@ -1,0 +1,25 @@
+# Tests of the public API: they include <nccl.h> and link libtutti.so exactly as an application does
+# (never tutti_internal). Included from every folder that defines such tests; tests/CMakeLists.txt adds
+# folders alphabetically, so the harness is defined by whichever folder comes first.
+include_guard(GLOBAL)
+
+add_library(tutti_api_harness STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/dtypes.cc
+  ${CMAKE_CURRENT_LIST_DIR}/harness.cc
+  ${CMAKE_CURRENT_LIST_DIR}/reference.cc)
+target_include_directories(tutti_api_harness PUBLIC ${CMAKE_CURRENT_LIST_DIR})
+target_link_libraries(tutti_api_harness PUBLIC tutti GTest::gtest Threads::Threads)
+
+# tutti_add_api_test(<name> SOURCES ... [LABELS ...] [TIMEOUT seconds]): a GoogleTest binary against the
+# public API; every TEST / TEST_P instance becomes its own ctest test (and process, so per-test setenv of
+# NCCL_* variables is safe).
+function(tutti_add_api_test name)
+  cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LABELS" ${ARGN})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 180)
+  endif()
+  add_executable(${name} ${T_SOURCES})
+  target_link_libraries(${name} PRIVATE tutti_api_harness GTest::gtest_main)
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
+                       PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT})
+endfunction()
