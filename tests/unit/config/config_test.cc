@@ -118,6 +118,18 @@ TEST(ConfigBuiltin, SchemaTableDrivesKeys) {
   EXPECT_EQ(configChildKeys("plugins.*[]"), (std::vector<std::string>{"name", "path", "options", "required"}));
 }
 
+// configs/REFERENCE.md carries the tables `tutti-info --reference` prints; every declared key and
+// parameter must have its row (regenerate the file when this fails).
+TEST(ConfigBuiltin, ReferenceDocumentsEveryKeyAndParam) {
+  std::ifstream in(std::string(TUTTI_TEST_SOURCE_DIR) + "/configs/REFERENCE.md");
+  ASSERT_TRUE(in) << "configs/REFERENCE.md missing";
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const ConfigKeyInfo& k : configSchema())
+    EXPECT_NE(text.find(std::string("| `") + k.key + "` |"), std::string::npos) << k.key;
+  for (const ParamInfo& p : paramTable())
+    EXPECT_NE(text.find(std::string("| `") + p.name + "` | " + paramTypeName(p.type)), std::string::npos) << p.name;
+}
+
 TEST(ConfigParse, FileOverlaysDefaultWithOrigins) {
   Config c;
   ASSERT_EQ(configParse("plugins:\n  net:\n    - socket\n", "/cfg/a.yaml", &c), ncclSuccess) << lastErrorText();
