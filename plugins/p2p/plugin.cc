@@ -58,4 +58,6 @@ tuttiTransport_v1_t makeTable() {
 }  // namespace
 }  // namespace tutti::p2p
 
-extern "C" __attribute__((visibility("default"))) tuttiTransport_v1_t tuttiTransport_v1 = tutti::p2p::makeTable();
+extern "C" {
+__attribute__((visibility("default"))) tuttiTransport_v1_t tuttiTransport_v1 = tutti::p2p::makeTable();
+}

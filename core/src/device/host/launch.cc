@@ -21,6 +21,7 @@ HostConn* connOf(ncclComm* comm, int channel, int connIndex, int peer, bool isSe
 // so an error on one rank never leaves another rank waiting forever.
 WorkItem guarded(ncclComm* comm, WorkItem item) {
   return [comm, item = std::move(item)]() -> ncclResult_t {
+    logSetThreadRank(comm->rank);
     ncclResult_t res = item();
     if (res != ncclSuccess) {
       ncclResult_t expected = ncclSuccess;
@@ -56,6 +57,7 @@ ncclResult_t runP2pList(ncclComm* comm, const std::vector<Task>& tasks, bool sen
 
 ncclResult_t launchConnect(CommLaunch& launch) {
   ncclComm* comm = launch.comm;
+  logSetThreadRank(comm->rank);
   std::vector<ConnRequest> wanted;
   if (comm->nRanks > 1) {
     int channels = 0;

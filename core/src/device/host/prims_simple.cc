@@ -54,8 +54,10 @@ ncclResult_t HostSimplePrims::run(unsigned mode, size_t in, size_t out, size_t n
     if (mode & kRecv) {
       tuttiConnCtrl_t* ctrl = recv_->conn.ctrl;
       rstep = recv_->step;
+      WaitContext w = wait_;
+      w.shared = recv_->conn.shared != 0;
       WaitStatus st = waitAtLeast(&ctrl->tail, &ctrl->tailWaiters, &ctrl->tailSeq, &ctrl->senderClosed,
-                                  rstep + 1, wait_);
+                                  rstep + 1, w);
       if (st != WaitStatus::Ready) return waitFailed(st, false, rstep);
       const int slot = static_cast<int>(rstep % TUTTI_STEPS);
       const int64_t got = std::atomic_ref<int64_t>(ctrl->sizes[slot]).load(std::memory_order_relaxed);
@@ -72,8 +74,10 @@ ncclResult_t HostSimplePrims::run(unsigned mode, size_t in, size_t out, size_t n
       tuttiConnCtrl_t* ctrl = send_->conn.ctrl;
       sstep = send_->step;
       if (sstep + 1 > TUTTI_STEPS) {
+        WaitContext w = wait_;
+        w.shared = send_->conn.shared != 0;
         WaitStatus st = waitAtLeast(&ctrl->head, &ctrl->headWaiters, &ctrl->headSeq, &ctrl->receiverClosed,
-                                    sstep + 1 - TUTTI_STEPS, wait_);
+                                    sstep + 1 - TUTTI_STEPS, w);
         if (st != WaitStatus::Ready) return waitFailed(st, true, sstep);
       }
       const int slot = static_cast<int>(sstep % TUTTI_STEPS);

@@ -1,0 +1,170 @@
+#include "connect.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <new>
+#include <random>
+
+namespace tutti::shm {
+
+ncclDebugLogger_t gLogger = nullptr;
+
+namespace {
+
+constexpr uint64_t kInfoMagic = 0x7475747469736d31ull;  // "tuttism1"
+constexpr size_t kCtrlBytes = 4096;                     // control block page; buffers start page-aligned
+
+#define SHM_WARN(...) \
+  do { if (gLogger) gLogger(NCCL_LOG_WARN, NCCL_SHM, __FILE__, __LINE__, __VA_ARGS__); } while (0)
+
+struct Info {
+  uint64_t magic;
+  uint64_t bytes;
+  uint64_t buffSizes[TUTTI_NUM_PROTOCOLS];
+  char name[96];
+};
+static_assert(sizeof(Info) <= TUTTI_CONNECT_INFO_BYTES, "connect info too large");
+
+struct End {
+  bool recv = false;
+  bool unlinked = false;
+  char name[96] = {};
+  void* base = nullptr;
+  size_t bytes = 0;
+  size_t buffSizes[TUTTI_NUM_PROTOCOLS] = {};
+};
+
+size_t pageRound(size_t n) { return (n + 4095) & ~size_t{4095}; }
+
+void fill(const End* e, tuttiConnector_t* conn) {
+  std::memset(conn, 0, sizeof *conn);
+  char* p = static_cast<char*>(e->base) + kCtrlBytes;
+  for (int i = 0; i < TUTTI_NUM_PROTOCOLS; ++i) {
+    conn->buffSizes[i] = e->buffSizes[i];
+    conn->buffs[i] = e->buffSizes[i] ? p : nullptr;
+    p += pageRound(e->buffSizes[i]);
+  }
+  conn->ctrl = static_cast<tuttiConnCtrl_t*>(e->base);
+  conn->shared = 1;
+  // Coherent shared memory on one host: a flag acquired after its data was released is never early.
+  conn->flags = TUTTI_CONN_LL128_SAFE;
+}
+
+}  // namespace
+
+ncclResult_t recvSetup(const tuttiConnectRequest_t* req, const tuttiPeerInfo_t* self, void* info, void** res) {
+  static_assert(sizeof(tuttiConnCtrl_t) <= kCtrlBytes, "control block does not fit its page");
+  auto* e = new (std::nothrow) End();
+  if (!e) return ncclSystemError;
+  e->recv = true;
+  e->bytes = kCtrlBytes;
+  for (int i = 0; i < TUTTI_NUM_PROTOCOLS; ++i) {
+    e->buffSizes[i] = req->buffSizes[i];
+    e->bytes += pageRound(req->buffSizes[i]);
+  }
+  static std::atomic<unsigned> counter{0};
+  std::random_device rd;
+  std::snprintf(e->name, sizeof e->name, "/tutti-shm-%d-%u-%08x-r%dc%dp%d", self->pid, counter.fetch_add(1), rd(),
+                self->rank, req->channel, req->peer);
+  int fd = shm_open(e->name, O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0) {
+    SHM_WARN("shm: shm_open(%s) failed: %s", e->name, std::strerror(errno));
+    delete e;
+    return ncclSystemError;
+  }
+  if (ftruncate(fd, static_cast<off_t>(e->bytes)) != 0) {
+    SHM_WARN("shm: cannot size %s to %zu bytes: %s (is /dev/shm large enough?)", e->name, e->bytes,
+             std::strerror(errno));
+    close(fd);
+    shm_unlink(e->name);
+    delete e;
+    return ncclSystemError;
+  }
+  e->base = mmap(nullptr, e->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (e->base == MAP_FAILED) {
+    SHM_WARN("shm: mmap of %s failed: %s", e->name, std::strerror(errno));
+    shm_unlink(e->name);
+    delete e;
+    return ncclSystemError;
+  }
+  Info i{};
+  i.magic = kInfoMagic;
+  i.bytes = e->bytes;
+  for (int p = 0; p < TUTTI_NUM_PROTOCOLS; ++p) i.buffSizes[p] = e->buffSizes[p];
+  std::memcpy(i.name, e->name, sizeof i.name);
+  std::memcpy(info, &i, sizeof i);
+  *res = e;
+  return ncclSuccess;
+}
+
+ncclResult_t sendSetup(void*, void** res) {
+  auto* e = new (std::nothrow) End();
+  if (!e) return ncclSystemError;
+  *res = e;
+  return ncclSuccess;
+}
+
+ncclResult_t recvConnect(void* res, const void*, tuttiConnector_t* conn) {
+  fill(static_cast<End*>(res), conn);
+  return ncclSuccess;
+}
+
+ncclResult_t sendConnect(void* res, const void* peerInfo, tuttiConnector_t* conn) {
+  auto* e = static_cast<End*>(res);
+  Info i;
+  std::memcpy(&i, peerInfo, sizeof i);
+  i.name[sizeof i.name - 1] = '\0';
+  size_t expect = kCtrlBytes;
+  for (int p = 0; p < TUTTI_NUM_PROTOCOLS; ++p) expect += pageRound(i.buffSizes[p]);
+  if (i.magic != kInfoMagic || i.bytes != expect || std::strncmp(i.name, "/tutti-shm-", 11) != 0) {
+    SHM_WARN("shm: malformed connect info (magic %llx, %llu bytes)", static_cast<unsigned long long>(i.magic),
+             static_cast<unsigned long long>(i.bytes));
+    return ncclInternalError;
+  }
+  int fd = shm_open(i.name, O_RDWR, 0600);
+  if (fd < 0) {
+    SHM_WARN("shm: cannot open %s: %s", i.name, std::strerror(errno));
+    return ncclSystemError;
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < i.bytes) {
+    SHM_WARN("shm: %s is smaller than announced (%llu bytes)", i.name, static_cast<unsigned long long>(i.bytes));
+    close(fd);
+    return ncclInternalError;
+  }
+  e->base = mmap(nullptr, i.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (e->base == MAP_FAILED) {
+    e->base = nullptr;
+    SHM_WARN("shm: mmap of %s failed: %s", i.name, std::strerror(errno));
+    return ncclSystemError;
+  }
+  // Both ends are mapped now: the name is no longer needed.
+  shm_unlink(i.name);
+  e->bytes = i.bytes;
+  for (int p = 0; p < TUTTI_NUM_PROTOCOLS; ++p) e->buffSizes[p] = i.buffSizes[p];
+  std::memcpy(e->name, i.name, sizeof e->name);
+  e->unlinked = true;
+  fill(e, conn);
+  return ncclSuccess;
+}
+
+ncclResult_t freeEnd(void* res) {
+  auto* e = static_cast<End*>(res);
+  if (!e) return ncclSuccess;
+  if (e->base) munmap(e->base, e->bytes);
+  // The sender normally unlinks; if it never connected, the receiver removes the name (ENOENT is fine).
+  if (e->recv) shm_unlink(e->name);
+  delete e;
+  return ncclSuccess;
+}
+
+}  // namespace tutti::shm

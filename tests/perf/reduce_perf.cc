@@ -1,0 +1,3 @@
+#include "perf_common.h"
+
+int main(int argc, char** argv) { return tutti::perf::perfMain(tutti::perf::Coll::Reduce, argc, argv); }
