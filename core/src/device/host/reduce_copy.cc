@@ -1,0 +1,103 @@
+#include "device/host/reduce_copy.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace tutti {
+
+namespace {
+
+// Elements per block of the general path: the accumulator (at most 4 KiB) stays in L1 while every source
+// is folded into it.
+constexpr size_t kBlockElems = 512;
+
+// Unaligned element access. memcpy of sizeof(T) bytes compiles to one (vectorisable) unaligned load/store.
+template <typename T>
+inline T loadElem(const unsigned char* base, size_t i) {
+  T v;
+  std::memcpy(&v, base + i * sizeof(T), sizeof(T));
+  return v;
+}
+template <typename T>
+inline void storeElem(unsigned char* base, size_t i, T v) {
+  std::memcpy(base + i * sizeof(T), &v, sizeof(T));
+}
+
+// dst = (Pre ? preOp(a) : a) op b: the shape of recvReduceSend / recvReduceCopy, the hot case.
+// dst may equal a or b exactly: each element is read before it is written.
+template <typename T, typename Op, bool Pre, bool Post>
+void reduceTwo(const Op& op, const unsigned char* a, const unsigned char* b, unsigned char* dst, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    T x = loadElem<T>(a, i);
+    if constexpr (Pre) x = op.preOp(x);
+    T r = op.reduce(x, loadElem<T>(b, i));
+    if constexpr (Post) r = op.postOp(r);
+    storeElem<T>(dst, i, r);
+  }
+}
+
+// Any number of sources and destinations, block by block: acc = src0 (preOp), fold each further source
+// into acc, postOp, then write acc to every destination. A destination equal to src[0] is safe because
+// a block is fully read before it is written.
+template <typename T, typename Op, bool Pre, bool Post>
+void reduceGeneral(const Op& op, int nSrcs, const void* const* srcs, int nDsts, void* const* dsts, size_t count) {
+  alignas(64) T acc[kBlockElems];
+  for (size_t base = 0; base < count; base += kBlockElems) {
+    const size_t n = std::min(kBlockElems, count - base);
+    const size_t offset = base * sizeof(T);
+    const auto* s0 = static_cast<const unsigned char*>(srcs[0]) + offset;
+    for (size_t i = 0; i < n; ++i) {
+      T x = loadElem<T>(s0, i);
+      if constexpr (Pre) x = op.preOp(x);
+      acc[i] = x;
+    }
+    for (int j = 1; j < nSrcs; ++j) {
+      const auto* sj = static_cast<const unsigned char*>(srcs[j]) + offset;
+      for (size_t i = 0; i < n; ++i) acc[i] = op.reduce(acc[i], loadElem<T>(sj, i));
+    }
+    if constexpr (Post) {
+      for (size_t i = 0; i < n; ++i) acc[i] = op.postOp(acc[i]);
+    }
+    for (int d = 0; d < nDsts; ++d) std::memcpy(static_cast<unsigned char*>(dsts[d]) + offset, acc, n * sizeof(T));
+  }
+}
+
+template <typename T, typename Op, bool Pre, bool Post>
+void runKernel(const Op& op, int nSrcs, const void* const* srcs, int nDsts, void* const* dsts, size_t count) {
+  if (nSrcs == 2 && nDsts == 1) {
+    reduceTwo<T, Op, Pre, Post>(op, static_cast<const unsigned char*>(srcs[0]),
+                                static_cast<const unsigned char*>(srcs[1]), static_cast<unsigned char*>(dsts[0]),
+                                count);
+  } else {
+    reduceGeneral<T, Op, Pre, Post>(op, nSrcs, srcs, nDsts, dsts, count);
+  }
+}
+
+}  // namespace
+
+void hostReduceCopy(const ResolvedRedOp& op, int nSrcs, const void* const* srcs, int nDsts, void* const* dsts,
+                    size_t count, bool preOpFirstSrc, bool postOp) {
+  if (count == 0 || nDsts <= 0 || nSrcs <= 0) return;
+  dispatchDataType(op.datatype, [&](auto tag) {
+    using T = typename decltype(tag)::Type;
+    dispatchRedOp<T>(op, [&](const auto& fn) {
+      using Op = std::decay_t<decltype(fn)>;
+      const bool pre = Op::kHasPreOp && preOpFirstSrc;
+      const bool post = Op::kHasPostOp && postOp;
+      if (nSrcs == 1 && !pre && !post) {  // plain copy
+        for (int d = 0; d < nDsts; ++d)
+          if (dsts[d] != srcs[0]) std::memcpy(dsts[d], srcs[0], count * sizeof(T));
+        return;
+      }
+      if constexpr (Op::kHasPreOp) {
+        if (pre) return runKernel<T, Op, true, false>(fn, nSrcs, srcs, nDsts, dsts, count);
+      }
+      if constexpr (Op::kHasPostOp) {
+        if (post) return runKernel<T, Op, false, true>(fn, nSrcs, srcs, nDsts, dsts, count);
+      }
+      runKernel<T, Op, false, false>(fn, nSrcs, srcs, nDsts, dsts, count);
+    });
+  });
+}
+
+}  // namespace tutti
