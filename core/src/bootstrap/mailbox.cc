@@ -29,6 +29,7 @@ struct BootstrapMailbox::Conn {
 namespace {
 // Bytes read from one connection before the others get a turn.
 constexpr size_t kReadBudget = 4 << 20;
+constexpr size_t kExtraConnections = 64;
 
 const char* peerName(int peer) { return peer == -1 ? "root" : "rank"; }
 }  // namespace
@@ -208,6 +209,13 @@ void BootstrapMailbox::run() {
       for (;;) {
         Conn c;
         if (socketAccept(listen_.fd(), &c.sock, &c.from) != ncclSuccess || !c.sock.valid()) break;
+        // Legitimate senders hold one connection each (plus the root's, briefly); more is a stray or
+        // hostile client, refused so it cannot exhaust file descriptors.
+        if (conns.size() >= size_t(nRanks_) + kExtraConnections) {
+          TUTTI_WARN("bootstrap: refusing connection from {}: {} connections already open", toString(c.from),
+                     conns.size());
+          continue;
+        }
         conns.push_back(std::move(c));
       }
     }

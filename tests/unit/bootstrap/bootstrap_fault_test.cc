@@ -7,6 +7,7 @@
 #include "util/check.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -27,8 +28,7 @@ class ShortTimeout : public ::testing::Test {
   void TearDown() override { unsetenv("TUTTI_BOOTSTRAP_TIMEOUT"); }
 };
 
-// Creates ranks except `skip`, recording each create() result and error text (read on the failing
-// thread right after the failure).
+// Creates ranks except `skip`, recording each create() result, its duration and the error text.
 struct Outcome {
   std::vector<ncclResult_t> res;
   std::vector<std::string> text;
@@ -44,10 +44,12 @@ Outcome createAll(const Id& id, int n, const std::vector<int>& skip) {
       std::unique_ptr<Bootstrap> b;
       o.res[r] = Bootstrap::create(id.data(), r, n, &b);
       o.ms[r] = nowMs() - start;
-      if (o.res[r] != ncclSuccess) o.text[r] = lastErrorText();
     });
   }
   for (auto& x : t) x.join();
+  // ncclGetLastError's text is process-wide: read it once the failing threads are done.
+  for (int r = 0; r < n; ++r)
+    if (o.res[r] != ncclSuccess) o.text[r] = lastErrorText();
   return o;
 }
 
@@ -56,7 +58,7 @@ TEST_F(ShortTimeout, MissingRanksFailEveryRankWithTheirNames) {
   Outcome o = createAll(id, 6, {3, 5});
   for (int r : {0, 1, 2, 4}) {
     EXPECT_EQ(o.res[r], ncclTimeout) << "rank " << r;
-    // Text may come from any failing thread (ncclGetLastError is process-wide); all are the same.
+    // Every failing rank reports the same text, so the process-wide last error names the missing ranks.
     EXPECT_NE(o.text[r].find("ranks 3,5 of 6 did not join within 2 s"), std::string::npos) << o.text[r];
     EXPECT_GE(o.ms[r], 1500) << "rank " << r;
     EXPECT_LT(o.ms[r], 6000) << "rank " << r;
@@ -184,6 +186,37 @@ TEST(BootstrapPeer, RecvFromAPeerThatLeftFailsInsteadOfHanging) {
   });
   EXPECT_EQ(res[0], ncclSuccess);
   EXPECT_EQ(res[1], ncclSuccess);
+}
+
+int openFds() {
+  int n = 0;
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return -1;
+  while (readdir(d)) ++n;
+  closedir(d);
+  return n;
+}
+
+TEST_F(ShortTimeout, NoSocketOrThreadOutlivesItsCommunicator) {
+  ASSERT_TRUE(test::rootThreadsGone());
+  // Warm up lazily created process state (logging, resolver) before counting.
+  runRanks(newId(), 2, [](int, Bootstrap& b) { EXPECT_EQ(b.barrier(), ncclSuccess); });
+  ASSERT_TRUE(test::rootThreadsGone());
+  int before = openFds();
+  ASSERT_GT(before, 0);
+  for (int i = 0; i < 3; ++i) {
+    auto res = runRanks(newId(), 5, [](int rank, Bootstrap& b) {
+      int v = rank;
+      ASSERT_EQ(b.send((rank + 2) % 5, 0, &v, sizeof(v)), ncclSuccess);
+      ASSERT_EQ(b.recv((rank + 3) % 5, 0, &v, sizeof(v)), ncclSuccess);
+      EXPECT_EQ(v, (rank + 3) % 5);
+      ASSERT_EQ(b.barrier(), ncclSuccess);
+    });
+    for (ncclResult_t r : res) EXPECT_EQ(r, ncclSuccess);
+  }
+  createAll(newId(), 3, {2});  // a timed-out root, too
+  EXPECT_TRUE(test::rootThreadsGone());
+  EXPECT_EQ(openFds(), before);
 }
 
 }  // namespace
