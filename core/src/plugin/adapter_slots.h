@@ -73,6 +73,8 @@ class AdapterSlots {
 };
 
 // tableForSlot<Native, Maker>(slot): Maker<S>::make() for the runtime slot S, built once per slot.
+// Give every Maker a name unique across the core (InitV3, PerSlotV4, ...): same-named Makers in different
+// files' anonymous namespaces were observed to share one instantiation of the static table.
 template <typename Native, template <int> class Maker, int... S>
 Native tableForSlotImpl(int slot, std::integer_sequence<int, S...>) {
   static const std::array<Native, sizeof...(S)> tables = {Maker<S>::make()...};

@@ -13,7 +13,7 @@ using Ctx = WrappedContext<ncclProfiler_v4_t>;
 using Slots = AdapterSlots<ncclProfiler_v4_t>;
 
 template <int S>
-struct PerSlot {
+struct PerSlotV4 {
   static ncclResult_t init(void** ctx, uint64_t commId, int* mask, const char* commName, int nNodes, int nRanks,
                            int rank, ncclDebugLogger_t log) {
     const ncclProfiler_v4_t* t = Slots::table(S);
@@ -96,7 +96,7 @@ ncclResult_t finalize(void* ctx) {
 int adaptV4(const ncclProfiler_v4_t* in, ncclProfiler_v6_t* out) {
   int slot = Slots::acquire(in);
   if (slot < 0) return -1;
-  *out = tableForSlot<ncclProfiler_v6_t, PerSlot>(slot);
+  *out = tableForSlot<ncclProfiler_v6_t, PerSlotV4>(slot);
   out->name = in->name;
   out->startEvent = startEvent;
   out->stopEvent = in->stopEvent;

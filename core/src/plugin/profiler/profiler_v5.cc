@@ -12,7 +12,7 @@ using Ctx = WrappedContext<ncclProfiler_v5_t>;
 using Slots = AdapterSlots<ncclProfiler_v5_t>;
 
 template <int S>
-struct Init {
+struct InitV5 {
   static ncclResult_t init(void** ctx, uint64_t commId, int* mask, const char* commName, int nNodes, int nRanks,
                            int rank, ncclDebugLogger_t log) {
     const ncclProfiler_v5_t* t = Slots::table(S);
@@ -88,7 +88,7 @@ ncclResult_t finalize(void* ctx) {
 int adaptV5(const ncclProfiler_v5_t* in, ncclProfiler_v6_t* out) {
   int slot = Slots::acquire(in);
   if (slot < 0) return -1;
-  *out = tableForSlot<ncclProfiler_v6_t, Init>(slot);
+  *out = tableForSlot<ncclProfiler_v6_t, InitV5>(slot);
   out->name = in->name;
   out->startEvent = startEvent;
   out->stopEvent = in->stopEvent;                // event handles are the plugin's own

@@ -14,7 +14,7 @@ using Slots = AdapterSlots<ncclTuner_v4_t>;
 
 // Only init lacks a context, so only init is instantiated per slot; it wraps the plugin's context.
 template <int S>
-struct Init {
+struct InitV4 {
   static ncclResult_t init(void** ctx, uint64_t, size_t nRanks, size_t nNodes, ncclDebugLogger_t log,
                            ncclNvlDomainInfo_v6_t*, ncclTunerConstants_v6_t*) {
     const ncclTuner_v4_t* t = Slots::table(S);
@@ -53,7 +53,7 @@ ncclResult_t finalize(void* ctx) {
 int adaptV4(const ncclTuner_v4_t* in, ncclTuner_v6_t* out) {
   int slot = Slots::acquire(in);
   if (slot < 0) return -1;
-  *out = tableForSlot<ncclTuner_v6_t, Init>(slot);
+  *out = tableForSlot<ncclTuner_v6_t, InitV4>(slot);
   out->name = in->name;
   out->getCollInfo = getCollInfo;
   out->finalize = finalize;
