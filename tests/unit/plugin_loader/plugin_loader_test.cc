@@ -61,7 +61,7 @@ TEST_P(NetVersion, AdaptsToNative) {
   EXPECT_EQ(props.maxMultiRequestSize, v >= 11 ? 5 : 1);
   EXPECT_EQ(props.railId, v >= 12 ? 3 : NCCL_NET_ID_UNDEF);
   EXPECT_EQ(props.planeId, v >= 12 ? 4 : NCCL_NET_ID_UNDEF);
-  EXPECT_EQ(p->net.makeVDevice == nullptr, v < 9 || true) << "test plugins export no makeVDevice";
+  EXPECT_EQ(p->net.makeVDevice, nullptr);  // optional entries the plugin leaves NULL stay NULL
   EXPECT_EQ(p->net.setNetAttr, nullptr);
   // isend's size_t goes through (narrowed to int for v6..v8).
   void* req = nullptr;
