@@ -1,0 +1,454 @@
+// Connection setup of net-socket: listen / connect / accept as non-blocking state machines, the hello
+// handshake that groups a comm's sockets and rejects strangers, and the socket helpers.
+#include "connect.h"
+#include "options.h"
+
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <random>
+
+namespace tutti::netsock {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+uint64_t randomU64() {
+  uint64_t v = 0;
+  if (getrandom(&v, sizeof v, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof v)) {
+    static std::mutex mu;
+    static std::mt19937_64 gen{std::random_device{}() ^ static_cast<uint64_t>(Clock::now().time_since_epoch().count())};
+    std::lock_guard<std::mutex> lock(mu);
+    v = gen();
+  }
+  return v == 0 ? 1 : v;  // 0 means "none" in Handle::connectId
+}
+
+void closeFd(int& fd) {
+  if (fd >= 0) ::close(fd);
+  fd = -1;
+}
+
+void setNoDelay(int fd) {
+  int one = 1;
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+Clock::time_point deadlineFromNow() { return Clock::now() + std::chrono::milliseconds(options().timeoutMs); }
+
+// ---- listening side.
+
+// A connection accepted but whose hello has not fully arrived.
+struct HalfOpen {
+  int fd = -1;
+  Hello hello{};
+  size_t offset = 0;
+  Clock::time_point deadline;
+};
+
+// The sockets of one connecting comm gathered so far, by hello index (nSocks data + 1 control).
+struct PendingAccept {
+  std::vector<int> fds;
+  int count = 0;
+  Clock::time_point deadline;
+};
+
+struct ListenComm {
+  int fd = -1;
+  int dev = 0;
+  uint64_t magic = 0;
+  uint32_t nSocks = 0;
+  uint32_t nThreads = 0;
+  std::vector<HalfOpen> halfOpen;
+  std::map<uint64_t, PendingAccept> pending;
+};
+
+constexpr size_t kMaxHalfOpen = 1024;  // stray connections beyond this are refused, not buffered
+
+void dropPending(PendingAccept& p) {
+  for (int& fd : p.fds) closeFd(fd);
+}
+
+// Validates a complete hello against the listener; returns a reason or nullptr when acceptable.
+const char* helloProblem(const ListenComm& l, const Hello& h) {
+  if (h.marker != kHelloMarker) return "not a net-socket hello";
+  if (h.version != kWireVersion) return "wire version mismatch";
+  if (h.magic != l.magic) return "wrong magic (handle of another listener, or a stale one)";
+  if (h.nSocks != l.nSocks || h.nThreads != l.nThreads) return "socket/thread counts differ from the handle";
+  if (h.index > l.nSocks) return "socket index out of range";
+  return nullptr;
+}
+
+// ---- connecting side.
+
+enum class ConnState { Start, Connecting, SendingHello, Done };
+
+struct ConnSock {
+  int fd = -1;
+  ConnState state = ConnState::Start;
+  Hello hello{};
+  size_t offset = 0;
+};
+
+struct PendingConnect {
+  int dev = 0;
+  Handle handle{};
+  std::vector<ConnSock> socks;  // nSocks data sockets, then the control socket
+  Clock::time_point deadline;
+  ~PendingConnect() {
+    for (ConnSock& s : socks) closeFd(s.fd);
+  }
+};
+
+std::mutex gConnectMu;
+std::map<uint64_t, std::unique_ptr<PendingConnect>> gConnects;  // by Handle::connectId
+
+// Starts (or restarts after a refusal) the TCP connection of one socket.
+ncclResult_t startConnect(PendingConnect& pc, ConnSock& s) {
+  closeFd(s.fd);
+  const SockAddr& a = pc.handle.addr;
+  s.fd = ::socket(a.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (s.fd < 0) {
+    SOCK_WARN("NET/Socket : socket() failed: %s", std::strerror(errno));
+    return ncclSystemError;
+  }
+  setNoDelay(s.fd);
+  s.offset = 0;
+  if (::connect(s.fd, &a.sa, addrLen(a)) == 0 || errno == EINPROGRESS || errno == EINTR) {
+    s.state = ConnState::Connecting;
+    return ncclSuccess;
+  }
+  if (errno == ECONNREFUSED || errno == EAGAIN || errno == ETIMEDOUT) {
+    s.state = ConnState::Start;  // retried on the next call until the deadline
+    closeFd(s.fd);
+    return ncclSuccess;
+  }
+  SOCK_WARN("NET/Socket : connect to %s failed: %s", addrToString(a).c_str(), std::strerror(errno));
+  return ncclSystemError;
+}
+
+// Advances one socket as far as it goes without blocking.
+ncclResult_t stepConnect(PendingConnect& pc, ConnSock& s) {
+  if (s.state == ConnState::Start) {
+    if (ncclResult_t r = startConnect(pc, s); r != ncclSuccess) return r;
+    if (s.state == ConnState::Start) return ncclSuccess;
+  }
+  if (s.state == ConnState::Connecting) {
+    pollfd p{s.fd, POLLOUT, 0};
+    int n = ::poll(&p, 1, 0);
+    if (n == 0) return ncclSuccess;
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (n < 0 || getsockopt(s.fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+    if (err == ECONNREFUSED || err == ETIMEDOUT || err == EAGAIN) {
+      closeFd(s.fd);
+      s.state = ConnState::Start;
+      return ncclSuccess;
+    }
+    if (err != 0) {
+      SOCK_WARN("NET/Socket : connect to %s failed: %s", addrToString(pc.handle.addr).c_str(), std::strerror(err));
+      return ncclSystemError;
+    }
+    s.state = ConnState::SendingHello;
+  }
+  if (s.state == ConnState::SendingHello) {
+    ncclResult_t code = ncclSuccess;
+    Io io = progressIo(s.fd, true, &s.hello, sizeof s.hello, &s.offset, &code);
+    if (io == Io::Error) return code;
+    if (io == Io::Done) s.state = ConnState::Done;
+  }
+  return ncclSuccess;
+}
+
+}  // namespace
+
+// ---- socket helpers.
+
+Io progressIo(int fd, bool send, void* buf, size_t size, size_t* offset, ncclResult_t* code) {
+  char* p = static_cast<char*>(buf);
+  while (*offset < size) {
+    ssize_t n = send ? ::send(fd, p + *offset, size - *offset, MSG_NOSIGNAL | MSG_DONTWAIT)
+                     : ::recv(fd, p + *offset, size - *offset, MSG_DONTWAIT);
+    if (n > 0) {
+      *offset += static_cast<size_t>(n);
+      continue;
+    }
+    if (n == 0 && !send) {
+      SOCK_WARN("NET/Socket : peer closed the connection (%zu of %zu bytes received)", *offset, size);
+      *code = ncclRemoteError;
+      return Io::Error;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Io::Again;
+    int err = errno;
+    bool remote = err == ECONNRESET || err == EPIPE || err == ETIMEDOUT || err == EHOSTUNREACH;
+    SOCK_WARN("NET/Socket : %s failed: %s", send ? "send" : "recv", std::strerror(err));
+    *code = remote ? ncclRemoteError : ncclSystemError;
+    return Io::Error;
+  }
+  return Io::Done;
+}
+
+bool peerGone(int fd) {
+  char c;
+  ssize_t n = ::recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  // The receiver never writes to a sender's sockets: anything readable is an EOF or a reset.
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+// ---- listen.
+
+ncclResult_t netListen(int dev, void* opaqueHandle, void** listenComm) {
+  const Device* d = device(dev);
+  if (d == nullptr || opaqueHandle == nullptr || listenComm == nullptr) {
+    SOCK_WARN("NET/Socket : listen: bad arguments (dev %d of %d, handle %p, listenComm %p)", dev, deviceCount(),
+              opaqueHandle, static_cast<void*>(listenComm));
+    return ncclInvalidArgument;
+  }
+  auto l = std::make_unique<ListenComm>();
+  l->dev = dev;
+  l->fd = ::socket(d->addr.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (l->fd < 0) {
+    SOCK_WARN("NET/Socket : socket() failed: %s", std::strerror(errno));
+    return ncclSystemError;
+  }
+  SockAddr a = d->addr;
+  if (::bind(l->fd, &a.sa, addrLen(a)) != 0 || ::listen(l->fd, SOMAXCONN) != 0) {
+    SOCK_WARN("NET/Socket : cannot listen on %s (%s): %s", d->name.c_str(), addrToString(a).c_str(),
+              std::strerror(errno));
+    closeFd(l->fd);
+    return ncclSystemError;
+  }
+  socklen_t len = sizeof a;
+  if (::getsockname(l->fd, &a.sa, &len) != 0) {
+    SOCK_WARN("NET/Socket : getsockname failed: %s", std::strerror(errno));
+    closeFd(l->fd);
+    return ncclSystemError;
+  }
+  const Options& o = options();
+  l->magic = randomU64();
+  l->nThreads = static_cast<uint32_t>(o.nSocksPerThread == 0 ? 0 : o.nThreads);
+  l->nSocks = static_cast<uint32_t>(o.nThreads * o.nSocksPerThread);
+
+  Handle h;
+  std::memset(opaqueHandle, 0, NCCL_NET_HANDLE_MAXSIZE);
+  std::memset(&h, 0, sizeof h);
+  h.marker = kHandleMarker;
+  h.version = kWireVersion;
+  h.magic = l->magic;
+  h.addr = a;
+  h.nSocks = l->nSocks;
+  h.nThreads = l->nThreads;
+  std::memcpy(opaqueHandle, &h, sizeof h);
+  SOCK_TRACE(NCCL_NET, "NET/Socket : listening on %s %s (%u data sockets, %u threads)", d->name.c_str(),
+             addrToString(a).c_str(), l->nSocks, l->nThreads);
+  *listenComm = l.release();
+  return ncclSuccess;
+}
+
+ncclResult_t netCloseListen(void* listenComm) {
+  auto* l = static_cast<ListenComm*>(listenComm);
+  if (l == nullptr) return ncclSuccess;
+  closeFd(l->fd);
+  for (HalfOpen& h : l->halfOpen) closeFd(h.fd);
+  for (auto& [nonce, p] : l->pending) dropPending(p);
+  delete l;
+  return ncclSuccess;
+}
+
+// ---- connect.
+
+ncclResult_t netConnect(int dev, void* opaqueHandle, void** sendComm) {
+  if (sendComm == nullptr || opaqueHandle == nullptr || device(dev) == nullptr) {
+    SOCK_WARN("NET/Socket : connect: bad arguments (dev %d of %d)", dev, deviceCount());
+    return ncclInvalidArgument;
+  }
+  *sendComm = nullptr;
+  Handle h;
+  std::memcpy(&h, opaqueHandle, sizeof h);
+  if (h.marker != kHandleMarker || h.version != kWireVersion) {
+    SOCK_WARN("NET/Socket : connect: the handle was not made by net-socket listen() (or is corrupted)");
+    return ncclInvalidArgument;
+  }
+  std::unique_ptr<PendingConnect> owned;
+  PendingConnect* pc = nullptr;
+  if (h.connectId != 0) {
+    std::lock_guard<std::mutex> lock(gConnectMu);
+    auto it = gConnects.find(h.connectId);
+    if (it == gConnects.end()) {
+      SOCK_WARN("NET/Socket : connect: the handle names no connection in progress (corrupted or copied handle)");
+      return ncclInvalidArgument;
+    }
+    pc = it->second.get();
+  } else {
+    sa_family_t fam = h.addr.sa.sa_family;
+    uint16_t port = fam == AF_INET ? h.addr.sin.sin_port : fam == AF_INET6 ? h.addr.sin6.sin6_port : 0;
+    if (port == 0 || h.nSocks > static_cast<uint32_t>(kMaxSockets) || h.nThreads > static_cast<uint32_t>(kMaxThreads) ||
+        (h.nSocks > 0 && (h.nThreads == 0 || h.nSocks < h.nThreads))) {
+      SOCK_WARN("NET/Socket : connect: malformed handle (family %d, port %u, %u sockets, %u threads)", fam,
+                static_cast<unsigned>(ntohs(port)), h.nSocks, h.nThreads);
+      return ncclInvalidArgument;
+    }
+    owned = std::make_unique<PendingConnect>();
+    pc = owned.get();
+    pc->dev = dev;
+    pc->handle = h;
+    pc->deadline = deadlineFromNow();
+    pc->socks.resize(h.nSocks + 1);
+    uint64_t nonce = randomU64();
+    for (uint32_t i = 0; i <= h.nSocks; i++) {
+      Hello& hl = pc->socks[i].hello;
+      hl.marker = kHelloMarker;
+      hl.version = kWireVersion;
+      hl.magic = h.magic;
+      hl.nonce = nonce;
+      hl.index = i;
+      hl.nSocks = h.nSocks;
+      hl.nThreads = h.nThreads;
+    }
+  }
+
+  ncclResult_t r = ncclSuccess;
+  bool allDone = true;
+  for (ConnSock& s : pc->socks) {
+    r = stepConnect(*pc, s);
+    if (r != ncclSuccess) break;
+    allDone = allDone && s.state == ConnState::Done;
+  }
+  if (r == ncclSuccess && !allDone && Clock::now() > pc->deadline) {
+    SOCK_WARN("NET/Socket : connect to %s did not complete within %d ms", addrToString(pc->handle.addr).c_str(),
+              options().timeoutMs);
+    r = ncclRemoteError;
+  }
+  auto finish = [&]() {  // forget the attempt: drop it from the registry and from the handle
+    h.connectId = 0;
+    std::memcpy(opaqueHandle, &h, sizeof h);
+    if (!owned) {
+      std::lock_guard<std::mutex> lock(gConnectMu);
+      auto it = gConnects.find(pc->handle.connectId);
+      owned = std::move(it->second);
+      gConnects.erase(it);
+    }
+  };
+  if (r != ncclSuccess) {
+    finish();
+    return r;
+  }
+  if (!allDone) {
+    if (owned) {  // first call: park the attempt, remember it in the handle
+      uint64_t id = randomU64();
+      owned->handle.connectId = id;
+      h.connectId = id;
+      std::memcpy(opaqueHandle, &h, sizeof h);
+      std::lock_guard<std::mutex> lock(gConnectMu);
+      gConnects.emplace(id, std::move(owned));
+    }
+    return ncclSuccess;
+  }
+  finish();
+  std::vector<int> dataFds;
+  for (uint32_t i = 0; i < pc->handle.nSocks; i++) {
+    dataFds.push_back(pc->socks[i].fd);
+    pc->socks[i].fd = -1;
+  }
+  int ctrlFd = pc->socks.back().fd;
+  pc->socks.back().fd = -1;
+  *sendComm = newComm(true, dev, ctrlFd, std::move(dataFds), static_cast<int>(pc->handle.nThreads));
+  SOCK_TRACE(NCCL_NET, "NET/Socket : connected to %s", addrToString(pc->handle.addr).c_str());
+  return ncclSuccess;
+}
+
+// ---- accept.
+
+ncclResult_t netAccept(void* listenComm, void** recvComm) {
+  auto* l = static_cast<ListenComm*>(listenComm);
+  if (l == nullptr || recvComm == nullptr) {
+    SOCK_WARN("NET/Socket : accept: NULL listenComm or recvComm");
+    return ncclInvalidArgument;
+  }
+  *recvComm = nullptr;
+  // 1. Take every connection waiting in the backlog.
+  while (true) {
+    int fd = ::accept4(l->fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      SOCK_WARN("NET/Socket : accept failed: %s", std::strerror(errno));
+      return ncclSystemError;
+    }
+    if (l->halfOpen.size() >= kMaxHalfOpen) {
+      SOCK_WARN("NET/Socket : accept: %zu connections without a hello, refusing more", l->halfOpen.size());
+      ::close(fd);
+      continue;
+    }
+    setNoDelay(fd);
+    HalfOpen h;
+    h.fd = fd;
+    h.deadline = deadlineFromNow();
+    l->halfOpen.push_back(h);
+  }
+  // 2. Read hellos; file complete, valid ones under their comm's nonce.
+  auto now = Clock::now();
+  for (size_t i = 0; i < l->halfOpen.size();) {
+    HalfOpen& h = l->halfOpen[i];
+    ncclResult_t code = ncclSuccess;
+    Io io = progressIo(h.fd, false, &h.hello, sizeof h.hello, &h.offset, &code);
+    const char* drop = nullptr;
+    if (io == Io::Error) {
+      drop = "connection failed during the handshake";
+    } else if (io == Io::Again) {
+      if (now > h.deadline) drop = "incomplete handshake timed out";
+    } else if ((drop = helloProblem(*l, h.hello)) == nullptr) {
+      PendingAccept& p = l->pending[h.hello.nonce];
+      if (p.fds.empty()) {
+        p.fds.assign(l->nSocks + 1, -1);
+        p.deadline = deadlineFromNow();
+      }
+      if (p.fds[h.hello.index] >= 0) {
+        drop = "duplicate socket index";
+      } else {
+        p.fds[h.hello.index] = h.fd;
+        p.count++;
+        h.fd = -1;
+      }
+    }
+    if (io == Io::Again && drop == nullptr) {
+      i++;
+      continue;
+    }
+    if (drop != nullptr) {
+      SOCK_WARN("NET/Socket : accept on %s: dropping a connection: %s", device(l->dev)->name.c_str(), drop);
+      closeFd(h.fd);
+    }
+    l->halfOpen[i] = l->halfOpen.back();
+    l->halfOpen.pop_back();
+  }
+  // 3. Hand out one complete comm per call; forget partial ones that stalled.
+  for (auto it = l->pending.begin(); it != l->pending.end();) {
+    PendingAccept& p = it->second;
+    if (p.count == static_cast<int>(l->nSocks) + 1) {
+      std::vector<int> dataFds(p.fds.begin(), p.fds.end() - 1);
+      *recvComm = newComm(false, l->dev, p.fds.back(), std::move(dataFds), static_cast<int>(l->nThreads));
+      l->pending.erase(it);
+      return ncclSuccess;
+    }
+    if (now > p.deadline) {
+      SOCK_WARN("NET/Socket : accept: a peer opened %d of %u sockets and stalled; dropping them", p.count,
+                l->nSocks + 1);
+      dropPending(p);
+      it = l->pending.erase(it);
+      continue;
+    }
+    ++it;
+  }
+  return ncclSuccess;
+}
+
+}  // namespace tutti::netsock

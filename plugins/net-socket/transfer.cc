@@ -1,0 +1,335 @@
+// Data path of net-socket: isend / irecv / test over one control socket (size rendezvous and small
+// payloads) and nSocks data sockets driven by helper threads (large payloads cut into chunks).
+//
+// Ordering contract: both ends process a comm's messages in post order, and cut a message into the same
+// chunks (the sender's chunk size travels in the header) assigned to the same sockets (nextSock advances
+// identically), so each data socket carries the same sequence of chunks on both ends.
+#include "connect.h"
+#include "options.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+
+namespace tutti::netsock {
+
+namespace {
+
+char gHostMr;  // every host registration returns this: registration is a no-op for sockets
+
+void wake(Worker& w) {
+  uint64_t one = 1;
+  ssize_t n;
+  do {
+    n = ::write(w.wakeFd, &one, sizeof one);
+  } while (n < 0 && errno == EINTR);
+}
+
+// Helper thread: progresses the head chunk of each socket it owns; sleeps in poll when nothing moves.
+void workerLoop(Comm* comm, Worker* w) {
+  std::vector<pollfd> pfds;
+  std::vector<Task*> heads(w->sockIdx.size(), nullptr);
+  bool failed = false;
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(w->mu);
+      if (w->stop) return;
+      for (size_t j = 0; j < heads.size(); j++) heads[j] = w->queues[j].empty() ? nullptr : w->queues[j].front();
+    }
+    pfds.clear();
+    bool progressed = false;
+    for (size_t j = 0; j < heads.size() && !failed; j++) {
+      Task* t = heads[j];
+      if (t == nullptr) continue;
+      int fd = comm->dataFds[w->sockIdx[j]];
+      ncclResult_t code = ncclSuccess;
+      size_t before = t->offset;
+      Io io = progressIo(fd, comm->isSend, t->data, t->size, &t->offset, &code);
+      progressed = progressed || t->offset != before;
+      if (io == Io::Error) {
+        failComm(comm, code);
+        failed = true;  // stop moving data; wait for close
+      } else if (io == Io::Done) {
+        Request* req = t->req;
+        {
+          std::lock_guard<std::mutex> lock(w->mu);
+          w->queues[j].pop_front();
+        }
+        // Last touch of the task: once the count drops, test() may recycle the request.
+        req->pendingTasks.fetch_sub(1, std::memory_order_acq_rel);
+      } else {
+        pfds.push_back({fd, static_cast<short>(comm->isSend ? POLLOUT : POLLIN), 0});
+      }
+    }
+    if (progressed) continue;
+    pfds.push_back({w->wakeFd, POLLIN, 0});
+    // The timeout only bounds a lost wake-up; progress is driven by readiness and the eventfd.
+    if (::poll(pfds.data(), pfds.size(), 1000) > 0 && (pfds.back().revents & POLLIN)) {
+      uint64_t v;
+      (void)!::read(w->wakeFd, &v, sizeof v);
+    }
+  }
+}
+
+ncclResult_t startWorkers(Comm* comm) {
+  for (int t = 0; t < comm->nThreads; t++) {
+    auto w = std::make_unique<Worker>();
+    w->wakeFd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (w->wakeFd < 0) {
+      SOCK_WARN("NET/Socket : eventfd failed: %s", std::strerror(errno));
+      return ncclSystemError;
+    }
+    for (int s = t; s < static_cast<int>(comm->dataFds.size()); s += comm->nThreads) w->sockIdx.push_back(s);
+    w->queues.resize(w->sockIdx.size());
+    comm->workers.push_back(std::move(w));
+  }
+  // Threads start only once every worker exists: a failure above leaves nothing running.
+  for (auto& w : comm->workers) w->thread = std::thread(workerLoop, comm, w.get());
+  return ncclSuccess;
+}
+
+// Cuts r's payload into chunks and queues them on the helper threads (header already exchanged).
+ncclResult_t dispatchChunks(Comm* comm, Request* r) {
+  size_t chunk = r->hdr.chunkBytes;
+  size_t n = (r->size + chunk - 1) / chunk;
+  if (comm->workers.empty()) {
+    if (ncclResult_t rc = startWorkers(comm); rc != ncclSuccess) return failComm(comm, rc);
+  }
+  r->pendingTasks.store(static_cast<int>(n), std::memory_order_relaxed);
+  for (size_t i = 0; i < n; i++) {
+    Task& t = r->tasks[i];
+    t.data = r->data + i * chunk;
+    t.size = std::min(chunk, r->size - i * chunk);
+    t.offset = 0;
+    t.req = r;
+    int s = comm->nextSock;
+    comm->nextSock = (comm->nextSock + 1) % static_cast<int>(comm->dataFds.size());
+    Worker& w = *comm->workers[s % comm->nThreads];
+    {
+      std::lock_guard<std::mutex> lock(w.mu);
+      w.queues[s / comm->nThreads].push_back(&t);
+    }
+    wake(w);
+  }
+  return ncclSuccess;
+}
+
+// Fills the header of a send: small messages (or comms without data sockets) go inline.
+void prepareHeader(Comm* comm, Request* r) {
+  r->hdr.marker = kMsgMarker;
+  r->hdr.size = r->size;
+  bool inl = comm->dataFds.empty() || r->size <= comm->inlineBytes;
+  r->hdr.flags = inl ? kMsgInline : 0;
+  size_t nSocks = comm->dataFds.empty() ? 1 : comm->dataFds.size();
+  r->hdr.chunkBytes = inl ? 0 : std::max(comm->minChunkBytes, (r->size + nSocks - 1) / nSocks);
+}
+
+// Checks a received header against the posted receive; returns a reason or nullptr.
+const char* headerProblem(const Comm* comm, const Request* r) {
+  const MsgHeader& h = r->hdr;
+  if (h.marker != kMsgMarker) return "corrupted message header (stream out of sync)";
+  if (!(h.flags & kMsgInline)) {
+    if (comm->dataFds.empty()) return "chunked message on a comm without data sockets";
+    if (h.chunkBytes == 0 || (h.size + h.chunkBytes - 1) / h.chunkBytes > comm->dataFds.size())
+      return "invalid chunk size in message header";
+  }
+  return nullptr;
+}
+
+// Advances the control-socket phase of queued requests, oldest first, as far as it goes without blocking.
+ncclResult_t progressCtrl(Comm* comm) {
+  while (!comm->ctrlQueue.empty()) {
+    Request* r = comm->ctrlQueue.front();
+    ncclResult_t code = ncclSuccess;
+    if (r->hdrOffset < sizeof r->hdr) {
+      Io io = progressIo(comm->ctrlFd, comm->isSend, &r->hdr, sizeof r->hdr, &r->hdrOffset, &code);
+      if (io == Io::Error) return failComm(comm, code);
+      if (io == Io::Again) return ncclSuccess;
+      if (!comm->isSend) {
+        if (const char* why = headerProblem(comm, r)) {
+          SOCK_WARN("NET/Socket : receive: %s", why);
+          return failComm(comm, ncclRemoteError);
+        }
+        if (r->hdr.size > r->size) {
+          SOCK_WARN("NET/Socket : message truncated: the peer sends %llu bytes, the receive posted %llu. Check "
+                    "that both ranks run the same operations with the same sizes and settings.",
+                    static_cast<unsigned long long>(r->hdr.size), static_cast<unsigned long long>(r->size));
+          return failComm(comm, ncclInvalidUsage);
+        }
+        r->size = r->hdr.size;
+      }
+    }
+    if (r->hdr.flags & kMsgInline) {
+      Io io = progressIo(comm->ctrlFd, comm->isSend, r->data, r->size, &r->inlineOffset, &code);
+      if (io == Io::Error) return failComm(comm, code);
+      if (io == Io::Again) return ncclSuccess;
+      r->pendingTasks.store(0, std::memory_order_relaxed);
+    } else if (ncclResult_t rc = dispatchChunks(comm, r); rc != ncclSuccess) {
+      return rc;
+    }
+    r->state = ReqState::Data;
+    comm->ctrlQueue.pop_front();
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t postRequest(Comm* comm, char* data, size_t size, void** request) {
+  if (ncclResult_t e = static_cast<ncclResult_t>(comm->error.load()); e != ncclSuccess) return e;
+  Request* r = nullptr;
+  for (Request& c : comm->requests) {
+    if (c.state == ReqState::Free) {
+      r = &c;
+      break;
+    }
+  }
+  if (r == nullptr) {
+    SOCK_WARN("NET/Socket : more than %d requests outstanding on one comm", NCCL_NET_MAX_REQUESTS);
+    return ncclInternalError;
+  }
+  r->comm = comm;
+  r->data = data;
+  r->size = size;
+  r->hdr = MsgHeader{};
+  r->hdrOffset = 0;
+  r->inlineOffset = 0;
+  r->pendingTasks.store(0, std::memory_order_relaxed);
+  if (comm->isSend) prepareHeader(comm, r);
+  r->state = ReqState::Ctrl;
+  comm->ctrlQueue.push_back(r);
+  *request = r;
+  // Start moving right away; a failure is kept in the comm and reported by test().
+  (void)progressCtrl(comm);
+  return ncclSuccess;
+}
+
+}  // namespace
+
+ncclResult_t failComm(Comm* comm, ncclResult_t code) {
+  int expected = ncclSuccess;
+  comm->error.compare_exchange_strong(expected, code);
+  return static_cast<ncclResult_t>(comm->error.load());
+}
+
+Comm* newComm(bool isSend, int dev, int ctrlFd, std::vector<int> dataFds, int nThreads) {
+  auto* c = new Comm;
+  c->isSend = isSend;
+  c->dev = dev;
+  c->ctrlFd = ctrlFd;
+  c->dataFds = std::move(dataFds);
+  c->nThreads = c->dataFds.empty() ? 0 : nThreads;
+  c->inlineBytes = options().inlineBytes;
+  c->minChunkBytes = options().minChunkBytes;
+  return c;
+}
+
+ncclResult_t closeComm(Comm* comm) {
+  if (comm == nullptr) return ncclSuccess;
+  for (auto& w : comm->workers) {
+    {
+      std::lock_guard<std::mutex> lock(w->mu);
+      w->stop = true;
+    }
+    wake(*w);
+  }
+  for (auto& w : comm->workers) {
+    if (w->thread.joinable()) w->thread.join();
+    ::close(w->wakeFd);
+  }
+  if (comm->ctrlFd >= 0) ::close(comm->ctrlFd);
+  for (int fd : comm->dataFds) ::close(fd);
+  delete comm;
+  return ncclSuccess;
+}
+
+ncclResult_t netCloseSend(void* sendComm) { return closeComm(static_cast<Comm*>(sendComm)); }
+ncclResult_t netCloseRecv(void* recvComm) { return closeComm(static_cast<Comm*>(recvComm)); }
+
+ncclResult_t netRegMr(void* comm, void* data, size_t size, int type, void** mhandle) {
+  (void)data;
+  (void)size;
+  if (comm == nullptr || mhandle == nullptr) {
+    SOCK_WARN("NET/Socket : regMr: NULL comm or mhandle");
+    return ncclInvalidArgument;
+  }
+  if (type != NCCL_PTR_HOST) {
+    SOCK_WARN("NET/Socket : regMr: memory type %d is not supported (host memory only)", type);
+    return ncclInternalError;
+  }
+  *mhandle = &gHostMr;
+  return ncclSuccess;
+}
+
+ncclResult_t netDeregMr(void* comm, void* mhandle) {
+  (void)comm;
+  (void)mhandle;
+  return ncclSuccess;
+}
+
+ncclResult_t netIsend(void* sendComm, void* data, size_t size, void** request) {
+  auto* comm = static_cast<Comm*>(sendComm);
+  if (comm == nullptr || request == nullptr || !comm->isSend || (data == nullptr && size > 0)) {
+    SOCK_WARN("NET/Socket : isend: bad arguments (comm %p, data %p, size %zu)", sendComm, data, size);
+    return ncclInvalidArgument;
+  }
+  *request = nullptr;
+  return postRequest(comm, static_cast<char*>(data), size, request);
+}
+
+ncclResult_t netIrecv(void* recvComm, int n, void** data, size_t* sizes, void** request) {
+  auto* comm = static_cast<Comm*>(recvComm);
+  if (comm == nullptr || request == nullptr || comm->isSend || data == nullptr || sizes == nullptr) {
+    SOCK_WARN("NET/Socket : irecv: bad arguments (comm %p)", recvComm);
+    return ncclInvalidArgument;
+  }
+  if (n != 1) {
+    SOCK_WARN("NET/Socket : irecv of %d buffers; this device supports one (maxRecvs = 1)", n);
+    return ncclInvalidArgument;
+  }
+  if (data[0] == nullptr && sizes[0] > 0) {
+    SOCK_WARN("NET/Socket : irecv: NULL buffer of %zu bytes", sizes[0]);
+    return ncclInvalidArgument;
+  }
+  *request = nullptr;
+  return postRequest(comm, static_cast<char*>(data[0]), sizes[0], request);
+}
+
+ncclResult_t netIflush(void*, int, void**, int*, void**, void** request) {
+  // Host memory only: nothing to make visible. A NULL request means "already complete".
+  if (request) *request = nullptr;
+  return ncclSuccess;
+}
+
+ncclResult_t netTest(void* request, int* done, int* sizes) {
+  auto* r = static_cast<Request*>(request);
+  if (r == nullptr || done == nullptr) {
+    SOCK_WARN("NET/Socket : test: NULL request or done");
+    return ncclInvalidArgument;
+  }
+  *done = 0;
+  if (r->state == ReqState::Free || r->comm == nullptr) {
+    SOCK_WARN("NET/Socket : test on a request that is not outstanding (already completed?)");
+    return ncclInternalError;
+  }
+  Comm* comm = r->comm;
+  if (ncclResult_t e = static_cast<ncclResult_t>(comm->error.load()); e != ncclSuccess) return e;
+  if (ncclResult_t e = progressCtrl(comm); e != ncclSuccess) return e;
+  if (r->state == ReqState::Data && r->pendingTasks.load(std::memory_order_acquire) == 0) {
+    if (sizes) sizes[0] = static_cast<int>(std::min<size_t>(r->size, INT_MAX));
+    r->state = ReqState::Free;
+    *done = 1;
+    return ncclSuccess;
+  }
+  if (ncclResult_t e = static_cast<ncclResult_t>(comm->error.load()); e != ncclSuccess) return e;
+  if (comm->isSend && peerGone(comm->ctrlFd)) {
+    SOCK_WARN("NET/Socket : the receiving peer closed the connection");
+    return failComm(comm, ncclRemoteError);
+  }
+  return ncclSuccess;
+}
+
+}  // namespace tutti::netsock

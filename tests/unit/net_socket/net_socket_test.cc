@@ -1,0 +1,327 @@
+// net-socket through the ncclNet_v12_t table (and the v6 / v9 tables): devices, connection setup over
+// loopback, message sizes, many outstanding requests, and the option variants (in child processes).
+#include "net_socket_fixture.h"
+
+#include <atomic>
+
+namespace nstest {
+namespace {
+
+TEST(NetSocketLoad, ExportsEveryAbiVersion) {
+  for (const char* s : {"ncclNetPlugin_v12", "ncclNetPlugin_v11", "ncclNetPlugin_v10", "ncclNetPlugin_v9",
+                        "ncclNetPlugin_v8", "ncclNetPlugin_v7", "ncclNetPlugin_v6"}) {
+    EXPECT_NE(symbol<void>(s), nullptr) << s;
+  }
+  ASSERT_NE(net(), nullptr);
+  EXPECT_STREQ(net()->name, "Socket");
+}
+
+TEST_F(NetSocket, DevicesAndProperties) {
+  int ndev = 0;
+  ASSERT_EQ(n->devices(&ndev), ncclSuccess);
+  ASSERT_EQ(ndev, 1);  // NCCL_SOCKET_IFNAME=lo
+  ncclNetProperties_v12_t p;
+  ASSERT_EQ(n->getProperties(0, &p), ncclSuccess);
+  EXPECT_STREQ(p.name, "lo");
+  EXPECT_EQ(p.ptrSupport, NCCL_PTR_HOST);
+  EXPECT_EQ(p.regIsGlobal, 0);
+  EXPECT_EQ(p.speed, 10000);  // lo has no readable speed
+  EXPECT_EQ(p.latency, 0.0f);
+  EXPECT_EQ(p.port, 0);
+  EXPECT_GT(p.maxComms, 0);
+  EXPECT_EQ(p.maxRecvs, 1);
+  EXPECT_EQ(p.netDeviceType, NCCL_NET_DEVICE_HOST);
+  EXPECT_EQ(p.vProps.ndevs, 1);
+  EXPECT_EQ(p.vProps.devs[0], 0);
+  EXPECT_EQ(p.maxP2pBytes, static_cast<size_t>(NCCL_MAX_NET_SIZE_BYTES));
+  EXPECT_EQ(p.maxCollBytes, static_cast<size_t>(MAX_COLLNET_SIZE));
+  EXPECT_EQ(p.railId, NCCL_NET_ID_UNDEF);
+  EXPECT_NE(n->getProperties(1, &p), ncclSuccess);
+  EXPECT_NE(n->getProperties(-1, &p), ncclSuccess);
+}
+
+TEST_F(NetSocket, ConnectAndAcceptFromTwoThreads) {
+  listen();
+  std::atomic<ncclResult_t> acceptResult{ncclInProgress};
+  std::thread acceptor([&] {
+    auto deadline = Clock::now() + std::chrono::seconds(10);
+    ncclResult_t r = ncclSuccess;
+    while (recvComm == nullptr && r == ncclSuccess && Clock::now() < deadline) r = n->accept(listenComm, &recvComm, nullptr);
+    acceptResult = recvComm ? r : ncclInProgress;
+  });
+  auto deadline = Clock::now() + std::chrono::seconds(10);
+  ncclResult_t r = ncclSuccess;
+  while (sendComm == nullptr && r == ncclSuccess && Clock::now() < deadline) r = n->connect(ctx, 0, handle, &sendComm, nullptr);
+  acceptor.join();
+  ASSERT_EQ(r, ncclSuccess);
+  ASSERT_EQ(acceptResult.load(), ncclSuccess);
+  ASSERT_NE(sendComm, nullptr);
+  ASSERT_NE(recvComm, nullptr);
+  // The scratch part of the handle is cleared once the connection is up.
+  uint64_t id;
+  std::memcpy(&id, handle + offsetof(tutti::netsock::Handle, connectId), sizeof id);
+  EXPECT_EQ(id, 0u);
+  std::vector<char> src(1000), dst(1000, 0);
+  fillPattern(src, 1);
+  int got = -1;
+  ASSERT_EQ(transfer(src.data(), src.size(), dst.data(), dst.size(), &got), ncclSuccess);
+  EXPECT_EQ(got, 1000);
+  EXPECT_EQ(src, dst);
+}
+
+class NetSocketSizes : public NetSocket, public ::testing::WithParamInterface<size_t> {};
+
+TEST_P(NetSocketSizes, DataArrivesIntact) {
+  connectPair();
+  size_t size = GetParam();
+  std::vector<char> src(size);
+  fillPattern(src, static_cast<unsigned>(size));
+  // The receive buffer is larger than the message: the reported size is the sender's, the tail untouched.
+  std::vector<char> dst(size + 100, 0x5a);
+  int got = -1;
+  ASSERT_EQ(transfer(src.data(), size, dst.data(), dst.size(), &got), ncclSuccess);
+  EXPECT_EQ(static_cast<size_t>(got), size);
+  EXPECT_TRUE(std::equal(src.begin(), src.end(), dst.begin()));
+  for (size_t i = size; i < dst.size(); i++) ASSERT_EQ(dst[i], 0x5a) << "byte " << i << " past the message";
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, NetSocketSizes,
+                         ::testing::Values(size_t{0}, size_t{1}, size_t{7}, size_t{128}, size_t{129},
+                                           size_t{64 * 1024 + 3}, size_t{8 * 1024 * 1024 + 1}));
+
+TEST_F(NetSocket, ManyOutstandingRequestsInOrder) {
+  connectPair();
+  constexpr int kN = NCCL_NET_MAX_REQUESTS;
+  const size_t sizes[] = {0, 5, 300, 70000, 200000, 1 << 20};
+  std::vector<std::vector<char>> src(kN), dst(kN);
+  std::vector<void*> sreq(kN), rreq(kN);
+  for (int i = 0; i < kN; i++) {
+    size_t s = sizes[i % 6];
+    src[i].resize(s);
+    fillPattern(src[i], i);
+    dst[i].assign(s, 0);
+    ASSERT_EQ(n->isend(sendComm, src[i].data(), s, 0, nullptr, nullptr, &sreq[i]), ncclSuccess);
+    ASSERT_NE(sreq[i], nullptr);
+  }
+  // One more than NCCL_NET_MAX_REQUESTS is refused without harming the comm.
+  void* extra = nullptr;
+  char byte = 0;
+  EXPECT_NE(n->isend(sendComm, &byte, 1, 0, nullptr, nullptr, &extra), ncclSuccess);
+  EXPECT_TRUE(warned("requests outstanding"));
+  for (int i = 0; i < kN; i++) {
+    void* d = dst[i].data();
+    size_t s = dst[i].size();
+    int tag = 0;
+    ASSERT_EQ(n->irecv(recvComm, 1, &d, &s, &tag, nullptr, nullptr, &rreq[i]), ncclSuccess);
+  }
+  // Test the newest requests first: completion must not depend on the polling order.
+  for (int i = kN - 1; i >= 0; i--) {
+    int got = -1;
+    ASSERT_EQ(waitRequest(n->test, rreq[i], &got), ncclSuccess) << "recv " << i;
+    EXPECT_EQ(static_cast<size_t>(got), src[i].size());
+    ASSERT_EQ(waitRequest(n->test, sreq[i]), ncclSuccess) << "send " << i;
+  }
+  for (int i = 0; i < kN; i++) EXPECT_EQ(src[i], dst[i]) << "message " << i;
+  // Slots are reusable after completion.
+  std::vector<char> a(10, 3), b(10, 0);
+  int got = -1;
+  ASSERT_EQ(transfer(a.data(), a.size(), b.data(), b.size(), &got), ncclSuccess);
+  EXPECT_EQ(a, b);
+}
+
+TEST_F(NetSocket, BackToBackMessagesKeepOrder) {
+  connectPair();
+  for (int round = 0; round < 50; round++) {
+    size_t size = (round % 5 == 0) ? 300000 + round : 17 * round;
+    std::vector<char> src(size), dst(size, 0);
+    fillPattern(src, round);
+    int got = -1;
+    ASSERT_EQ(transfer(src.data(), size, dst.data(), size, &got), ncclSuccess) << "round " << round;
+    ASSERT_EQ(src, dst) << "round " << round;
+  }
+}
+
+TEST_F(NetSocket, RegMrAndFlush) {
+  connectPair();
+  char buf[64];
+  void* mh = nullptr;
+  EXPECT_EQ(n->regMr(sendComm, buf, sizeof buf, NCCL_PTR_HOST, &mh), ncclSuccess);
+  EXPECT_NE(mh, nullptr);
+  EXPECT_EQ(n->deregMr(sendComm, mh), ncclSuccess);
+  void* mh2 = nullptr;
+  EXPECT_EQ(n->regMr(recvComm, buf, sizeof buf, NCCL_PTR_CUDA, &mh2), ncclInternalError);
+  EXPECT_TRUE(warned("not supported"));
+  void* data = buf;
+  int size = 64;
+  void* req = reinterpret_cast<void*>(1);
+  EXPECT_EQ(n->iflush(recvComm, 1, &data, &size, &mh, &req), ncclSuccess);
+  EXPECT_EQ(req, nullptr);  // nothing to flush: complete at once
+  EXPECT_EQ(n->regMrDmaBuf, nullptr);
+}
+
+// ---- older ABIs through their own struct layouts.
+
+TEST(NetSocketAbi, V6SendRecv) {
+  const auto* v6 = symbol<ncclNet_v6_t>("ncclNetPlugin_v6");
+  ASSERT_NE(v6, nullptr);
+  ASSERT_EQ(v6->init(testLogger), ncclSuccess);
+  int ndev = 0;
+  ASSERT_EQ(v6->devices(&ndev), ncclSuccess);
+  ASSERT_GE(ndev, 1);
+  ncclNetProperties_v6_t p;
+  std::memset(&p, 0xff, sizeof p);
+  ASSERT_EQ(v6->getProperties(0, &p), ncclSuccess);
+  EXPECT_STREQ(p.name, "lo");
+  EXPECT_EQ(p.ptrSupport, NCCL_PTR_HOST);
+  EXPECT_EQ(p.speed, 10000);
+  EXPECT_EQ(p.maxRecvs, 1);
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  void* lc = nullptr;
+  ASSERT_EQ(v6->listen(0, handle, &lc), ncclSuccess);
+  void *sc = nullptr, *rc = nullptr;
+  ASSERT_TRUE(establish([&](void** s) { return v6->connect(0, handle, s); },
+                        [&](void** r) { return v6->accept(lc, r); }, &sc, &rc));
+  std::vector<char> src(100000), dst(100000, 0);
+  fillPattern(src, 6);
+  void *sreq = nullptr, *rreq = nullptr;
+  void* d = dst.data();
+  int rsize = static_cast<int>(dst.size());
+  int tag = 0;
+  ASSERT_EQ(v6->isend(sc, src.data(), static_cast<int>(src.size()), 0, nullptr, &sreq), ncclSuccess);
+  ASSERT_EQ(v6->irecv(rc, 1, &d, &rsize, &tag, nullptr, &rreq), ncclSuccess);
+  int got = -1;
+  EXPECT_EQ(waitBoth(v6->test, sreq, rreq, &got), ncclSuccess);
+  EXPECT_EQ(got, 100000);
+  EXPECT_EQ(src, dst);
+  void* sreq2 = nullptr;
+  EXPECT_EQ(v6->isend(sc, src.data(), -1, 0, nullptr, &sreq2), ncclInvalidArgument);
+  EXPECT_EQ(v6->closeSend(sc), ncclSuccess);
+  EXPECT_EQ(v6->closeRecv(rc), ncclSuccess);
+  EXPECT_EQ(v6->closeListen(lc), ncclSuccess);
+}
+
+TEST(NetSocketAbi, V9SendRecv) {
+  const auto* v9 = symbol<ncclNet_v9_t>("ncclNetPlugin_v9");
+  ASSERT_NE(v9, nullptr);
+  ASSERT_EQ(v9->init(testLogger), ncclSuccess);
+  ncclNetProperties_v9_t p;
+  std::memset(&p, 0xff, sizeof p);
+  ASSERT_EQ(v9->getProperties(0, &p), ncclSuccess);
+  EXPECT_STREQ(p.name, "lo");
+  EXPECT_EQ(p.netDeviceType, NCCL_NET_DEVICE_HOST);
+  EXPECT_EQ(p.vProps.ndevs, 1);
+  EXPECT_EQ(p.maxP2pBytes, static_cast<size_t>(NCCL_MAX_NET_SIZE_BYTES));
+  EXPECT_EQ(p.maxCollBytes, static_cast<size_t>(MAX_COLLNET_SIZE));
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  void* lc = nullptr;
+  ASSERT_EQ(v9->listen(0, handle, &lc), ncclSuccess);
+  void *sc = nullptr, *rc = nullptr;
+  ASSERT_TRUE(establish([&](void** s) { return v9->connect(0, handle, s, nullptr); },
+                        [&](void** r) { return v9->accept(lc, r, nullptr); }, &sc, &rc));
+  std::vector<char> src(3 << 20), dst(3 << 20, 0);
+  fillPattern(src, 9);
+  void *sreq = nullptr, *rreq = nullptr;
+  void* d = dst.data();
+  size_t rsize = dst.size();
+  int tag = 0;
+  ASSERT_EQ(v9->isend(sc, src.data(), src.size(), 0, nullptr, &sreq), ncclSuccess);
+  ASSERT_EQ(v9->irecv(rc, 1, &d, &rsize, &tag, nullptr, &rreq), ncclSuccess);
+  int got = -1;
+  EXPECT_EQ(waitBoth(v9->test, sreq, rreq, &got), ncclSuccess);
+  EXPECT_EQ(got, 3 << 20);
+  EXPECT_EQ(src, dst);
+  EXPECT_EQ(v9->closeRecv(rc), ncclSuccess);
+  EXPECT_EQ(v9->closeSend(sc), ncclSuccess);
+  EXPECT_EQ(v9->closeListen(lc), ncclSuccess);
+}
+
+// ---- options: each variant runs in a re-executed child process so that init reads a fresh environment
+// (a forked child would inherit this process's already initialised plugin).
+class NetSocketOptions : public ::testing::Test {
+ protected:
+  void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
+};
+
+// In the child: init, connect a pair, move `size` bytes and check them. Exit code 0 on success.
+void childTransfer(size_t size) {
+  const ncclNet_v12_t* n = net();  // the caller set the environment before this first load
+  void* ctx = nullptr;
+  if (n == nullptr || n->init(&ctx, 1, nullptr, testLogger, nullptr) != ncclSuccess) std::exit(2);
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  void *lc = nullptr, *sc = nullptr, *rc = nullptr;
+  if (n->listen(ctx, 0, handle, &lc) != ncclSuccess) std::exit(3);
+  if (!establish([&](void** s) { return n->connect(ctx, 0, handle, s, nullptr); },
+                 [&](void** r) { return n->accept(lc, r, nullptr); }, &sc, &rc))
+    std::exit(4);
+  std::vector<char> src(size), dst(size, 0);
+  fillPattern(src, 3);
+  void *sreq = nullptr, *rreq = nullptr;
+  void* d = dst.data();
+  int tag = 0;
+  if (n->isend(sc, src.data(), size, 0, nullptr, nullptr, &sreq) != ncclSuccess) std::exit(5);
+  if (n->irecv(rc, 1, &d, &size, &tag, nullptr, nullptr, &rreq) != ncclSuccess) std::exit(6);
+  if (waitBoth(n->test, sreq, rreq, nullptr) != ncclSuccess) std::exit(7);
+  if (src != dst) std::exit(8);
+  n->closeSend(sc);
+  n->closeRecv(rc);
+  n->closeListen(lc);
+  n->finalize(ctx);
+  std::exit(0);
+}
+
+TEST_F(NetSocketOptions, NoHelperThreadsSendsEverythingOnControlSocket) {
+  EXPECT_EXIT(
+      {
+        setTestEnv();
+        setenv("NCCL_SOCKET_NTHREADS", "0", 1);
+        childTransfer(5 << 20);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+TEST_F(NetSocketOptions, ManyThreadsAndSockets) {
+  EXPECT_EXIT(
+      {
+        setTestEnv();
+        setenv("NCCL_SOCKET_NTHREADS", "4", 1);
+        setenv("NCCL_NSOCKS_PERTHREAD", "3", 1);
+        setenv("NCCL_SOCKET_MIN_TASKSIZE", "4096", 1);
+        childTransfer((7 << 20) + 13);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+TEST_F(NetSocketOptions, ExactInterfaceName) {
+  EXPECT_EXIT(
+      {
+        setTestEnv();
+        setenv("NCCL_SOCKET_IFNAME", "=lo", 1);
+        setenv("NCCL_SOCKET_FAMILY", "AF_INET", 1);
+        childTransfer(1000);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+// Init result in a child with the given variable set (exit code = ncclResult_t).
+[[noreturn]] void childInit(const char* name, const char* value) {
+  const ncclNet_v12_t* n = net();  // loading sets the default test environment; override it afterwards
+  if (n == nullptr) std::exit(100);
+  setenv(name, value, 1);
+  void* ctx = nullptr;
+  std::exit(static_cast<int>(n->init(&ctx, 1, nullptr, testLogger, nullptr)));
+}
+
+TEST_F(NetSocketOptions, NoMatchingInterfaceFailsInit) {
+  EXPECT_EXIT(childInit("NCCL_SOCKET_IFNAME", "=l"), ::testing::ExitedWithCode(ncclSystemError), "");
+  EXPECT_EXIT(childInit("NCCL_SOCKET_IFNAME", "nosuchif0"), ::testing::ExitedWithCode(ncclSystemError), "");
+}
+
+TEST_F(NetSocketOptions, MalformedValuesFailInit) {
+  EXPECT_EXIT(childInit("NCCL_SOCKET_NTHREADS", "many"), ::testing::ExitedWithCode(ncclInvalidUsage), "");
+  EXPECT_EXIT(childInit("NCCL_SOCKET_NTHREADS", "17"), ::testing::ExitedWithCode(ncclInvalidUsage), "");
+  EXPECT_EXIT(childInit("NCCL_SOCKET_FAMILY", "AF_UNIX"), ::testing::ExitedWithCode(ncclInvalidUsage), "");
+  EXPECT_EXIT(childInit("TUTTI_NET_SOCKET_TIMEOUT_MS", "-5"), ::testing::ExitedWithCode(ncclInvalidUsage), "");
+}
+
+}  // namespace
+}  // namespace nstest
