@@ -95,7 +95,7 @@ TEST_F(NetSocket, WrongMagicIsRejectedByAccept) {
     ASSERT_EQ(n->isend(sc, big.data(), big.size(), 0, nullptr, nullptr, &req), ncclSuccess);
     ncclResult_t tr = waitRequest(n->test, req, nullptr, 5);
     EXPECT_TRUE(tr == ncclRemoteError || tr == ncclSystemError) << tr;
-    EXPECT_EQ(n->closeSend(sc), ncclSuccess);
+    EXPECT_EQ(n->closeSend(sc), ncclSuccess);  // before `big` goes out of scope
   }
   // The listener still serves a legitimate peer afterwards.
   ASSERT_TRUE(establish([&](void** s) { return n->connect(ctx, 0, handle, s, nullptr); },
@@ -178,6 +178,7 @@ TEST_F(NetSocket, ReceiveSmallerThanSendIsAnError) {
   void* d = dst.data();
   int tag = 0;
   EXPECT_EQ(n->irecv(recvComm, 1, &d, &sz, &tag, nullptr, nullptr, &req), ncclInvalidUsage);
+  closeAll();
 }
 
 TEST_F(NetSocket, ChunkedReceiveSmallerThanSendIsAnError) {
@@ -185,6 +186,7 @@ TEST_F(NetSocket, ChunkedReceiveSmallerThanSendIsAnError) {
   std::vector<char> src(1 << 20, 1), dst(1 << 19, 0);
   int got = -1;
   EXPECT_EQ(transfer(src.data(), src.size(), dst.data(), dst.size(), &got), ncclInvalidUsage);
+  closeAll();
 }
 
 TEST_F(NetSocket, BadRequestArguments) {
@@ -224,6 +226,7 @@ TEST_F(NetSocket, SenderVanishesWhileReceiving) {
   auto start = Clock::now();
   EXPECT_EQ(waitRequest(n->test, rreq, nullptr, 5), ncclRemoteError);
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(2));
+  closeAll();
 }
 
 TEST_F(NetSocket, SenderVanishesMidMessage) {
@@ -247,6 +250,7 @@ TEST_F(NetSocket, SenderVanishesMidMessage) {
   } else {
     EXPECT_EQ(r, ncclRemoteError);
   }
+  closeAll();
 }
 
 TEST_F(NetSocket, ReceiverVanishesWhileSending) {
@@ -260,6 +264,7 @@ TEST_F(NetSocket, ReceiverVanishesWhileSending) {
   ncclResult_t r = waitRequest(n->test, sreq, nullptr, 5);
   EXPECT_TRUE(r == ncclRemoteError || r == ncclSystemError) << r;
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(2));
+  closeAll();
 }
 
 // Every close order, each with a message in flight before the closes.
