@@ -154,12 +154,14 @@ void prepare(Coll c, const Options& o, int r, size_t count, RankBuffers& b, bool
 }
 
 // Counts wrong elements of rank r's output.
-size_t verify(Coll c, const Options& o, int r, size_t count, const RankBuffers& b) {
+size_t verify(Coll c, const Options& o, int r, size_t count, const RankBuffers& b, bool inPlace) {
   const int n = o.nRanks;
   size_t wrong = 0;
   dispatch(o.dtype, [&](auto tag) {
     using T = decltype(tag);
-    const T* out = reinterpret_cast<const T*>(b.recv.data());
+    // In-place ReduceScatter leaves rank r's block at its own offset of the full buffer.
+    const size_t outOff = (inPlace && c == Coll::ReduceScatter) ? r * count : 0;
+    const T* out = reinterpret_cast<const T*>(b.recv.data()) + outOff;
     auto expectAt = [&](size_t idx, T want) {
       bool ok = std::is_floating_point_v<T> && o.op == ncclAvg
                     ? std::fabs(double(out[idx]) - double(want)) <= 1e-6 * std::max(1.0, std::fabs(double(want)))
@@ -333,7 +335,7 @@ int perfMain(Coll coll, int argc, char** argv) {
             prepare(coll, o, r, count, bufs[r], place);
             sync.arrive_and_wait();
             res = runOnce(coll, o, comms[r], r, count, bufs[r], place);
-            if (res == ncclSuccess) wrong[r] = verify(coll, o, r, count, bufs[r]);
+            if (res == ncclSuccess) wrong[r] = verify(coll, o, r, count, bufs[r], place);
           } else {
             sync.arrive_and_wait();
           }

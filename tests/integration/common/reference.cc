@@ -122,9 +122,11 @@ bool checkReduced(ncclDataType_t type, OpKind op, const std::vector<int64_t>& in
         for (int64_t v : inputs) acc *= static_cast<uint64_t>(v);
         break;
       case OpKind::kAvg: {
-        int64_t sum = 0;
-        for (int64_t v : inputs) sum += v;
-        acc = static_cast<uint64_t>(sum / n);
+        // NCCL sums in the element type (wrapping) and divides the wrapped sum at the end.
+        uint64_t sum = 0;
+        for (int64_t v : inputs) sum += static_cast<uint64_t>(v);
+        sum = normaliseInt(type, sum);
+        acc = isSignedInt(type) ? static_cast<uint64_t>(static_cast<int64_t>(sum) / n) : sum / static_cast<uint64_t>(n);
         break;
       }
       case OpKind::kMax:

@@ -108,7 +108,7 @@ TUTTI_HOST_DEVICE ncclResult_t ringBroadcast(P& p, const CollWork& w) {
 template <typename P>
 TUTTI_HOST_DEVICE ncclResult_t ringReduce(P& p, const CollWork& w) {
   const int k = w.nRanks;
-  const int pos = modRanks(w.ringIx + 2 * k - w.rootIx - 1, k);  // 0 = first after root, k-1 = root
+  const int pos = (w.ringIx + 2 * k - w.rootIx - 1) % k;  // 0 = first after root, k-1 = root
   for (size_t done = 0; done < w.chCount; done += w.chunkCount) {
     const size_t n = minSize(w.chunkCount, w.chCount - done);
     const size_t off = w.chOffset + done;
