@@ -14,6 +14,8 @@ struct GroupParam {
   int nranks;
 };
 
+void PrintTo(const GroupParam& p, std::ostream* os) { *os << collName(p.coll) << "_k" << p.nranks; }
+
 class GroupedInitAll : public testing::TestWithParam<GroupParam> {};
 
 TEST_P(GroupedInitAll, Slice) {

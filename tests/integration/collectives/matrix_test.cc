@@ -17,10 +17,12 @@ struct MatrixParam {
   bool inPlace;
 };
 
-std::string paramName(const testing::TestParamInfo<MatrixParam>& info) {
-  return std::string(collName(info.param.coll)) + "_k" + std::to_string(info.param.nranks) +
-         (info.param.inPlace ? "_InPlace" : "_OutOfPlace");
+std::string matrixName(const MatrixParam& p) {
+  return std::string(collName(p.coll)) + "_k" + std::to_string(p.nranks) + (p.inPlace ? "_InPlace" : "_OutOfPlace");
 }
+std::string paramName(const testing::TestParamInfo<MatrixParam>& info) { return matrixName(info.param); }
+// Readable parameter values in test listings (and so in ctest names) instead of raw bytes.
+void PrintTo(const MatrixParam& p, std::ostream* os) { *os << matrixName(p); }
 
 // Every case of one (collective, k, placement); variety in offsets and roots comes from the case index
 // so all 8 offsets and both roots occur without multiplying the number of calls.
@@ -79,6 +81,8 @@ struct LargeParam {
   Coll coll;
   int nranks;
 };
+
+void PrintTo(const LargeParam& p, std::ostream* os) { *os << collName(p.coll) << "_k" << p.nranks; }
 
 class LargeCounts : public testing::TestWithParam<LargeParam> {};
 

@@ -17,6 +17,8 @@ struct P2pParam {
   int nranks;
 };
 
+void PrintTo(const P2pParam& p, std::ostream* os) { *os << patternName(p.pattern) << "_k" << p.nranks; }
+
 CaseList p2pCases(P2pPattern pattern, int nranks) {
   CaseList cases;
   uint32_t seed = 500;

@@ -9,6 +9,12 @@ add_library(tutti_api_harness STATIC
   ${CMAKE_CURRENT_LIST_DIR}/reference.cc)
 target_include_directories(tutti_api_harness PUBLIC ${CMAKE_CURRENT_LIST_DIR})
 target_link_libraries(tutti_api_harness PUBLIC tutti GTest::gtest Threads::Threads)
+# Transports are plugins loaded at run time; building a test builds the ones it will load.
+foreach(plugin tutti_transport_p2p tutti_transport_shm)
+  if(TARGET ${plugin})
+    add_dependencies(tutti_api_harness ${plugin})
+  endif()
+endforeach()
 
 # tutti_add_api_test(<name> SOURCES ... [LABELS ...] [TIMEOUT seconds]): a GoogleTest binary against the
 # public API; every TEST / TEST_P instance becomes its own ctest test (and process, so per-test setenv of

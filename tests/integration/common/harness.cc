@@ -11,6 +11,10 @@
 
 namespace tutti::itest {
 
+namespace {
+constexpr int kSetupTimeoutSeconds = 120;  // creating or destroying up to 8 communicators
+}  // namespace
+
 const char* resultName(ncclResult_t r) {
   switch (r) {
     case ncclSuccess: return "ncclSuccess";
@@ -56,50 +60,6 @@ void reportFailures(Report& report, size_t maxShown) {
   if (failures.size() > maxShown) ADD_FAILURE() << (failures.size() - maxShown) << " more failures not shown";
 }
 
-CommSet::CommSet(int nranks, InitMode mode) {
-  std::vector<ncclComm_t> comms(nranks, nullptr);
-  if (mode == InitMode::kInitAll) {
-    ncclResult_t r = ncclCommInitAll(comms.data(), nranks, nullptr);
-    if (r != ncclSuccess) {
-      error_ = std::string("ncclCommInitAll(") + std::to_string(nranks) + ") returned " + resultName(r);
-      return;
-    }
-    comms_ = std::move(comms);
-    return;
-  }
-  ncclUniqueId id;
-  ncclResult_t r = ncclGetUniqueId(&id);
-  if (r != ncclSuccess) {
-    error_ = std::string("ncclGetUniqueId returned ") + resultName(r);
-    return;
-  }
-  // ncclCommInitRank blocks until every rank has joined, so each rank needs its own thread.
-  std::vector<ncclResult_t> results(nranks, ncclSuccess);
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < nranks; ++rank) {
-    threads.emplace_back([&, rank] { results[rank] = ncclCommInitRank(&comms[rank], nranks, id, rank); });
-  }
-  for (auto& t : threads) t.join();
-  for (int rank = 0; rank < nranks; ++rank) {
-    if (results[rank] != ncclSuccess) {
-      error_ += "ncclCommInitRank(rank " + std::to_string(rank) + "/" + std::to_string(nranks) +
-                ") returned " + resultName(results[rank]) + "; ";
-    }
-  }
-  comms_ = std::move(comms);
-}
-
-CommSet::CommSet(std::vector<ncclComm_t> comms) : comms_(std::move(comms)) {}
-
-CommSet::~CommSet() {
-  // ncclCommDestroy may synchronise with peers (as NCCL's does), so destroy from one thread per rank.
-  std::vector<std::thread> threads;
-  for (ncclComm_t comm : comms_) {
-    if (comm != nullptr) threads.emplace_back([comm] { ncclCommDestroy(comm); });
-  }
-  for (auto& t : threads) t.join();
-}
-
 namespace {
 
 // Waits for `remaining` to reach zero; past the deadline prints where each rank was and exits, because
@@ -143,6 +103,68 @@ class Watchdog {
   bool abandoned_ = false;
   std::vector<std::string> where_;
 };
+
+}  // namespace
+
+CommSet::CommSet(int nranks, InitMode mode) {
+  std::vector<ncclComm_t> comms(nranks, nullptr);
+  if (mode == InitMode::kInitAll) {
+    ncclResult_t r = ncclCommInitAll(comms.data(), nranks, nullptr);
+    if (r != ncclSuccess) {
+      error_ = std::string("ncclCommInitAll(") + std::to_string(nranks) + ") returned " + resultName(r);
+      return;
+    }
+    comms_ = std::move(comms);
+    return;
+  }
+  ncclUniqueId id;
+  ncclResult_t r = ncclGetUniqueId(&id);
+  if (r != ncclSuccess) {
+    error_ = std::string("ncclGetUniqueId returned ") + resultName(r);
+    return;
+  }
+  // ncclCommInitRank blocks until every rank has joined, so each rank needs its own thread.
+  std::vector<ncclResult_t> results(nranks, ncclSuccess);
+  std::vector<std::thread> threads;
+  Watchdog dog(nranks);
+  for (int rank = 0; rank < nranks; ++rank) {
+    threads.emplace_back([&, rank] {
+      dog.setWhere(rank, "ncclCommInitRank");
+      results[rank] = ncclCommInitRank(&comms[rank], nranks, id, rank);
+      dog.setWhere(rank, "(finished)");
+      dog.done();
+    });
+  }
+  dog.wait(kSetupTimeoutSeconds, "communicator creation");
+  for (auto& t : threads) t.join();
+  for (int rank = 0; rank < nranks; ++rank) {
+    if (results[rank] != ncclSuccess) {
+      error_ += "ncclCommInitRank(rank " + std::to_string(rank) + "/" + std::to_string(nranks) +
+                ") returned " + resultName(results[rank]) + "; ";
+    }
+  }
+  comms_ = std::move(comms);
+}
+
+CommSet::CommSet(std::vector<ncclComm_t> comms) : comms_(std::move(comms)) {}
+
+CommSet::~CommSet() {
+  // ncclCommDestroy may synchronise with peers (as NCCL's does), so destroy from one thread per rank.
+  std::vector<std::thread> threads;
+  Watchdog dog(static_cast<int>(comms_.size()));
+  for (size_t rank = 0; rank < comms_.size(); ++rank) {
+    threads.emplace_back([&, rank] {
+      dog.setWhere(static_cast<int>(rank), "ncclCommDestroy");
+      if (comms_[rank] != nullptr) ncclCommDestroy(comms_[rank]);
+      dog.setWhere(static_cast<int>(rank), "(finished)");
+      dog.done();
+    });
+  }
+  dog.wait(kSetupTimeoutSeconds, "communicator destruction");
+  for (auto& t : threads) t.join();
+}
+
+namespace {
 
 void runThreaded(const CommSet& set, CaseList& cases, Report& report, int timeoutSeconds) {
   const int n = set.size();
