@@ -1,6 +1,8 @@
 // Where each rank lives (host, process, device) and the rings each channel follows.
 #pragma once
 
+#include "plugin/config.h"  // kMaxChannels
+
 #include <tutti/transport.h>
 
 #include <string>
@@ -21,7 +23,5 @@ std::vector<int> topoRing(const std::vector<tuttiPeerInfo_t>& peers, int channel
 
 // Channel count of a communicator from NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS.
 int topoChannelCount(int nRanks);
-
-inline constexpr int kMaxChannels = 64;
 
 }  // namespace tutti

@@ -14,7 +14,7 @@
 
 namespace tutti {
 
-int gLogLevelCache = -1;
+std::atomic<int> gLogLevelCache{-1};
 
 namespace {
 
@@ -22,7 +22,9 @@ struct LogState {
   std::mutex mutex;
   ncclDebugLogLevel level = NCCL_LOG_NONE;
   unsigned long subsys = NCCL_INIT | NCCL_ENV;  // NCCL's default mask
+  std::atomic<unsigned long> subsysMask{NCCL_INIT | NCCL_ENV};  // lock-free copy for logEnabled()
   FILE* out = stderr;
+  std::string outPath;  // expanded NCCL_DEBUG_FILE currently open ("" = stderr)
   std::string host;
   LogParamLookup lookup = nullptr;
   bool versionPrinted = false;
@@ -116,24 +118,32 @@ void logReconfigure() {
   s.subsys = NCCL_INIT | NCCL_ENV;
   if (const char* m = lookupParam(s, "NCCL_DEBUG_SUBSYS")) s.subsys = parseSubsys(m);
 
-  if (s.out != stderr && s.out != stdout) std::fclose(s.out);
-  s.out = stderr;
-  if (const char* f = lookupParam(s, "NCCL_DEBUG_FILE"); f && s.level > NCCL_LOG_NONE) {
-    std::string path = expandDebugFile(f, s.host);
-    if (FILE* fp = std::fopen(path.c_str(), "w")) {
-      setvbuf(fp, nullptr, _IOLBF, 4096);
-      s.out = fp;
+  // Reopen only when the target changed: re-reading the settings must not truncate the current log.
+  std::string path;
+  if (const char* f = lookupParam(s, "NCCL_DEBUG_FILE"); f && *f && s.level > NCCL_LOG_NONE)
+    path = expandDebugFile(f, s.host);
+  if (path != s.outPath) {
+    if (s.out != stderr && s.out != stdout) std::fclose(s.out);
+    s.out = stderr;
+    s.outPath.clear();
+    if (!path.empty()) {
+      if (FILE* fp = std::fopen(path.c_str(), "w")) {
+        setvbuf(fp, nullptr, _IOLBF, 4096);
+        s.out = fp;
+        s.outPath = path;
+      }
     }
   }
-  gLogLevelCache = s.level;
+  s.subsysMask.store(s.subsys, std::memory_order_relaxed);
+  gLogLevelCache.store(s.level, std::memory_order_relaxed);
 }
 
 ncclDebugLogLevel logLevel() {
-  if (gLogLevelCache < 0) logReconfigure();
+  if (gLogLevelCache.load(std::memory_order_relaxed) < 0) logReconfigure();
   return state().level;
 }
 
-unsigned long logSubsysMask() { return state().subsys; }
+unsigned long logSubsysMask() { return state().subsysMask.load(std::memory_order_relaxed); }
 
 void logSetThreadRank(int rank) { tRank = rank; }
 
@@ -184,7 +194,13 @@ void reportError(ncclResult_t code, const char* file, int line, std::string msg)
   if (logEnabled(NCCL_LOG_WARN, NCCL_ALL)) logWriteLine(NCCL_LOG_WARN, NCCL_ALL, file, line, msg);
 }
 
-const char* lastErrorText() { return gLastError; }
+// Returns a per-thread copy so a reader never races with a writer on the shared buffer.
+const char* lastErrorText() {
+  thread_local char copy[sizeof gLastError];
+  std::lock_guard<std::mutex> lock(gErrMutex);
+  std::memcpy(copy, gLastError, sizeof copy);
+  return copy;
+}
 
 void clearLastError() {
   std::lock_guard<std::mutex> lock(gErrMutex);

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <string>
 
 namespace tutti {
@@ -24,9 +25,13 @@ ncclDebugLogLevel logLevel();
 unsigned long logSubsysMask();
 
 inline bool logEnabled(ncclDebugLogLevel level, unsigned long flags) {
-  extern int gLogLevelCache;  // -1 until initialised
-  if (gLogLevelCache < 0) logReconfigure();
-  if (level > gLogLevelCache) return false;
+  extern std::atomic<int> gLogLevelCache;  // -1 until initialised
+  int cached = gLogLevelCache.load(std::memory_order_relaxed);
+  if (cached < 0) {
+    logReconfigure();
+    cached = gLogLevelCache.load(std::memory_order_relaxed);
+  }
+  if (level > cached) return false;
   if (level == NCCL_LOG_WARN || level == NCCL_LOG_VERSION) return true;
   return (flags & logSubsysMask()) != 0;
 }
