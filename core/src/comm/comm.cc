@@ -1,5 +1,7 @@
 #include "comm/comm.h"
 
+#include "plan/tuning.h"
+
 #include "plugin/params.h"
 #include "plugin/transport_plugin.h"
 #include "util/check.h"
@@ -68,6 +70,7 @@ ncclResult_t commInitRank(ncclComm** out, int nRanks, const ncclUniqueId& id, in
   if (simple < TUTTI_STEPS * 64)
     TUTTI_FAIL(ncclInvalidArgument, "NCCL_BUFFSIZE={} is too small (at least {} bytes)", simple, TUTTI_STEPS * 64);
   comm->buffSizes[TUTTI_PROTO_SIMPLE] = static_cast<size_t>(simple) & ~size_t{TUTTI_STEPS * 64 - 1};
+  TUTTI_CHECK(tunerChainCreate(comm.get()));
 
   TUTTI_INFO(NCCL_INIT, "comm {} rank {} nRanks {} nNodes {} channels {} buffSize {} - init done",
              static_cast<void*>(comm.get()), rank, nRanks, comm->nNodes, comm->nChannels,
@@ -96,6 +99,7 @@ ncclResult_t commFree(ncclComm* comm) {
     }
     comm->connections.clear();
   }
+  comm->tuners.reset();  // finalizes every tuner context
   comm->bootstrap.reset();
   comm->magic = kCommDeadMagic;
   delete comm;

@@ -26,6 +26,11 @@ namespace tutti {
 
 class TransportPlugin;
 class HostStream;
+class TunerChain;
+// Defined in plan/tuning.cc, so holders of ncclComm need not see TunerChain.
+struct TunerChainDeleter {
+  void operator()(TunerChain* chain) const;
+};
 
 inline constexpr uint64_t kCommMagic = 0x7475747469436f6dull;  // "tuttiCom"
 inline constexpr uint64_t kCommDeadMagic = 0xdeadc0117deadc01ull;
@@ -73,6 +78,7 @@ struct ncclComm {
   std::mutex connMutex;
 
   std::unique_ptr<tutti::RedOpTable> redOps;  // created at init (needs nRanks)
+  std::unique_ptr<tutti::TunerChain, tutti::TunerChainDeleter> tuners;  // created at init, finalized at free
   uint64_t collOpCount = 0;  // collectives launched, same sequence on every rank
   uint64_t p2pOpCount = 0;
 

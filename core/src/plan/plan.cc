@@ -1,6 +1,7 @@
 #include "plan/plan.h"
 
 #include "comm/comm.h"
+#include "plan/tuning.h"
 #include "util/check.h"
 
 #include <algorithm>
@@ -24,8 +25,13 @@ ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out) {
   // Bytes that cross each link per rank, for the channel-count decision.
   const bool blockWise = task.func == ncclFuncAllGather || task.func == ncclFuncReduceScatter;
   const size_t totalBytes = count * plan.eltSize * (blockWise ? k : 1);
-  const int nc = static_cast<int>(std::clamp<size_t>(divUp(std::max<size_t>(totalBytes, 1), kMinBytesPerChannel),
-                                                     1, comm->nChannels));
+  int nc = static_cast<int>(std::clamp<size_t>(divUp(std::max<size_t>(totalBytes, 1), kMinBytesPerChannel),
+                                               1, comm->nChannels));
+  TuningDecision tuning;
+  TUTTI_CHECK(tuningSelect(comm, task.func, totalBytes, nc, &tuning));
+  plan.algorithm = tuning.algorithm;
+  plan.protocol = tuning.protocol;
+  if (tuning.channelsFromTuner) nc = std::clamp(tuning.nChannels, 1, comm->nChannels);
   const size_t align = std::max<size_t>(1, 64 / plan.eltSize);
   const size_t perChannel = alignUp(divUp(count, nc), align);
   const size_t slotElems = comm->buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS / plan.eltSize;

@@ -1,0 +1,401 @@
+#include "plan/tuning.h"
+
+#include "comm/comm.h"
+#include "plugin/params.h"
+#include "plugin/tuner_plugin.h"
+#include "util/check.h"
+
+#include <strings.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+namespace tutti {
+
+namespace {
+
+constexpr int kA = NCCL_NUM_ALGORITHMS;
+constexpr int kP = NCCL_NUM_PROTOCOLS;
+
+// NCCL's spellings (parsing is case-insensitive).
+const char* const kAlgoNames[kA] = {"Tree", "Ring", "CollnetDirect", "CollnetChain", "NVLS", "NVLSTree", "PAT"};
+const char* const kProtoNames[kP] = {"LL", "LL128", "Simple"};
+const char* const kFuncNames[kNumTunedFuncs] = {"Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce"};
+
+std::string trim(std::string s) {
+  s.erase(0, s.find_first_not_of(" \t"));
+  s.erase(s.find_last_not_of(" \t") + 1);
+  return s;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t b = 0;
+  for (;;) {
+    size_t e = s.find(sep, b);
+    out.push_back(s.substr(b, e == std::string::npos ? std::string::npos : e - b));
+    if (e == std::string::npos) return out;
+    b = e + 1;
+  }
+}
+
+std::string joinNames(const char* const* names, int n) {
+  std::string s;
+  for (int i = 0; i < n; ++i) s += (i ? ", " : "") + std::string(names[i]);
+  return s;
+}
+
+// ---- The YAML overrides, run as the last tuner of the chain. ----
+
+struct OverrideContext {
+  std::vector<TuningRule> rules;
+  int nRanks = 1, nNodes = 1;
+};
+
+// Matching rules apply in file order; a later rule that forces a pair replaces an earlier one's choice.
+ncclResult_t overrideGetCollInfo(void* context, ncclFunc_t f, size_t nBytes, int, float** collCostTable,
+                                 int numAlgo, int numProto, int, int* nChannels) {
+  const auto* ctx = static_cast<const OverrideContext*>(context);
+  auto* table = reinterpret_cast<float*>(collCostTable);
+  std::vector<float> entry(table, table + numAlgo * numProto);
+  const int64_t bytes = nBytes > static_cast<size_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(nBytes);
+  for (const TuningRule& r : ctx->rules) {
+    if (!r.matches(f, bytes, ctx->nRanks, ctx->nNodes)) continue;
+    if (r.channels > 0) *nChannels = r.channels;
+    if (r.algorithm < 0 && r.protocol < 0) continue;
+    bool any = false;
+    for (int a = 0; a < numAlgo; ++a) {
+      for (int p = 0; p < numProto; ++p) {
+        bool forced = (r.algorithm < 0 || r.algorithm == a) && (r.protocol < 0 || r.protocol == p) &&
+                      entry[a * numProto + p] >= 0;
+        any |= forced;
+      }
+    }
+    if (!any) {
+      TUTTI_INFO(NCCL_TUNING, "tuning rule at {}: {}/{} is not available for {}, rule ignored", r.where.str(),
+                 r.algorithm < 0 ? "any" : tunedAlgoName(r.algorithm),
+                 r.protocol < 0 ? "any" : tunedProtoName(r.protocol), tunedFuncName(f));
+      continue;
+    }
+    for (int a = 0; a < numAlgo; ++a) {
+      for (int p = 0; p < numProto; ++p) {
+        const float e = entry[a * numProto + p];
+        bool forced = (r.algorithm < 0 || r.algorithm == a) && (r.protocol < 0 || r.protocol == p) && e >= 0;
+        table[a * numProto + p] = forced ? 0.0f : e;
+      }
+    }
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t overrideInit(void**, uint64_t, size_t, size_t, ncclDebugLogger_t, ncclNvlDomainInfo_v6_t*,
+                          ncclTunerConstants_v6_t*) {
+  return ncclSuccess;  // the context is made by TunerChain::addOverrides
+}
+ncclResult_t overrideFinalize(void*) { return ncclSuccess; }
+
+constexpr ncclTuner_v6_t kOverrideTuner = {"yaml-overrides", overrideInit, overrideGetCollInfo, overrideFinalize,
+                                           nullptr};
+
+// ---- Loaded tuner libraries: one per label for the life of the process, shared by communicators. ----
+
+std::mutex gPluginMutex;
+std::map<std::string, std::shared_ptr<TunerPlugin>>& loadedPlugins() {
+  static auto* m = new std::map<std::string, std::shared_ptr<TunerPlugin>>();  // never unloaded
+  return *m;
+}
+
+ncclResult_t loadShared(const PluginSpec& spec, std::shared_ptr<TunerPlugin>* out) {
+  std::lock_guard<std::mutex> lock(gPluginMutex);
+  auto& m = loadedPlugins();
+  if (auto it = m.find(spec.label()); it != m.end()) {
+    *out = it->second;
+    return ncclSuccess;
+  }
+  configApplyPluginOptions(spec);
+  std::unique_ptr<TunerPlugin> p;
+  TUTTI_CHECK(tunerPluginLoad(spec.label(), &p));
+  std::shared_ptr<TunerPlugin> shared(std::move(p));
+  if (shared) m[spec.label()] = shared;
+  *out = std::move(shared);
+  return ncclSuccess;
+}
+
+}  // namespace
+
+void TunerChainDeleter::operator()(TunerChain* chain) const { delete chain; }
+
+const char* tunedAlgoName(int a) { return a >= 0 && a < kA ? kAlgoNames[a] : "?"; }
+const char* tunedProtoName(int p) { return p >= 0 && p < kP ? kProtoNames[p] : "?"; }
+const char* tunedFuncName(ncclFunc_t f) { return f >= 0 && f < kNumTunedFuncs ? kFuncNames[f] : "?"; }
+
+AlgoProtoFilter::AlgoProtoFilter() {
+  for (int f = 0; f < kNumTunedFuncs; ++f) {
+    for (int a = 0; a < kA; ++a) algo[f][a] = true;
+    for (int p = 0; p < kP; ++p) proto[f][p] = true;
+  }
+}
+
+ncclResult_t parseAlgoProtoList(const char* var, const std::string& text, const char* const* names, int n,
+                                bool* allowed) {
+  std::vector<bool> out(allowed, allowed + kNumTunedFuncs * n);
+  const std::vector<std::string> sections = split(text, ';');
+  for (size_t s = 0; s < sections.size(); ++s) {
+    std::string section = trim(sections[s]);
+    if (section.empty()) continue;
+    std::string prefix, list = section;
+    if (size_t colon = section.find(':'); colon != std::string::npos) {
+      prefix = trim(section.substr(0, colon));
+      list = trim(section.substr(colon + 1));
+    } else if (s != 0) {
+      // A prefix-less list after a section would silently overwrite the sections before it.
+      TUTTI_FAIL(ncclInvalidUsage, "{}=\"{}\": only the first entry may omit the collective prefix (\"{}\")", var,
+                 text, section);
+    }
+    int fBegin = 0, fEnd = kNumTunedFuncs;
+    if (!prefix.empty() || section.find(':') != std::string::npos) {
+      int f = 0;
+      while (f < kNumTunedFuncs && strcasecmp(prefix.c_str(), kFuncNames[f]) != 0) ++f;
+      if (f == kNumTunedFuncs)
+        TUTTI_FAIL(ncclInvalidUsage, "{}=\"{}\": unknown collective \"{}\" (expected one of {})", var, text, prefix,
+                   joinNames(kFuncNames, kNumTunedFuncs));
+      fBegin = f;
+      fEnd = f + 1;
+    }
+    const bool exclude = !list.empty() && list[0] == '^';
+    if (exclude) list = trim(list.substr(1));
+    std::vector<bool> named(n, false);
+    for (const std::string& raw : split(list, ',')) {
+      std::string word = trim(raw);
+      if (word.empty()) continue;
+      int e = 0;
+      while (e < n && strcasecmp(word.c_str(), names[e]) != 0) ++e;
+      if (e == n)
+        TUTTI_FAIL(ncclInvalidUsage, "{}=\"{}\": unknown name \"{}\" (expected one of {})", var, text, word,
+                   joinNames(names, n));
+      named[e] = true;
+    }
+    for (int f = fBegin; f < fEnd; ++f)
+      for (int e = 0; e < n; ++e) out[f * n + e] = exclude ? !named[e] : named[e];
+  }
+  for (int i = 0; i < kNumTunedFuncs * n; ++i) allowed[i] = out[i];
+  return ncclSuccess;
+}
+
+ncclResult_t parseAlgoProtoFilter(const std::string& algoText, const std::string& protoText, AlgoProtoFilter* out) {
+  AlgoProtoFilter f;
+  TUTTI_CHECK(parseAlgoProtoList("NCCL_ALGO", algoText, kAlgoNames, kA, &f.algo[0][0]));
+  TUTTI_CHECK(parseAlgoProtoList("NCCL_PROTO", protoText, kProtoNames, kP, &f.proto[0][0]));
+  *out = f;
+  return ncclSuccess;
+}
+
+void engineSupport(ncclFunc_t, bool (&supported)[kA][kP]) {
+  // The host engine runs ring over Simple FIFOs for all five collectives; tree, LL and LL128 come later.
+  for (int a = 0; a < kA; ++a)
+    for (int p = 0; p < kP; ++p) supported[a][p] = a == NCCL_ALGO_RING && p == NCCL_PROTO_SIMPLE;
+}
+
+float coreBaseCost(ncclFunc_t f, size_t nBytes, int nRanks, int algo, int proto) {
+  // A neutral estimate (10 us per step, 1 GB/s) so a chain without tuners still orders entries sensibly;
+  // the default tuner replaces it with a calibrated model.
+  const double k = std::max(nRanks, 1);
+  double steps = k - 1, factor = (k - 1) / k;
+  if (f == ncclFuncAllReduce) {
+    steps = 2 * (k - 1);
+    factor = 2 * (k - 1) / k;
+  } else if (f == ncclFuncBroadcast || f == ncclFuncReduce) {
+    factor = 1;
+  }
+  if (algo == NCCL_ALGO_TREE) steps = 2 * std::ceil(std::log2(k));
+  const double latencyUs = proto == NCCL_PROTO_SIMPLE ? 10.0 : 5.0;
+  return static_cast<float>(steps * latencyUs + factor * static_cast<double>(nBytes) / 1e3);
+}
+
+TunerChain::~TunerChain() {
+  for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) {
+    if (it->internalState) continue;
+    if (ncclResult_t r = it->api->finalize(it->context); r != ncclSuccess)
+      TUTTI_WARN("tuner '{}': finalize failed ({})", it->name, static_cast<int>(r));
+  }
+}
+
+ncclResult_t TunerChain::add(const std::string& name, std::shared_ptr<TunerPlugin> plugin, const ncclTuner_v6_t* api,
+                             bool required, uint64_t commId) {
+  TunerEntry e;
+  e.name = name;
+  e.plugin = std::move(plugin);
+  e.api = api;
+  // Zeroed rather than NULL: tuners written for NCCL may read or edit these unconditionally.
+  ncclNvlDomainInfo_v6_t nvl{};
+  nvl.nNvlDomains = nNodes_;
+  nvl.minRanksPerNvlDomain = nvl.maxRanksPerNvlDomain = nRanks_ / std::max(nNodes_, 1);
+  ncclTunerConstants_v6_t constants{};
+  ncclResult_t r = api->init(&e.context, commId, static_cast<size_t>(nRanks_), static_cast<size_t>(nNodes_),
+                             tuttiPluginLogger, &nvl, &constants);
+  if (r != ncclSuccess) {
+    if (required) TUTTI_FAIL(r, "tuner '{}' is required but its init failed ({})", name, static_cast<int>(r));
+    TUTTI_WARN("tuner '{}': init failed ({}), skipped for this communicator", name, static_cast<int>(r));
+    return ncclSuccess;
+  }
+  entries_.push_back(std::move(e));
+  return ncclSuccess;
+}
+
+void TunerChain::addOverrides(const std::vector<TuningRule>& rules) {
+  if (rules.empty()) return;
+  auto ctx = std::make_shared<OverrideContext>();
+  ctx->rules = rules;
+  ctx->nRanks = nRanks_;
+  ctx->nNodes = nNodes_;
+  TunerEntry e;
+  e.name = kOverrideTuner.name;
+  e.api = &kOverrideTuner;
+  e.context = ctx.get();
+  e.internalState = std::move(ctx);
+  entries_.push_back(std::move(e));
+}
+
+ncclResult_t TunerChain::select(ncclFunc_t f, size_t nBytes, const bool (&supported)[kA][kP], int coreChannels,
+                                int maxChannels, TuningDecision* out) const {
+  if (f < 0 || f >= kNumTunedFuncs) TUTTI_FAIL(ncclInternalError, "tuning asked for non-collective {}", int(f));
+  float table[kA][kP];
+  const std::string* writer[kA][kP];
+  static const std::string kCore = "core";
+  for (int a = 0; a < kA; ++a) {
+    for (int p = 0; p < kP; ++p) {
+      table[a][p] = supported[a][p] ? coreBaseCost(f, nBytes, nRanks_, a, p) : NCCL_ALGO_PROTO_IGNORE;
+      writer[a][p] = &kCore;
+    }
+  }
+  int channels = coreChannels;
+  const std::string* channelsBy = &kCore;
+
+  for (const TunerEntry& e : entries_) {
+    float before[kA][kP];
+    std::memcpy(before, table, sizeof table);
+    int ch = channels;
+    ncclResult_t r = e.api->getCollInfo(e.context, f, nBytes, 1, reinterpret_cast<float**>(&table[0][0]), kA, kP, 0,
+                                        &ch);
+    if (r != ncclSuccess) {
+      // Skipped for this call only: the table is what it was before the tuner ran.
+      if (!e.warned) {
+        TUTTI_WARN("tuner '{}': getCollInfo failed ({}) for {} of {} bytes; its answer is ignored (further "
+                   "failures are logged at TRACE)", e.name, static_cast<int>(r), tunedFuncName(f), nBytes);
+        e.warned = true;
+      } else {
+        TUTTI_TRACE(NCCL_TUNING, "tuner '{}': getCollInfo failed ({})", e.name, static_cast<int>(r));
+      }
+      std::memcpy(table, before, sizeof table);
+      continue;
+    }
+    for (int a = 0; a < kA; ++a) {
+      for (int p = 0; p < kP; ++p) {
+        if (before[a][p] == NCCL_ALGO_PROTO_IGNORE && table[a][p] != NCCL_ALGO_PROTO_IGNORE) {
+          // An unsupported pair must stay unsupported: the engine cannot run it.
+          TUTTI_TRACE(NCCL_TUNING, "tuner '{}' enabled unsupported {}/{}; kept disabled", e.name,
+                      tunedAlgoName(a), tunedProtoName(p));
+          table[a][p] = NCCL_ALGO_PROTO_IGNORE;
+        } else if (std::memcmp(&before[a][p], &table[a][p], sizeof(float)) != 0) {
+          writer[a][p] = &e.name;
+        }
+      }
+    }
+    if (ch != channels) {
+      if (ch >= 1) {
+        channels = ch;
+        channelsBy = &e.name;
+      } else {
+        TUTTI_TRACE(NCCL_TUNING, "tuner '{}' suggested {} channels; ignored", e.name, ch);
+      }
+    }
+  }
+
+  bool anyAllowed = false;
+  int bestA = NCCL_ALGO_UNDEF, bestP = NCCL_PROTO_UNDEF;
+  for (int a = 0; a < kA; ++a) {
+    for (int p = 0; p < kP; ++p) {
+      if (!supported[a][p] || !filter_.allows(f, a, p)) continue;
+      anyAllowed = true;
+      const float c = table[a][p];
+      if (!(c >= 0)) continue;  // -1 (or NaN): unavailable
+      if (bestA < 0 || c < table[bestA][bestP]) {
+        bestA = a;
+        bestP = p;
+      }
+    }
+  }
+  if (!anyAllowed) {
+    std::string what;
+    for (int a = 0; a < kA; ++a)
+      for (int p = 0; p < kP; ++p)
+        if (supported[a][p]) what += (what.empty() ? "" : ", ") + fmt::format("{}/{}", kAlgoNames[a], kProtoNames[p]);
+    TUTTI_FAIL(ncclInvalidUsage, "NCCL_ALGO=\"{}\" / NCCL_PROTO=\"{}\" leave no usable algorithm/protocol for {} "
+               "(this engine supports {})", paramString("NCCL_ALGO"), paramString("NCCL_PROTO"), tunedFuncName(f),
+               what);
+  }
+  if (bestA < 0) {
+    std::string chain;
+    for (const TunerEntry& e : entries_) chain += (chain.empty() ? "" : ", ") + e.name;
+    TUTTI_FAIL(ncclInvalidUsage, "no algorithm/protocol left for {} of {} bytes: the tuners ({}) marked every "
+               "allowed entry unavailable", tunedFuncName(f), nBytes, chain);
+  }
+  TuningDecision d;
+  d.algorithm = bestA;
+  d.protocol = bestP;
+  d.nChannels = std::clamp(channels, 1, std::max(maxChannels, 1));
+  d.channelsFromTuner = channelsBy != &kCore;
+  d.decider = *writer[bestA][bestP];
+  d.channelsBy = *channelsBy;
+  *out = std::move(d);
+  return ncclSuccess;
+}
+
+ncclResult_t tunerChainCreate(ncclComm* comm) {
+  AlgoProtoFilter filter;
+  TUTTI_CHECK(parseAlgoProtoFilter(paramString("NCCL_ALGO"), paramString("NCCL_PROTO"), &filter));
+  const Config* cfg = nullptr;
+  TUTTI_CHECK(configGet(&cfg));
+  std::unique_ptr<TunerChain, TunerChainDeleter> chain(new TunerChain(comm->nRanks, comm->nNodes));
+  chain->setFilter(filter);
+  for (const PluginSpec& spec : cfg->tuners) {
+    std::shared_ptr<TunerPlugin> plugin;
+    if (ncclResult_t r = loadShared(spec, &plugin); r != ncclSuccess) {
+      if (spec.required) TUTTI_FAIL(r, "tuner '{}' ({}) is required but failed to load", spec.label(), spec.where.str());
+      TUTTI_WARN("tuner '{}' ({}) failed to load; continuing without it", spec.label(), spec.where.str());
+      continue;
+    }
+    if (!plugin) continue;  // "none"
+    const ncclTuner_v6_t* api = &plugin->tuner;
+    TUTTI_CHECK(chain->add(api->name, std::move(plugin), api, spec.required, comm->commHash));
+  }
+  chain->addOverrides(cfg->tuning);
+  std::string names;
+  for (const TunerEntry& e : chain->entries()) names += (names.empty() ? "" : " -> ") + e.name;
+  TUTTI_INFO(NCCL_INIT | NCCL_TUNING, "comm {} rank {}: tuner chain: {}", static_cast<void*>(comm), comm->rank,
+             names.empty() ? "none (core costs only)" : names);
+  comm->tuners = std::move(chain);
+  return ncclSuccess;
+}
+
+ncclResult_t tuningSelect(ncclComm* comm, ncclFunc_t f, size_t nBytes, int coreChannels, TuningDecision* out) {
+  bool supported[kA][kP];
+  engineSupport(f, supported);
+  TuningDecision d;
+  if (comm->tuners) {
+    TUTTI_CHECK(comm->tuners->select(f, nBytes, supported, coreChannels, comm->nChannels, &d));
+  } else {
+    TunerChain bare(comm->nRanks, comm->nNodes);
+    TUTTI_CHECK(bare.select(f, nBytes, supported, coreChannels, comm->nChannels, &d));
+  }
+  TUTTI_INFO(NCCL_TUNING, "{}: {} bytes -> algo {} proto {} channels {} decider {} (channels by {})",
+             tunedFuncName(f), nBytes, tunedAlgoName(d.algorithm), tunedProtoName(d.protocol), d.nChannels,
+             d.decider, d.channelsBy);
+  *out = std::move(d);
+  return ncclSuccess;
+}
+
+}  // namespace tutti

@@ -1,0 +1,73 @@
+#include "model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tutti::tunerdefault {
+
+namespace {
+
+// Steps on the critical path and bytes each rank moves per byte of the collective, per algorithm.
+struct Shape {
+  double steps = -1;
+  double traffic = 0;
+};
+
+Shape shapeOf(ncclFunc_t f, int algo, int nRanks) {
+  const double k = nRanks;
+  const double log2k = std::ceil(std::log2(std::max(k, 1.0)));
+  Shape s;
+  switch (algo) {
+    case NCCL_ALGO_RING:
+      if (f == ncclFuncAllReduce) {
+        s = {2 * (k - 1), 2 * (k - 1) / k};  // reduce-scatter then all-gather around the ring
+      } else if (f == ncclFuncAllGather || f == ncclFuncReduceScatter) {
+        s = {k - 1, (k - 1) / k};
+      } else if (f == ncclFuncBroadcast || f == ncclFuncReduce) {
+        s = {k - 1, 1};  // a pipelined chain: every byte crosses each link once
+      }
+      break;
+    case NCCL_ALGO_TREE:
+      // Reduce up then broadcast down a binary tree: each byte crosses a link twice.
+      if (f == ncclFuncAllReduce) s = {2 * log2k, 2};
+      break;
+    case NCCL_ALGO_PAT:
+      if (f == ncclFuncAllGather || f == ncclFuncReduceScatter) s = {log2k, (k - 1) / k};
+      break;
+    default:
+      break;  // CollNet / NVLS need hardware this model does not describe
+  }
+  return s;
+}
+
+}  // namespace
+
+double Model::time(ncclFunc_t f, int algo, int proto, size_t nBytes) const {
+  if (proto < 0 || proto >= NCCL_NUM_PROTOCOLS) return -1;
+  if (nRanks <= 1) return options.latencyUs[kLinkProcess][proto];  // a local copy
+  const Shape s = shapeOf(f, algo, nRanks);
+  if (s.steps < 0) return -1;
+  const Link l = link();
+  // GB/s = 1e3 bytes per microsecond.
+  return options.latencyUs[l][proto] * s.steps +
+         s.traffic * static_cast<double>(nBytes) / (options.bandwidthGBs[l][proto] * 1e3);
+}
+
+int Model::channels(size_t nBytes) const {
+  const unsigned long long per = static_cast<unsigned long long>(options.channelBytes);
+  const unsigned long long n = (static_cast<unsigned long long>(nBytes) + per - 1) / per;
+  return static_cast<int>(std::clamp<unsigned long long>(n, 1, options.maxChannels));
+}
+
+void modelFill(const Model& m, ncclFunc_t f, size_t nBytes, float* table, int numAlgo, int numProto) {
+  for (int a = 0; a < numAlgo && a < NCCL_NUM_ALGORITHMS; ++a) {
+    for (int p = 0; p < numProto && p < NCCL_NUM_PROTOCOLS; ++p) {
+      float& e = table[a * numProto + p];
+      if (!(e >= 0)) continue;  // unavailable stays unavailable
+      const double t = m.time(f, a, p, nBytes);
+      if (t >= 0) e = static_cast<float>(t);
+    }
+  }
+}
+
+}  // namespace tutti::tunerdefault

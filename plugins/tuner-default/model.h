@@ -1,0 +1,29 @@
+// The default cost model: time = latency x steps + bytes / bandwidth per (algorithm, protocol), with the
+// steps and traffic of each algorithm as in NCCL's model, and latency / bandwidth per protocol and link.
+#pragma once
+
+#include "options.h"
+
+#include <cstddef>
+
+namespace tutti::tunerdefault {
+
+struct Model {
+  Options options;
+  int nRanks = 1;
+  int nNodes = 1;
+
+  // The link that bounds a collective spanning the communicator: the network when it crosses nodes.
+  Link link() const { return nNodes > 1 ? kLinkNet : options.intraLink; }
+  // Estimated microseconds, or a negative value when the model has no estimate for (f, algo) (the
+  // caller then leaves the core's entry as it is).
+  double time(ncclFunc_t f, int algo, int proto, size_t nBytes) const;
+  // Channels worth using for nBytes: 1 for small collectives, one per channelBytes up to maxChannels.
+  int channels(size_t nBytes) const;
+};
+
+// Fills the entries of table[numAlgo][numProto] that are >= 0 (leaves NCCL_ALGO_PROTO_IGNORE and
+// out-of-model entries untouched).
+void modelFill(const Model& m, ncclFunc_t f, size_t nBytes, float* table, int numAlgo, int numProto);
+
+}  // namespace tutti::tunerdefault

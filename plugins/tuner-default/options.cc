@@ -1,0 +1,115 @@
+// TUTTI_TUNER_* parsing. The plugin links nothing of the core, so it reads getenv directly.
+#include "options.h"
+
+#include <strings.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+namespace tutti::tunerdefault {
+
+namespace {
+
+// Defaults: see README.md ("Where the defaults come from"). Lists are LL,LL128,Simple.
+const OptionInfo kOptions[] = {
+    {"TUTTI_TUNER_INTRA_LINK", "shm", "Intra-node link the model assumes: process (threads, p2p) or shm"},
+    {"TUTTI_TUNER_LATENCY_PROCESS", "10,20,40", "Per-step latency (us) inside one process, for LL,LL128,Simple"},
+    {"TUTTI_TUNER_LATENCY_SHM", "12,25,45", "Per-step latency (us) over shared memory, for LL,LL128,Simple"},
+    {"TUTTI_TUNER_LATENCY_NET", "40,60,80", "Per-step latency (us) over the network, for LL,LL128,Simple"},
+    {"TUTTI_TUNER_BANDWIDTH_PROCESS", "0.6,2.0,2.5", "Data bandwidth (GB/s) inside one process, LL,LL128,Simple"},
+    {"TUTTI_TUNER_BANDWIDTH_SHM", "0.5,1.6,2.0", "Data bandwidth (GB/s) over shared memory, LL,LL128,Simple"},
+    {"TUTTI_TUNER_BANDWIDTH_NET", "0.3,0.8,1.0", "Data bandwidth (GB/s) over the network, LL,LL128,Simple"},
+    {"TUTTI_TUNER_CHANNEL_BYTES", "262144", "Bytes of a collective per suggested channel (>= 1)"},
+    {"TUTTI_TUNER_MAX_CHANNELS", "64", "Most channels suggested, 1..64 (the core clamps to its own limit)"},
+};
+constexpr int kNumOptions = sizeof(kOptions) / sizeof(kOptions[0]);
+
+const char* valueOf(const char* name) {
+  const char* v = std::getenv(name);
+  if (v && *v) return v;
+  for (const OptionInfo& o : kOptions)
+    if (std::strcmp(o.name, name) == 0) return o.defaultText;
+  return "";
+}
+
+// "a,b,c": three finite numbers, each > 0 (a zero bandwidth or negative latency has no meaning).
+bool parseTriple(const char* name, double* out, std::string* error) {
+  const char* text = valueOf(name);
+  const char* p = text;
+  for (int i = 0; i < NCCL_NUM_PROTOCOLS; ++i) {
+    errno = 0;
+    char* end = nullptr;
+    double x = std::strtod(p, &end);
+    if (end == p || errno != 0 || !std::isfinite(x) || x <= 0) {
+      *error = std::string(name) + "=\"" + text + "\": expected three positive numbers for LL,LL128,Simple";
+      return false;
+    }
+    out[i] = x;
+    p = end;
+    if (i + 1 < NCCL_NUM_PROTOCOLS) {
+      if (*p != ',') {
+        *error = std::string(name) + "=\"" + text + "\": expected three comma-separated numbers";
+        return false;
+      }
+      ++p;
+    }
+  }
+  if (*p != '\0') {
+    *error = std::string(name) + "=\"" + text + "\": trailing text after three numbers";
+    return false;
+  }
+  return true;
+}
+
+bool parseInt(const char* name, long long lo, long long hi, long long* out, std::string* error) {
+  const char* text = valueOf(name);
+  errno = 0;
+  char* end = nullptr;
+  long long x = std::strtoll(text, &end, 0);
+  if (end == text || *end != '\0' || errno != 0 || x < lo || x > hi) {
+    *error = std::string(name) + "=\"" + text + "\": expected an integer in [" + std::to_string(lo) + ", " +
+             std::to_string(hi) + "]";
+    return false;
+  }
+  *out = x;
+  return true;
+}
+
+}  // namespace
+
+const OptionInfo* optionTable(int* count) {
+  *count = kNumOptions;
+  return kOptions;
+}
+
+ncclResult_t readOptions(Options* out, std::string* error) {
+  Options o;
+  const char* link = valueOf("TUTTI_TUNER_INTRA_LINK");
+  if (strcasecmp(link, "process") == 0) {
+    o.intraLink = kLinkProcess;
+  } else if (strcasecmp(link, "shm") == 0) {
+    o.intraLink = kLinkShm;
+  } else {
+    *error = std::string("TUTTI_TUNER_INTRA_LINK=\"") + link + "\": expected process or shm";
+    return ncclInvalidUsage;
+  }
+  static const char* const kLat[kNumLinks] = {"TUTTI_TUNER_LATENCY_PROCESS", "TUTTI_TUNER_LATENCY_SHM",
+                                              "TUTTI_TUNER_LATENCY_NET"};
+  static const char* const kBw[kNumLinks] = {"TUTTI_TUNER_BANDWIDTH_PROCESS", "TUTTI_TUNER_BANDWIDTH_SHM",
+                                             "TUTTI_TUNER_BANDWIDTH_NET"};
+  for (int l = 0; l < kNumLinks; ++l) {
+    if (!parseTriple(kLat[l], o.latencyUs[l], error)) return ncclInvalidUsage;
+    if (!parseTriple(kBw[l], o.bandwidthGBs[l], error)) return ncclInvalidUsage;
+  }
+  long long x = 0;
+  if (!parseInt("TUTTI_TUNER_CHANNEL_BYTES", 1, 1ll << 40, &x, error)) return ncclInvalidUsage;
+  o.channelBytes = x;
+  if (!parseInt("TUTTI_TUNER_MAX_CHANNELS", 1, 64, &x, error)) return ncclInvalidUsage;
+  o.maxChannels = static_cast<int>(x);
+  *out = o;
+  return ncclSuccess;
+}
+
+}  // namespace tutti::tunerdefault

@@ -1,0 +1,158 @@
+// Tuning through the public API, 4 ranks as threads. Every TEST runs in its own process (ctest), so the
+// NCCL_* variables set here are read fresh by the configuration and the log.
+#include "harness.h"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace tutti::itest {
+namespace {
+
+constexpr int kRanks = 4;
+
+std::string tempPath(const char* tag) {
+  return ::testing::TempDir() + "tutti_tuning_" + tag + "_" + std::to_string(getpid());
+}
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> linesWith(const std::string& text, const std::string& needle) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  std::string line;
+  while (std::getline(ss, line))
+    if (line.find(needle) != std::string::npos) out.push_back(line);
+  return out;
+}
+
+// AllReduce (sum of float) of `count` elements on every rank; checks every element.
+void allReduce(const CommSet& set, size_t count, Report& report) {
+  runPerRank(set, [&](int rank, ncclComm_t comm) {
+    std::vector<float> send(count), recv(count, -1.0f);
+    for (size_t i = 0; i < count; ++i) send[i] = static_cast<float>(rank + 1) + static_cast<float>(i % 7);
+    if (!report.ok(ncclAllReduce(send.data(), recv.data(), count, ncclFloat, ncclSum, comm, nullptr),
+                   "ncclAllReduce", comm))
+      return;
+    for (size_t i = 0; i < count; ++i) {
+      const float want = 10.0f + 4.0f * static_cast<float>(i % 7);  // 1+2+3+4 plus 4 times the offset
+      if (recv[i] != want) {
+        report.fail("rank " + std::to_string(rank) + " count " + std::to_string(count) + ": element " +
+                    std::to_string(i) + " is " + std::to_string(recv[i]) + ", expected " + std::to_string(want));
+        return;
+      }
+    }
+  }, report, "AllReduce");
+}
+
+class TuningLog : public ::testing::Test {
+ protected:
+  void SetUp() override { std::remove(logPath_.c_str()); }
+  void TearDown() override { std::remove(logPath_.c_str()); }
+  std::string logPath_ = tempPath("log");
+  ScopedEnv debug_{"NCCL_DEBUG", "INFO"};
+  ScopedEnv subsys_{"NCCL_DEBUG_SUBSYS", "TUNING"};
+  ScopedEnv file_{"NCCL_DEBUG_FILE", logPath_};
+};
+
+TEST_F(TuningLog, DecisionLineNamesEveryField) {
+  Report report;
+  {
+    CommSet set(kRanks, InitMode::kInitRank);
+    ASSERT_TRUE(set.ok()) << set.error();
+    allReduce(set, 1 << 18, report);  // 1 MiB
+  }
+  reportFailures(report);
+  const std::string log = readFile(logPath_);
+  const auto lines = linesWith(log, "AllReduce: 1048576 bytes -> algo Ring proto Simple channels ");
+  ASSERT_EQ(lines.size(), size_t{kRanks}) << log;  // one decision per rank
+  for (const std::string& l : lines) {
+    EXPECT_NE(l.find("decider default"), std::string::npos) << l;
+    EXPECT_NE(l.find("NCCL INFO"), std::string::npos) << l;
+  }
+  EXPECT_EQ(linesWith(log, "tuner chain: default").size(), size_t{kRanks}) << log;
+}
+
+TEST_F(TuningLog, ExampleTunerDecidesInsideItsRange) {
+#ifndef TUTTI_EXAMPLE_TUNER_SO
+  GTEST_SKIP() << "sdk/examples/tuner is not built in this tree (tests/integration/sdk)";
+#else
+  const std::string csv = tempPath("rules.csv");
+  {
+    std::ofstream out(csv);
+    out << "# collective,minBytes,maxBytes,algorithm,protocol,channels\n"
+        << "allreduce,0,65536,ring,simple,1\n";
+  }
+  ScopedEnv rules("TUTTI_EXAMPLE_TUNER_CSV", csv);
+  ScopedEnv tuner("NCCL_TUNER_PLUGIN", TUTTI_EXAMPLE_TUNER_SO);
+  Report report;
+  {
+    CommSet set(kRanks, InitMode::kInitRank);
+    ASSERT_TRUE(set.ok()) << set.error();
+    for (size_t count : {size_t{1}, size_t{1000}, size_t{16383}, size_t{16384}, size_t{1} << 18})
+      allReduce(set, count, report);
+  }
+  reportFailures(report);
+  std::remove(csv.c_str());
+  const std::string log = readFile(logPath_);
+  EXPECT_EQ(linesWith(log, "tuner chain: default -> example-csv").size(), size_t{kRanks}) << log;
+  for (size_t bytes : {4, 4000, 65532}) {
+    auto l = linesWith(log, "AllReduce: " + std::to_string(bytes) + " bytes -> algo Ring proto Simple channels 1 "
+                       "decider example-csv");
+    EXPECT_EQ(l.size(), size_t{kRanks}) << bytes << "\n" << log;
+  }
+  for (size_t bytes : {65536, 1048576}) {
+    auto l = linesWith(log, "AllReduce: " + std::to_string(bytes) + " bytes -> algo Ring proto Simple");
+    ASSERT_EQ(l.size(), size_t{kRanks}) << bytes << "\n" << log;
+    for (const std::string& x : l) EXPECT_NE(x.find("decider default"), std::string::npos) << x;
+  }
+#endif
+}
+
+TEST(TuningFilters, UnknownAlgorithmFailsCommInit) {
+  ScopedEnv algo("NCCL_ALGO", "ring,treee");
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclComm_t comm = nullptr;
+  EXPECT_EQ(ncclCommInitRank(&comm, 1, id, 0), ncclInvalidUsage);
+  EXPECT_EQ(comm, nullptr);
+  EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("\"treee\""), std::string::npos) << ncclGetLastError(nullptr);
+}
+
+TEST(TuningFilters, FilterWithoutSupportedChoiceFailsTheCall) {
+  // Tree is a valid name but the engine runs only ring today: AllReduce has nothing left, AllGather does.
+  ScopedEnv algo("NCCL_ALGO", "ring;allreduce:tree");
+  ScopedEnv proto("NCCL_PROTO", "^ll,ll128");
+  CommSet set(kRanks, InitMode::kInitRank);
+  ASSERT_TRUE(set.ok()) << set.error();
+  Report report;
+  std::vector<ncclResult_t> results(kRanks, ncclSuccess);
+  runPerRank(set, [&](int rank, ncclComm_t comm) {
+    float x = 1, y = 0;
+    results[rank] = ncclAllReduce(&x, &y, 1, ncclFloat, ncclSum, comm, nullptr);
+  }, report, "AllReduce");
+  for (ncclResult_t r : results) EXPECT_EQ(r, ncclInvalidUsage);
+  EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("AllReduce"), std::string::npos) << ncclGetLastError(nullptr);
+  runPerRank(set, [&](int rank, ncclComm_t comm) {
+    std::vector<float> send(3, static_cast<float>(rank)), recv(3 * kRanks, -1);
+    if (!report.ok(ncclAllGather(send.data(), recv.data(), 3, ncclFloat, comm, nullptr), "ncclAllGather", comm)) return;
+    for (int i = 0; i < 3 * kRanks; ++i)
+      if (recv[i] != static_cast<float>(i / 3)) report.fail("AllGather element " + std::to_string(i) + " wrong");
+  }, report, "AllGather");
+  reportFailures(report);
+}
+
+}  // namespace
+}  // namespace tutti::itest
