@@ -121,6 +121,68 @@ TEST_F(TuningLog, ExampleTunerDecidesInsideItsRange) {
 #endif
 }
 
+// A YAML config: the default tuner with an option from its `options:` map, a missing optional tuner
+// (WARN, skipped), and a tuning rule that forces channels for small AllReduces.
+TEST_F(TuningLog, YamlOverridesAndPluginOptions) {
+  const std::string yaml = tempPath("config.yaml");
+  {
+    std::ofstream out(yaml);
+    out << "version: 1\n"
+        << "plugins:\n"
+        << "  tuner:\n"
+        << "    - name: default\n"
+        << "      options: {TUTTI_TUNER_CHANNEL_BYTES: \"1\"}\n"
+        << "    - path: /nonexistent/libnccl-tuner-missing.so\n"
+        << "tuning:\n"
+        << "  - collective: allreduce\n"
+        << "    bytes: [0, 4K]\n"
+        << "    algorithm: ring\n"
+        << "    protocol: simple\n"
+        << "    channels: 1\n";
+  }
+  ScopedEnv config("TUTTI_CONFIG", yaml);
+  Report report;
+  {
+    CommSet set(kRanks, InitMode::kInitRank);
+    ASSERT_TRUE(set.ok()) << set.error();
+    allReduce(set, 16, report);    // 64 bytes: the rule decides
+    allReduce(set, 4096, report);  // 16 KiB: the default model, one channel per byte -> the core's maximum
+  }
+  reportFailures(report);
+  std::remove(yaml.c_str());
+  const std::string log = readFile(logPath_);
+  EXPECT_EQ(linesWith(log, "tuner chain: default -> yaml-overrides").size(), size_t{kRanks}) << log;
+  EXPECT_FALSE(linesWith(log, "libnccl-tuner-missing.so").empty()) << "the skipped tuner is not named\n" << log;
+  auto small = linesWith(log, "AllReduce: 64 bytes -> algo Ring proto Simple channels 1 decider yaml-overrides "
+                              "(channels by yaml-overrides)");
+  EXPECT_EQ(small.size(), size_t{kRanks}) << log;
+  auto large = linesWith(log, "AllReduce: 16384 bytes -> algo Ring proto Simple");
+  ASSERT_EQ(large.size(), size_t{kRanks}) << log;
+  for (const std::string& l : large) {
+    EXPECT_NE(l.find("decider default (channels by default)"), std::string::npos) << l;
+    EXPECT_EQ(l.find("channels 1 "), std::string::npos) << "TUTTI_TUNER_CHANNEL_BYTES from options: not applied\n"
+                                                         << l;
+  }
+}
+
+TEST(TuningConfig, RequiredTunerThatCannotLoadFailsCommInit) {
+  const std::string yaml = tempPath("required.yaml");
+  {
+    std::ofstream out(yaml);
+    out << "version: 1\nplugins:\n  tuner:\n    - path: /nonexistent/libnccl-tuner-needed.so\n"
+        << "      required: true\n";
+  }
+  ScopedEnv config("TUTTI_CONFIG", yaml);
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclComm_t comm = nullptr;
+  EXPECT_NE(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
+  EXPECT_EQ(comm, nullptr);
+  EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("libnccl-tuner-needed.so"), std::string::npos)
+      << ncclGetLastError(nullptr);
+  std::remove(yaml.c_str());
+}
+
 TEST(TuningFilters, UnknownAlgorithmFailsCommInit) {
   ScopedEnv algo("NCCL_ALGO", "ring,treee");
   ncclUniqueId id;
