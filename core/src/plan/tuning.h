@@ -61,8 +61,9 @@ struct TuningDecision {
   int protocol = NCCL_PROTO_UNDEF;
   int nChannels = 0;             // the count to use (already clamped by the caller's limits)
   bool channelsFromTuner = false;
-  std::string decider = "core";  // the last tuner that wrote the winning entry's cost
-  std::string channelsBy = "core";
+  std::string decider = "core";  // the last tuner that changed the winning entry's cost
+  std::string channelsBy = "core";  // the last tuner that changed the count (one that repeats the value
+                                    // it was given cannot be told apart from one that left it alone)
 };
 
 // The tuners of one communicator. Thread-compatible: one group launch at a time uses it.
