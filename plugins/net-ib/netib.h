@@ -90,7 +90,9 @@ struct CommBase {
   uint32_t remoteRkey = 0;
   uint32_t seq = 1;         // next irecv (both sides count receives from 1)
   ncclResult_t error = ncclSuccess;  // first failure; every later call reports it
-  RequestPool<NCCL_NET_MAX_REQUESTS> requests;
+  // A grouped receive is matched by up to kMaxRecvs isends, so the sender may hold that many requests per
+  // slot; receives in flight are capped at kFifoDepth in irecv.
+  RequestPool<kFifoDepth * kMaxRecvs> requests;
 };
 
 struct SendComm : CommBase {

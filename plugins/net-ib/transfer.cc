@@ -237,6 +237,12 @@ ncclResult_t netIsend(void* sendComm, void* data, size_t size, int tag, void* mh
     return ncclInvalidArgument;
   }
   uint32_t slot = (s->seq - 1) % kFifoDepth;
+  if (s->slotEvents[slot] > 0) {
+    // Completions of this slot's previous lap are not reaped yet; reusing its counter now would let them
+    // complete the new lap early.
+    if (ncclResult_t rc = pollComm(s); rc != ncclSuccess) return rc;
+    if (s->slotEvents[slot] > 0) return ncclSuccess;
+  }
   int nreqs = 0;
   const char* why = nullptr;
   switch (examineCts(s->fifo[slot], s->seq, &nreqs, &why)) {
@@ -260,7 +266,7 @@ ncclResult_t netIsend(void* sendComm, void* data, size_t size, int tag, void* mh
   }
   Request* r = s->requests.alloc(ReqKind::Send, s);
   if (r == nullptr) {
-    IB_WARN("NET/IB : isend: more than %d requests outstanding on one comm", NCCL_NET_MAX_REQUESTS);
+    IB_WARN("NET/IB : isend: more than %d requests outstanding on one comm", s->requests.capacity());
     return ncclInvalidUsage;
   }
   r->slot = slot;
@@ -293,7 +299,7 @@ ncclResult_t netIrecv(void* recvComm, int n, void** data, size_t* sizes, int* ta
       return ncclInvalidArgument;
     }
   }
-  Request* r = c->requests.alloc(ReqKind::Recv, c);
+  Request* r = c->requests.inUse() < kFifoDepth ? c->requests.alloc(ReqKind::Recv, c) : nullptr;
   if (r == nullptr) {
     IB_WARN("NET/IB : irecv: more than %d requests outstanding on one comm", NCCL_NET_MAX_REQUESTS);
     return ncclInvalidUsage;
