@@ -73,8 +73,8 @@ ncclResult_t netGetProperties(int dev, ncclNetProperties_v12_t* props) {
   props->guid = d->guid;
   props->ptrSupport = NCCL_PTR_HOST;
 #ifdef TUTTI_NET_IB_CUDA
-  // GPU buffers: DMA-BUF when the provider takes it; plain ibv_reg_mr of device memory needs a peer-memory
-  // kernel module, which the core detects through its own topology (not claimed here).
+  // GPU buffers only through DMA-BUF, when the provider takes it; plain ibv_reg_mr of device memory would need
+  // a peer-memory kernel module, which is not detected yet.
   if (d->dmabuf) props->ptrSupport |= NCCL_PTR_CUDA | NCCL_PTR_DMABUF;
 #endif
   props->regIsGlobal = 1;  // registrations live in the device's one protection domain
