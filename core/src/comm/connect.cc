@@ -5,7 +5,9 @@
 #include "plugin/transport_plugin.h"
 #include "util/check.h"
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 namespace tutti {
 namespace {
@@ -50,6 +52,14 @@ ncclResult_t commConnect(ncclComm* comm, const std::vector<ConnRequest>& wanted)
     std::unique_ptr<Connection> conn;
   };
   std::vector<Pending> pending;
+  // Ends set up but not handed to the communicator (a failure part-way) are released on the way out.
+  struct Cleanup {
+    std::vector<Pending>& list;
+    ~Cleanup() {
+      for (Pending& p : list)
+        if (p.conn && p.conn->res) p.conn->transport->api().free(p.conn->res);
+    }
+  } cleanup{pending};
   for (const ConnRequest& r : wanted) {
     if (commFindConnection(comm, r.channel, r.connIndex, r.peer, r.isSend)) continue;
     bool dup = false;
@@ -84,25 +94,57 @@ ncclResult_t commConnect(ncclComm* comm, const std::vector<ConnRequest>& wanted)
     TUTTI_CHECK(comm->bootstrap->send(p.req.peer, connectTag(p.req.channel, p.req.connIndex, p.req.isSend), &msg,
                                       sizeof msg));
   }
-  // Step 2: receive the other end's info and connect.
-  for (Pending& p : pending) {
-    ConnectMsg msg{};
+  // Step 2: receive the other end's info, then connect every end. A transport may answer ncclInProgress
+  // (a network connect waiting for the peer's accept): all ends are polled together, so two ranks that
+  // each connect one way and accept the other never wait on each other.
+  std::vector<ConnectMsg> infos(pending.size());
+  for (size_t i = 0; i < pending.size(); ++i) {
+    Pending& p = pending[i];
+    ConnectMsg& msg = infos[i];
     TUTTI_CHECK(comm->bootstrap->recv(p.req.peer, connectTag(p.req.channel, p.req.connIndex, !p.req.isSend), &msg,
                                       sizeof msg));
-    Connection& c = *p.conn;
     msg.transport[sizeof msg.transport - 1] = '\0';
-    if (c.transport->name() != msg.transport)
+    if (p.conn->transport->name() != msg.transport)
       TUTTI_FAIL(ncclInvalidUsage, "rank {}: rank {} chose transport {} where this rank chose {} (different "
-                 "configs on the two ranks?)", comm->rank, p.req.peer, msg.transport, c.transport->name());
-    const auto& api = c.transport->api();
-    ncclResult_t res = c.isSend ? api.sendConnect(c.res, msg.info, &c.host.conn) : api.recvConnect(c.res, msg.info, &c.host.conn);
-    if (res != ncclSuccess)
-      TUTTI_FAIL(res, "rank {}: transport {} could not connect to rank {} (channel {})", comm->rank,
-                 c.transport->name(), p.req.peer, p.req.channel);
-    TUTTI_INFO(NCCL_INIT, "rank {} channel {} {} {} rank {} via {}", comm->rank, p.req.channel,
-               p.req.connIndex == kConnP2p ? "p2p" : "coll", c.isSend ? "->" : "<-", p.req.peer, c.transport->name());
-    std::lock_guard<std::mutex> lock(comm->connMutex);
-    comm->connections[{p.req.channel, p.req.connIndex, p.req.peer, p.req.isSend}] = std::move(p.conn);
+                 "configs on the two ranks?)", comm->rank, p.req.peer, msg.transport, p.conn->transport->name());
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t limitSec = std::max<int64_t>(comm->timeoutNs / 1000000000, 120);
+  size_t left = pending.size();
+  std::vector<bool> connected(pending.size(), false);
+  while (left > 0) {
+    bool progressed = false;
+    for (size_t i = 0; i < pending.size(); ++i) {
+      if (connected[i]) continue;
+      Pending& p = pending[i];
+      Connection& c = *p.conn;
+      const auto& api = c.transport->api();
+      ncclResult_t res = c.isSend ? api.sendConnect(c.res, infos[i].info, &c.host.conn)
+                                  : api.recvConnect(c.res, infos[i].info, &c.host.conn);
+      if (res == ncclInProgress) continue;
+      if (res != ncclSuccess)
+        TUTTI_FAIL(res, "rank {}: transport {} could not connect to rank {} (channel {})", comm->rank,
+                   c.transport->name(), p.req.peer, p.req.channel);
+      connected[i] = true;
+      progressed = true;
+      --left;
+      TUTTI_INFO(NCCL_INIT, "rank {} channel {} {} {} rank {} via {}", comm->rank, p.req.channel,
+                 p.req.connIndex == kConnP2p ? "p2p" : "coll", c.isSend ? "->" : "<-", p.req.peer,
+                 c.transport->name());
+      std::lock_guard<std::mutex> lock(comm->connMutex);
+      comm->connections[{p.req.channel, p.req.connIndex, p.req.peer, p.req.isSend}] = std::move(p.conn);
+    }
+    if (left > 0 && !progressed) {
+      if (comm->abortFlag.load()) TUTTI_FAIL(ncclInvalidUsage, "rank {}: aborted while connecting", comm->rank);
+      if (std::chrono::steady_clock::now() - start > std::chrono::seconds(limitSec)) {
+        std::string peers;
+        for (size_t i = 0; i < pending.size(); ++i)
+          if (!connected[i]) peers += (peers.empty() ? "" : ",") + std::to_string(pending[i].req.peer);
+        TUTTI_FAIL(ncclTimeout, "rank {}: connections to rank(s) {} not established within {} s", comm->rank, peers,
+                   limitSec);
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
   }
   return ncclSuccess;
 }

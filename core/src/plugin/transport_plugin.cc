@@ -2,6 +2,7 @@
 
 #include "plugin/config.h"
 #include "plugin/plugin_library.h"
+#include "proxy/net_transport.h"
 #include "util/check.h"
 
 #include <cstring>
@@ -13,7 +14,19 @@ TransportPlugin::~TransportPlugin() {
   if (ctx_ && api_.finalize) api_.finalize(ctx_);
 }
 
-const std::string& TransportPlugin::path() const { return lib_->path(); }
+const std::string& TransportPlugin::path() const {
+  static const std::string kBuiltin = "(built into the core)";
+  return lib_ ? lib_->path() : kBuiltin;
+}
+
+ncclResult_t TransportPlugin::builtin(const tuttiTransport_v1_t& table, std::unique_ptr<TransportPlugin>* out) {
+  std::unique_ptr<TransportPlugin> p(new TransportPlugin());
+  p->api_ = table;
+  p->name_ = table.name;
+  TUTTI_CHECK(p->api_.init(tuttiPluginLogger, &p->ctx_));
+  *out = std::move(p);
+  return ncclSuccess;
+}
 
 ncclResult_t TransportPlugin::load(const std::string& spec, std::unique_ptr<TransportPlugin>* out) {
   std::unique_ptr<PluginLibrary> lib;
@@ -56,6 +69,7 @@ ncclResult_t transportPlugins(const std::vector<TransportPlugin*>** out) {
     auto* loaded = new std::vector<std::unique_ptr<TransportPlugin>>();
     for (const PluginSpec& spec : cfg->transports) {
       std::unique_ptr<TransportPlugin> p;
+      configApplyPluginOptions(spec);
       ncclResult_t res = TransportPlugin::load(spec.path.empty() ? spec.name : spec.path, &p);
       if (res != ncclSuccess) {
         if (spec.required) {
@@ -69,6 +83,10 @@ ncclResult_t transportPlugins(const std::vector<TransportPlugin*>** out) {
       list.push_back(p.get());
       loaded->push_back(std::move(p));
     }
+    std::unique_ptr<TransportPlugin> net;
+    TUTTI_CHECK(TransportPlugin::builtin(netTransportTable(), &net));
+    list.push_back(net.get());
+    loaded->push_back(std::move(net));
     owned = loaded;
   }
   *out = &list;

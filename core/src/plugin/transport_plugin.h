@@ -18,6 +18,8 @@ class TransportPlugin {
   // Opens `spec` (name -> libtutti-transport-<name>.so, or a path), checks the struct's size and version,
   // and calls init with the core's logger.
   static ncclResult_t load(const std::string& spec, std::unique_ptr<TransportPlugin>* out);
+  // Wraps a transport built into the core (the network path); init is called here too.
+  static ncclResult_t builtin(const tuttiTransport_v1_t& table, std::unique_ptr<TransportPlugin>* out);
   ~TransportPlugin();
 
   const tuttiTransport_v1_t& api() const { return api_; }
@@ -33,8 +35,9 @@ class TransportPlugin {
   std::string name_;
 };
 
-// The transports of the effective config, in order, loaded on first call. A transport that fails to load
-// is skipped with a WARN, unless the config marks it required. Thread-safe.
+// The transports of the effective config, in order, then the core's network transport, loaded on first
+// call. A transport that fails to load is skipped with a WARN, unless the config marks it required.
+// Thread-safe.
 ncclResult_t transportPlugins(const std::vector<TransportPlugin*>** out);
 
 }  // namespace tutti

@@ -61,7 +61,10 @@ typedef struct {
   uint32_t headWaiters;
   uint32_t headSeq;
   uint32_t receiverClosed; /* receiver end is gone */
-  uint32_t pad1[11];
+  uint32_t pad1a;
+  uint64_t recvWanted;     /* steps the receiver's operations will consume so far (lets a proxy post
+                              receives only for data that is expected) */
+  uint32_t pad1[8];
   int64_t sizes[TUTTI_STEPS]; /* bytes carried by each slot, written by the sender before tail */
 } tuttiConnCtrl_t;
 

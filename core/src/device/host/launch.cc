@@ -46,6 +46,8 @@ ncclResult_t runP2pList(ncclComm* comm, const std::vector<Task>& tasks, bool sen
       HostSimplePrims prims(nullptr, conn, t.sendbuff, nullptr, 1, *copy, wait, label);
       TUTTI_CHECK(prims.send(0, bytes));
     } else {
+      const size_t slotBytes = conn->conn.buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS;
+      announceRecvSteps(conn, bytes == 0 ? 1 : (bytes + slotBytes - 1) / slotBytes);
       HostSimplePrims prims(conn, nullptr, nullptr, t.recvbuff, 1, *copy, wait, label);
       TUTTI_CHECK(prims.recv(0, bytes));
     }
@@ -82,10 +84,22 @@ ncclResult_t launchItems(CommLaunch& launch, std::vector<WorkItem>* items) {
     items->push_back(guarded(comm, [comm, colls, c]() -> ncclResult_t {
       const WaitContext wait = commWaitContext(comm);
       const ChannelRing& ring = comm->rings[c];
+      HostConn* recv = comm->nRanks > 1 ? connOf(comm, c, kConnColl, ring.prev, false) : nullptr;
+      HostConn* send = comm->nRanks > 1 ? connOf(comm, c, kConnColl, ring.next, true) : nullptr;
+      if (recv) {
+        // Tell the receive side (a network proxy) how many steps this launch will take from it.
+        uint64_t steps = 0;
+        const size_t slotBytes = recv->conn.buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS;
+        for (const CollPlan& p : *colls) {
+          if (c >= static_cast<int>(p.work.size())) continue;
+          HostStepCounter counter(slotBytes / p.eltSize);
+          runRingCollective(counter, p.work[c]);
+          steps += counter.recvSteps();
+        }
+        announceRecvSteps(recv, steps);
+      }
       for (const CollPlan& p : *colls) {
         if (c >= static_cast<int>(p.work.size())) continue;
-        HostConn* recv = comm->nRanks > 1 ? connOf(comm, c, kConnColl, ring.prev, false) : nullptr;
-        HostConn* send = comm->nRanks > 1 ? connOf(comm, c, kConnColl, ring.next, true) : nullptr;
         OpLabel label{comm->rank, funcName(p.task.func), p.opCount, c};
         HostSimplePrims prims(recv, send, p.task.sendbuff, p.task.recvbuff, p.eltSize, p.op, wait, label);
         TUTTI_CHECK(runRingCollective(prims, p.work[c]));

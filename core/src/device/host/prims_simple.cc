@@ -106,6 +106,10 @@ ncclResult_t HostSimplePrims::run(unsigned mode, size_t in, size_t out, size_t n
   return ncclSuccess;
 }
 
+void announceRecvSteps(HostConn* conn, uint64_t steps) {
+  if (conn && conn->conn.ctrl && steps) std::atomic_ref<uint64_t>(conn->conn.ctrl->recvWanted).fetch_add(steps);
+}
+
 ncclResult_t HostSimplePrims::localCopy(size_t in, size_t out, size_t n) {
   if (n == 0) return ncclSuccess;
   const void* src = input_ + in * eltSize_;

@@ -72,4 +72,31 @@ class HostSimplePrims {
   OpLabel label_;
 };
 
+// Same interface as HostSimplePrims, moving nothing: counts the steps an algorithm will make on the
+// receive connection, so a proxy can post exactly the receives an operation needs.
+class HostStepCounter {
+ public:
+  explicit HostStepCounter(size_t slotElems) : slotElems_(slotElems ? slotElems : 1) {}
+  ncclResult_t send(size_t, size_t) { return ncclSuccess; }
+  ncclResult_t recv(size_t, size_t n) { return count(n); }
+  ncclResult_t copySend(size_t, size_t, size_t) { return ncclSuccess; }
+  ncclResult_t recvCopySend(size_t, size_t n) { return count(n); }
+  ncclResult_t recvReduceSend(size_t, size_t n) { return count(n); }
+  ncclResult_t recvReduceCopy(size_t, size_t, size_t n) { return count(n); }
+  ncclResult_t recvReduceCopySend(size_t, size_t, size_t n) { return count(n); }
+  ncclResult_t localCopy(size_t, size_t, size_t) { return ncclSuccess; }
+  uint64_t recvSteps() const { return steps_; }
+
+ private:
+  ncclResult_t count(size_t n) {
+    steps_ += n == 0 ? 1 : (n + slotElems_ - 1) / slotElems_;  // as HostSimplePrims slices a call
+    return ncclSuccess;
+  }
+  size_t slotElems_;
+  uint64_t steps_ = 0;
+};
+
+// Announces `steps` more expected receive steps on `conn` (see tuttiConnCtrl_t::recvWanted).
+void announceRecvSteps(HostConn* conn, uint64_t steps);
+
 }  // namespace tutti::host

@@ -1,0 +1,321 @@
+#include "proxy/net_transport.h"
+
+#include "plugin/config.h"
+#include "plugin/net_plugin.h"
+#include "plugin/params.h"
+#include "device/host/wait.h"
+#include "proxy/proxy.h"
+#include "util/check.h"
+
+#include <strings.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+
+namespace tutti {
+namespace {
+
+// ---- the selected net plugin (process-wide) ------------------------------------------------------------
+
+struct NetState {
+  std::unique_ptr<NetPlugin> plugin;
+  void* ctx = nullptr;
+  int nDevs = 0;
+  std::string name;
+};
+
+NetState* loadNet() {
+  static std::once_flag once;
+  static NetState* state = nullptr;
+  std::call_once(once, [] {
+    auto* s = new NetState();
+    const Config* cfg = nullptr;
+    if (configGet(&cfg) != ncclSuccess) {
+      state = s;
+      return;
+    }
+    const std::string forced = paramString("NCCL_NET");
+    for (const PluginSpec& spec : cfg->nets) {
+      configApplyPluginOptions(spec);
+      std::unique_ptr<NetPlugin> p;
+      if (netPluginLoad(spec.path.empty() ? spec.name : spec.path, &p) != ncclSuccess) {
+        TUTTI_WARN("net plugin {} ({}) could not be loaded and is skipped: {}", spec.label(), spec.where.str(),
+                   lastErrorText());
+        continue;
+      }
+      if (!forced.empty() && strcasecmp(forced.c_str(), p->net.name) != 0) {
+        TUTTI_INFO(NCCL_INIT | NCCL_NET, "net plugin {} skipped: NCCL_NET={}", p->net.name, forced);
+        continue;
+      }
+      ncclNetCommConfig_v12_t netConfig{NCCL_NET_TRAFFIC_CLASS_UNDEF};
+      void* ctx = nullptr;
+      if (p->net.init(&ctx, 0, &netConfig, tuttiPluginLogger, nullptr) != ncclSuccess) {
+        TUTTI_WARN("net plugin {} ({}) failed to initialise and is skipped", p->net.name, p->path);
+        continue;
+      }
+      int n = 0;
+      if (p->net.devices(&n) != ncclSuccess || n <= 0) {
+        TUTTI_INFO(NCCL_INIT | NCCL_NET, "net plugin {} ({}): no device, skipped", p->net.name, p->path);
+        if (p->net.finalize) p->net.finalize(ctx);
+        continue;
+      }
+      TUTTI_INFO(NCCL_INIT | NCCL_NET, "net plugin {} ({}, ABI v{}) with {} device(s)", p->net.name, p->path,
+                 p->abiVersion, n);
+      s->name = p->net.name;
+      s->plugin = std::move(p);
+      s->ctx = ctx;
+      s->nDevs = n;
+      break;
+    }
+    if (!s->plugin) TUTTI_INFO(NCCL_INIT | NCCL_NET, "no net plugin with a device: ranks on different hosts cannot connect");
+    state = s;
+  });
+  return state;
+}
+
+// ---- one end of a network connection ----------------------------------------------------------------
+
+constexpr size_t kCtrlBytes = 4096;
+
+struct NetEnd;
+
+class NetProxyTask : public ProxyTask {
+ public:
+  explicit NetProxyTask(NetEnd* end) : end_(end) {}
+  ncclResult_t progress(bool* active) override;
+
+ private:
+  NetEnd* end_;
+};
+
+struct NetEnd {
+  bool recv = false;
+  int dev = 0;
+  int peer = -1;
+  void* listenComm = nullptr;
+  void* comm = nullptr;  // sendComm or recvComm
+  void* mhandle = nullptr;
+  char* mem = nullptr;   // control page + Simple FIFO
+  size_t slotBytes = 0;
+  size_t buffBytes = 0;
+  unsigned char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+  bool handleCopied = false;
+  // Proxy state: steps handed to the plugin and steps completed; requests of outstanding steps.
+  uint64_t posted = 0, done = 0;
+  void* requests[TUTTI_STEPS] = {};
+  std::shared_ptr<NetProxyTask> task;
+  tuttiConnCtrl_t* ctrl() { return reinterpret_cast<tuttiConnCtrl_t*>(mem); }
+  char* slot(uint64_t step) { return mem + kCtrlBytes + (step % TUTTI_STEPS) * slotBytes; }
+};
+
+void publishCounter(uint64_t* counter, uint32_t* waiters, uint32_t* seq, uint64_t value) {
+  host::publish(counter, waiters, seq, value, false);
+}
+
+void markClosed(NetEnd* e) {
+  // The remote end is gone: flag the side the local primitives wait on.
+  std::atomic_ref<uint32_t>(e->recv ? e->ctrl()->senderClosed : e->ctrl()->receiverClosed).store(1);
+  publishCounter(&e->ctrl()->tail, &e->ctrl()->tailWaiters, &e->ctrl()->tailSeq,
+                 std::atomic_ref<uint64_t>(e->ctrl()->tail).load());
+  publishCounter(&e->ctrl()->head, &e->ctrl()->headWaiters, &e->ctrl()->headSeq,
+                 std::atomic_ref<uint64_t>(e->ctrl()->head).load());
+}
+
+ncclResult_t NetProxyTask::progress(bool* active) {
+  NetEnd* e = end_;
+  NetState* net = loadNet();
+  const ncclNet_v12_t& api = net->plugin->net;
+  tuttiConnCtrl_t* ctrl = e->ctrl();
+  auto fail = [&](const char* what) {
+    TUTTI_WARN("net: {} {} rank {} failed (see the plugin's message above)", what, e->recv ? "from" : "to", e->peer);
+    markClosed(e);
+    return ncclRemoteError;
+  };
+  if (!e->recv) {
+    // Sender: isend every step the primitives posted, oldest first; complete them in order.
+    const uint64_t tail = std::atomic_ref<uint64_t>(ctrl->tail).load(std::memory_order_acquire);
+    while (e->posted < tail && e->posted - e->done < TUTTI_STEPS) {
+      const int slot = static_cast<int>(e->posted % TUTTI_STEPS);
+      const int64_t bytes = std::atomic_ref<int64_t>(ctrl->sizes[slot]).load(std::memory_order_relaxed);
+      void* req = nullptr;
+      if (api.isend(e->comm, e->slot(e->posted), static_cast<size_t>(bytes), 0, e->mhandle, nullptr, &req) !=
+          ncclSuccess)
+        return fail("isend");
+      if (!req) break;  // plugin busy: retry later
+      e->requests[slot] = req;
+      ++e->posted;
+      *active = true;
+    }
+    while (e->done < e->posted) {
+      int isDone = 0, size = 0;
+      if (api.test(e->requests[e->done % TUTTI_STEPS], &isDone, &size) != ncclSuccess) return fail("send test");
+      if (!isDone) break;
+      ++e->done;
+      publishCounter(&ctrl->head, &ctrl->headWaiters, &ctrl->headSeq, e->done);
+      *active = true;
+    }
+  } else {
+    // Receiver: keep an irecv posted into every free slot; publish completed ones in order.
+    // Only steps an operation announced are received, so an idle connection has nothing posted.
+    const uint64_t head = std::atomic_ref<uint64_t>(ctrl->head).load(std::memory_order_acquire);
+    const uint64_t wanted = std::atomic_ref<uint64_t>(ctrl->recvWanted).load(std::memory_order_relaxed);
+    while (e->posted < head + TUTTI_STEPS && e->posted < wanted && e->posted - e->done < TUTTI_STEPS) {
+      void* data = e->slot(e->posted);
+      size_t size = e->slotBytes;
+      int tag = 0;
+      void* req = nullptr;
+      if (api.irecv(e->comm, 1, &data, &size, &tag, &e->mhandle, nullptr, &req) != ncclSuccess)
+        return fail("irecv");
+      if (!req) break;
+      e->requests[e->posted % TUTTI_STEPS] = req;
+      ++e->posted;
+      *active = true;
+    }
+    while (e->done < e->posted) {
+      int isDone = 0, size = 0;
+      if (api.test(e->requests[e->done % TUTTI_STEPS], &isDone, &size) != ncclSuccess) return fail("receive test");
+      if (!isDone) break;
+      std::atomic_ref<int64_t>(ctrl->sizes[e->done % TUTTI_STEPS]).store(size, std::memory_order_relaxed);
+      ++e->done;
+      publishCounter(&ctrl->tail, &ctrl->tailWaiters, &ctrl->tailSeq, e->done);
+      *active = true;
+    }
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t allocEnd(const tuttiConnectRequest_t* req, bool recv, NetEnd** out) {
+  auto e = std::make_unique<NetEnd>();
+  e->recv = recv;
+  e->peer = req->peer;
+  e->dev = loadNet()->nDevs > 0 ? req->channel % loadNet()->nDevs : 0;
+  e->buffBytes = req->buffSizes[TUTTI_PROTO_SIMPLE];
+  e->slotBytes = e->buffBytes / TUTTI_STEPS;
+  const size_t total = kCtrlBytes + ((e->buffBytes + 4095) & ~size_t{4095});
+  e->mem = static_cast<char*>(std::aligned_alloc(4096, total));
+  if (!e->mem) TUTTI_FAIL(ncclSystemError, "net: cannot allocate {} bytes of FIFO", total);
+  std::memset(e->mem, 0, kCtrlBytes);
+  *out = e.release();
+  return ncclSuccess;
+}
+
+ncclResult_t registerAndStart(NetEnd* e, tuttiConnector_t* conn) {
+  const ncclNet_v12_t& api = loadNet()->plugin->net;
+  if (api.regMr(e->comm, e->mem + kCtrlBytes, e->buffBytes, NCCL_PTR_HOST, &e->mhandle) != ncclSuccess)
+    TUTTI_FAIL(ncclSystemError, "net: {} could not register {} bytes of host memory", loadNet()->name, e->buffBytes);
+  std::memset(conn, 0, sizeof *conn);
+  conn->buffs[TUTTI_PROTO_SIMPLE] = e->mem + kCtrlBytes;
+  conn->buffSizes[TUTTI_PROTO_SIMPLE] = e->buffBytes;
+  conn->ctrl = e->ctrl();
+  conn->shared = 0;
+  conn->flags = 0;  // the network delivers whole slots only: no LL128 guarantee on raw lines
+  e->task = std::make_shared<NetProxyTask>(e);
+  proxyAdd(e->task);
+  return ncclSuccess;
+}
+
+// ---- the transport table ----------------------------------------------------------------------------
+
+ncclResult_t netInit(ncclDebugLogger_t, void** ctx) {
+  *ctx = nullptr;
+  return ncclSuccess;
+}
+
+ncclResult_t netCanConnect(void*, const tuttiPeerInfo_t*, const tuttiPeerInfo_t*, int* ret) {
+  NetState* s = loadNet();
+  *ret = s->plugin != nullptr && s->nDevs > 0;
+  return ncclSuccess;
+}
+
+ncclResult_t netRecvSetup(void*, const tuttiConnectRequest_t* req, const tuttiPeerInfo_t*, const tuttiPeerInfo_t*,
+                          void* info, void** res) {
+  NetEnd* e = nullptr;
+  TUTTI_CHECK(allocEnd(req, true, &e));
+  NetState* net = loadNet();
+  if (net->plugin->net.listen(net->ctx, e->dev, e->handle, &e->listenComm) != ncclSuccess) {
+    std::free(e->mem);
+    delete e;
+    TUTTI_FAIL(ncclSystemError, "net: {} could not listen on device {}", net->name, e->dev);
+  }
+  std::memcpy(info, e->handle, NCCL_NET_HANDLE_MAXSIZE);
+  *res = e;
+  return ncclSuccess;
+}
+
+ncclResult_t netSendSetup(void*, const tuttiConnectRequest_t* req, const tuttiPeerInfo_t*, const tuttiPeerInfo_t*,
+                          void*, void** res) {
+  NetEnd* e = nullptr;
+  TUTTI_CHECK(allocEnd(req, false, &e));
+  *res = e;
+  return ncclSuccess;
+}
+
+ncclResult_t netRecvConnect(void* res, const void*, tuttiConnector_t* conn) {
+  auto* e = static_cast<NetEnd*>(res);
+  NetState* net = loadNet();
+  ncclNetDeviceHandle_v12_t* devHandle = nullptr;
+  if (net->plugin->net.accept(e->listenComm, &e->comm, &devHandle) != ncclSuccess)
+    TUTTI_FAIL(ncclRemoteError, "net: {} accept from rank {} failed", net->name, e->peer);
+  if (!e->comm) return ncclInProgress;
+  net->plugin->net.closeListen(e->listenComm);
+  e->listenComm = nullptr;
+  return registerAndStart(e, conn);
+}
+
+ncclResult_t netSendConnect(void* res, const void* peerInfo, tuttiConnector_t* conn) {
+  auto* e = static_cast<NetEnd*>(res);
+  NetState* net = loadNet();
+  // NCCL plugins keep connect state in the handle between retries: copy it only once.
+  if (!e->handleCopied) {
+    std::memcpy(e->handle, peerInfo, NCCL_NET_HANDLE_MAXSIZE);
+    e->handleCopied = true;
+  }
+  ncclNetDeviceHandle_v12_t* devHandle = nullptr;
+  if (net->plugin->net.connect(net->ctx, e->dev, e->handle, &e->comm, &devHandle) != ncclSuccess)
+    TUTTI_FAIL(ncclRemoteError, "net: {} connect to rank {} failed", net->name, e->peer);
+  if (!e->comm) return ncclInProgress;
+  return registerAndStart(e, conn);
+}
+
+ncclResult_t netFree(void* res) {
+  auto* e = static_cast<NetEnd*>(res);
+  if (!e) return ncclSuccess;
+  const ncclNet_v12_t& api = loadNet()->plugin->net;
+  if (e->task) proxyRemove(e->task.get());
+  if (e->mhandle) api.deregMr(e->comm, e->mhandle);
+  if (e->comm) (e->recv ? api.closeRecv : api.closeSend)(e->comm);
+  if (e->listenComm) api.closeListen(e->listenComm);
+  std::free(e->mem);
+  delete e;
+  return ncclSuccess;
+}
+
+tuttiTransport_v1_t makeTable() {
+  tuttiTransport_v1_t t;
+  std::memset(&t, 0, sizeof t);
+  t.size = sizeof t;
+  t.version = TUTTI_TRANSPORT_ABI_VERSION;
+  t.name = "net";
+  t.init = netInit;
+  t.canConnect = netCanConnect;
+  t.recvSetup = netRecvSetup;
+  t.sendSetup = netSendSetup;
+  t.recvConnect = netRecvConnect;
+  t.sendConnect = netSendConnect;
+  t.free = netFree;
+  return t;
+}
+
+}  // namespace
+
+const tuttiTransport_v1_t& netTransportTable() {
+  static const tuttiTransport_v1_t table = makeTable();
+  return table;
+}
+
+const char* netTransportPluginName() { return loadNet()->name.c_str(); }
+
+}  // namespace tutti

@@ -1,0 +1,18 @@
+// The core's generic network transport: drives whichever net plugin (NCCL net ABI) the config selects,
+// through the proxy thread. To the primitives a network connection looks like any other: a local FIFO and
+// control block. On the sending rank the proxy waits for posted steps and isends them; on the receiving
+// rank it keeps irecvs posted into free slots and publishes each completed one.
+#pragma once
+
+#include <tutti/transport.h>
+
+namespace tutti {
+
+// The transport table of the network path ("net"), used after the intra-node transports of the config.
+// canConnect accepts any pair once a net plugin with at least one device is loaded.
+const tuttiTransport_v1_t& netTransportTable();
+
+// Name of the net plugin in use ("" when none could be loaded), loading the config's nets on first call.
+const char* netTransportPluginName();
+
+}  // namespace tutti

@@ -1,0 +1,26 @@
+// The proxy thread: one per process, progressing every network connection's transfers (the NCCL paper's
+// sendProxyProgress / recvProxyProgress). A connection registers a ProxyTask for its lifetime; the thread
+// calls progress() on each in turn, spinning while anything moves and backing off to short sleeps when
+// idle, so an idle process costs nothing measurable.
+#pragma once
+
+#include <tutti/common.h>
+
+#include <memory>
+
+namespace tutti {
+
+class ProxyTask {
+ public:
+  virtual ~ProxyTask() = default;
+  // Moves what can be moved without blocking; sets *active when anything happened. An error ends the task:
+  // the task must first mark its connection closed so the ranks waiting on it fail instead of hanging.
+  virtual ncclResult_t progress(bool* active) = 0;
+};
+
+// Starts the proxy thread on first use. Thread-safe.
+void proxyAdd(const std::shared_ptr<ProxyTask>& task);
+// Returns once the proxy thread no longer runs `task` (it may be destroyed afterwards). Thread-safe.
+void proxyRemove(ProxyTask* task);
+
+}  // namespace tutti
