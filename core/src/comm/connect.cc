@@ -73,6 +73,9 @@ ncclResult_t commConnect(ncclComm* comm, const std::vector<ConnRequest>& wanted)
     auto conn = std::make_unique<Connection>();
     conn->isSend = p.req.isSend;
     conn->host.peer = p.req.peer;
+    const tuttiPeerInfo_t& me = comm->peers[comm->rank];
+    const tuttiPeerInfo_t& them = comm->peers[p.req.peer];
+    if (them.hostHash == me.hostHash && them.pidHash != me.pidHash) conn->host.peerPid = them.pid;
     TUTTI_CHECK(pickTransport(comm, p.req.peer, &conn->transport));
     tuttiConnectRequest_t req{};
     req.channel = p.req.channel;

@@ -91,12 +91,19 @@ void executorSubmit(WorkItem item, WorkGroup* group) { pool().submit(Job{std::mo
 
 ncclResult_t runConcurrently(std::vector<WorkItem>& items) {
   if (items.empty()) return ncclSuccess;
+  // Every item, the inline one included, reports to the group, which keeps the first error in time:
+  // a failure on one channel makes the others fail as a consequence, and the cause is what to report.
   WorkGroup group;
-  group.add(static_cast<int>(items.size()) - 1);
+  group.add(static_cast<int>(items.size()));
   for (size_t i = 0; i + 1 < items.size(); ++i) executorSubmit(std::move(items[i]), &group);
-  ncclResult_t mine = items.back()();
-  ncclResult_t others = items.size() > 1 ? group.wait() : ncclSuccess;
-  return mine != ncclSuccess ? mine : others;
+  ncclResult_t mine;
+  try {
+    mine = items.back()();
+  } catch (...) {
+    mine = ncclInternalError;
+  }
+  group.done(mine);
+  return group.wait();
 }
 
 }  // namespace tutti::host

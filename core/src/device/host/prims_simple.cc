@@ -23,15 +23,17 @@ ncclResult_t HostSimplePrims::waitFailed(WaitStatus st, bool sending, uint64_t s
   const char* what = sending ? "a free slot towards" : "data from";
   switch (st) {
     case WaitStatus::Aborted:
-      TUTTI_FAIL(ncclInvalidUsage, "rank {}: {} (opCount {}, channel {}) aborted while waiting for {} rank {}",
+      // A consequence, not a cause: the error that aborted the communicator was reported where it happened.
+      TUTTI_INFO(NCCL_COLL | NCCL_P2P, "rank {}: {} (opCount {}, channel {}) aborted while waiting for {} rank {}",
                  label_.rank, label_.opName, label_.opCount, label_.channel, what, c->peer);
+      return ncclRemoteError;
     case WaitStatus::TimedOut:
       TUTTI_FAIL(ncclTimeout,
                  "rank {}: {} (opCount {}, channel {}) timed out waiting for {} rank {} (step {}): did rank {} "
                  "call the same operation?",
                  label_.rank, label_.opName, label_.opCount, label_.channel, what, c->peer, step, c->peer);
     case WaitStatus::PeerClosed:
-      TUTTI_FAIL(ncclRemoteError, "rank {}: {} (opCount {}, channel {}): rank {} closed the connection",
+      TUTTI_FAIL(ncclRemoteError, "rank {}: {} (opCount {}, channel {}): rank {} closed the connection or died",
                  label_.rank, label_.opName, label_.opCount, label_.channel, c->peer);
     default:
       return ncclSuccess;
@@ -56,6 +58,7 @@ ncclResult_t HostSimplePrims::run(unsigned mode, size_t in, size_t out, size_t n
       rstep = recv_->step;
       WaitContext w = wait_;
       w.shared = recv_->conn.shared != 0;
+      w.peerPid = recv_->peerPid;
       WaitStatus st = waitAtLeast(&ctrl->tail, &ctrl->tailWaiters, &ctrl->tailSeq, &ctrl->senderClosed,
                                   rstep + 1, w);
       if (st != WaitStatus::Ready) return waitFailed(st, false, rstep);
@@ -76,6 +79,7 @@ ncclResult_t HostSimplePrims::run(unsigned mode, size_t in, size_t out, size_t n
       if (sstep + 1 > TUTTI_STEPS) {
         WaitContext w = wait_;
         w.shared = send_->conn.shared != 0;
+        w.peerPid = send_->peerPid;
         WaitStatus st = waitAtLeast(&ctrl->head, &ctrl->headWaiters, &ctrl->headSeq, &ctrl->receiverClosed,
                                     sstep + 1 - TUTTI_STEPS, w);
         if (st != WaitStatus::Ready) return waitFailed(st, true, sstep);

@@ -20,6 +20,7 @@ struct HostConn {
   tuttiConnector_t conn{};
   uint64_t step = 0;
   int peer = -1;
+  int peerPid = 0;  // the peer's process when it is another process on this host (liveness checks)
 };
 
 // Describes the running operation for error messages ("rank 3 AllReduce opCount 7 channel 1").

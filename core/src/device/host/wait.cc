@@ -1,11 +1,13 @@
 #include "device/host/wait.h"
 
 #include <linux/futex.h>
+#include <signal.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cerrno>
 #include <climits>
 
 namespace tutti::host {
@@ -63,6 +65,8 @@ WaitStatus waitAtLeast(uint64_t* counter, uint32_t* waiters, uint32_t* seq, cons
     if (ctx.abortFlag && ctx.abortFlag->load(std::memory_order_relaxed)) return WaitStatus::Aborted;
     if (closed && std::atomic_ref<const uint32_t>(*closed).load(std::memory_order_acquire))
       return WaitStatus::PeerClosed;
+    // A process that died cannot raise its closed flag: notice it through its pid (cheap; once per slice).
+    if (ctx.peerPid > 0 && kill(ctx.peerPid, 0) != 0 && errno == ESRCH) return WaitStatus::PeerClosed;
     if (deadline && nowNs() > deadline) return WaitStatus::TimedOut;
   }
 }

@@ -16,6 +16,7 @@ struct WaitContext {
   int64_t timeoutNs = 0;                     // 0: wait forever (abort still ends it)
   const std::atomic<bool>* abortFlag = nullptr;
   bool shared = false;                       // futex words in inter-process memory
+  int peerPid = 0;                           // >0: the other end's process on this host, checked while asleep
 };
 
 enum class WaitStatus { Ready, Aborted, TimedOut, PeerClosed };
