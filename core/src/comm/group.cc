@@ -2,7 +2,9 @@
 
 #include "comm/comm.h"
 #include "device/host/launch.h"
+#include "device/common/dtypes.h"
 #include "device/host/stream.h"
+#include "plugin/config.h"
 #include "util/check.h"
 
 #include <map>
@@ -54,9 +56,10 @@ ncclResult_t launchGroup(std::vector<Task> tasks) {
       CollPlan plan;
       TUTTI_CHECK(planCollective(t.comm, t, &plan));
       plan.opCount = t.comm->collOpCount++;
-      TUTTI_INFO(NCCL_COLL, "{}: opCount {} count {} datatype {} op {} root {} comm {} [nranks={}] algo ring "
-                 "proto Simple channels {}", funcName(t.func), plan.opCount, t.count, static_cast<int>(t.datatype),
-                 static_cast<int>(t.op), t.root, static_cast<void*>(t.comm), t.comm->nRanks, plan.work.size());
+      TUTTI_INFO(NCCL_COLL, "{}: opCount {} count {} datatype {} op {} root {} comm {} [nranks={}] algo {} proto {} "
+                 "channels {}", funcName(t.func), plan.opCount, t.count, dataTypeName(t.datatype),
+                 static_cast<int>(t.op), t.root, static_cast<void*>(t.comm), t.comm->nRanks,
+                 algorithmName(plan.algorithm), protocolName(plan.protocol), plan.work.size());
       l.colls.push_back(std::move(plan));
     }
   }
