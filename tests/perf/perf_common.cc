@@ -1,6 +1,7 @@
 #include "perf_common.h"
 
 #include <getopt.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <barrier>
@@ -13,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "launch.h"
+
 namespace tutti::perf {
 namespace {
 
@@ -20,7 +23,9 @@ struct Options {
   size_t minBytes = 8, maxBytes = 32 << 20;
   double factor = 2;
   size_t increment = 0;
-  int nRanks = 2;
+  int nRanks = 2;        // -g / -t: ranks as threads of this process
+  bool ranksGiven = false;
+  int procs = 0;         // -P / TUTTI_PERF_PROCS: forked processes (0: none, -1: invalid value)
   int iters = 20, warmup = 5;
   int check = 1;
   ncclDataType_t dtype = ncclFloat32;
@@ -227,23 +232,229 @@ ncclResult_t runOnce(Coll c, const Options& o, ncclComm_t comm, int r, size_t co
 }
 
 void usage(const char* prog) {
-  std::printf("usage: %s [-b minbytes] [-e maxbytes] [-f factor | -i increment] [-g|-t nranks] [-n iters]\n"
-              "          [-w warmup] [-c check 0/1] [-d dtype] [-o op] [-r root] [-z blocking (host calls always "
-              "block)]\n", prog);
+  std::printf("usage: %s [-b minbytes] [-e maxbytes] [-f factor | -i increment] [-g|-t nranks] [-P nprocs]\n"
+              "          [-n iters] [-w warmup] [-c check 0/1] [-d dtype] [-o op] [-r root]\n"
+              "          [-z blocking (host calls always block)]\n"
+              "  -g N: N ranks as threads of this process; -P N (or TUTTI_PERF_PROCS=N): N forked processes,\n"
+              "  one rank each; under mpirun (OMPI_COMM_WORLD_* or PMI_*): one rank per process, the unique id\n"
+              "  passed through the file TUTTI_PERF_ID_FILE (default /tmp/tutti-perf-id-<job>).\n", prog);
+}
+
+// Which ranks this process runs; process modes have exactly one, threads mode all of them.
+struct Run {
+  Mode mode = Mode::Threads;
+  int nRanks = 1;
+  int firstRank = 0;
+  int localRanks = 1;
+};
+
+struct Sample {
+  double us = 0;
+  size_t wrong = 0;
+  ncclResult_t res = ncclSuccess;
+};
+
+// One rank's part of one table cell: warmup, timed loop, then one checked call on fresh inputs. `sync()`
+// returns when every rank of the run reached it; every rank calls it the same number of times.
+template <typename Sync>
+Sample measure(Coll coll, const Options& o, ncclComm_t comm, int r, size_t count, RankBuffers& b, bool inPlace,
+               Sync&& sync) {
+  Sample s;
+  for (int i = 0; i < o.warmup && s.res == ncclSuccess; ++i) s.res = runOnce(coll, o, comm, r, count, b, inPlace);
+  if (ncclResult_t res = sync(); s.res == ncclSuccess) s.res = res;
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < o.iters && s.res == ncclSuccess; ++i) s.res = runOnce(coll, o, comm, r, count, b, inPlace);
+  auto end = std::chrono::steady_clock::now();
+  s.us = std::chrono::duration<double, std::micro>(end - start).count() / o.iters;
+  if (o.check && checkable(o.dtype) && s.res == ncclSuccess) {
+    prepare(coll, o, r, count, b, inPlace);
+    // No rank may rewrite its buffers while a peer still reads them in the timed loop.
+    if (ncclResult_t res = sync(); s.res == ncclSuccess) s.res = res;
+    if (s.res == ncclSuccess) s.res = runOnce(coll, o, comm, r, count, b, inPlace);
+    if (s.res == ncclSuccess) s.wrong = verify(coll, o, r, count, b, inPlace);
+  } else if (ncclResult_t res = sync(); s.res == ncclSuccess) {
+    s.res = res;
+  }
+  return s;
+}
+
+// Chooses the mode from the flags and the environment; returns false with a message on bad combinations.
+bool resolveRun(Options& o, Run* run) {
+  int mpiRank = 0, mpiSize = 0;
+  std::string error;
+  const bool underLauncher = detectLauncher(&mpiRank, &mpiSize, &error);
+  if (!error.empty()) {
+    std::fprintf(stderr, "%s\n", error.c_str());
+    return false;
+  }
+  if (o.procs < 0) {
+    std::fprintf(stderr, "-P / TUTTI_PERF_PROCS must be a positive process count\n");
+    return false;
+  }
+  if ((underLauncher || o.procs > 0) && o.ranksGiven && o.nRanks != 1) {
+    std::fprintf(stderr, "-g/-t %d runs ranks as threads of one process; with -P or under mpirun every "
+                 "process is one rank (drop -g, or use -g 1)\n", o.nRanks);
+    return false;
+  }
+  if (underLauncher && o.procs > 0) {
+    std::fprintf(stderr, "-P / TUTTI_PERF_PROCS forks ranks locally and cannot be combined with mpirun "
+                 "(rank %d of %d); unset it\n", mpiRank, mpiSize);
+    return false;
+  }
+  if (underLauncher) {
+    *run = {Mode::Mpi, mpiSize, mpiRank, 1};
+  } else if (o.procs > 0) {
+    *run = {Mode::Fork, o.procs, 0, 1};
+  } else {
+    *run = {Mode::Threads, o.nRanks, 0, o.nRanks};
+  }
+  o.nRanks = run->nRanks;
+  return true;
+}
+
+// The NCCL_* / TUTTI_* settings of this run, so that a saved output says which transport was asked for.
+std::string envSummary() {
+  std::string s;
+  for (char** e = environ; *e != nullptr; ++e)
+    if (std::strncmp(*e, "NCCL_", 5) == 0 || std::strncmp(*e, "TUTTI_", 6) == 0) s += std::string(" ") + *e;
+  return s.empty() ? " (no NCCL_* or TUTTI_* variables set)" : s;
+}
+
+void printHeader(const Options& o, const Run& run, const char* prog) {
+  int version = 0;
+  ncclGetVersion(&version);
+  const int procs = run.mode == Mode::Threads ? 1 : run.nRanks;
+  std::printf("# Tutti %s: nranks %d, mode %s, %d process%s x %d rank%s, iters %d, warmup %d, check %d, "
+              "NCCL API %d\n", prog, run.nRanks, modeName(run.mode), procs, procs > 1 ? "es" : "", run.localRanks,
+              run.localRanks > 1 ? "s" : "", o.iters, o.warmup, o.check, version);
+  std::printf("# env:%s\n", envSummary().c_str());
+  std::printf("#\n#%59s%s\n", "", "out-of-place                       in-place");
+  std::printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s\n", "size", "count", "type", "redop", "root",
+              "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+  std::printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s\n", "(B)", "(elements)", "", "", "", "(us)",
+              "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+}
+
+// Runs the sweep on this process's communicators (comms[i] is rank run.firstRank + i). Only the process
+// holding rank 0 prints the table. Returns the exit code.
+int sweep(Coll coll, const Options& o, const Run& run, const std::vector<ncclComm_t>& comms, const char* prog) {
+  const int n = run.nRanks, local = run.localRanks;
+  const bool printer = run.firstRank == 0;
+  const size_t ts = typeSize(o.dtype);
+  std::vector<size_t> sizes;
+  for (size_t s = o.minBytes; s <= o.maxBytes;
+       s = o.increment ? s + o.increment : std::max(s + 1, static_cast<size_t>(s * o.factor)))
+    sizes.push_back(s);
+  if (printer) printHeader(o, run, prog);
+
+  const size_t maxCount = countOf(coll, o.maxBytes, ts, n);
+  const size_t blocks = (coll == Coll::AllGather || coll == Coll::ReduceScatter || coll == Coll::AlltoAll) ? n : 1;
+  std::vector<RankBuffers> bufs(local);
+  for (auto& b : bufs) {
+    b.send.assign((maxCount * blocks + 1) * ts + 64, 0);
+    b.recv.assign((maxCount * blocks + 1) * ts + 64, 0);
+  }
+  std::barrier threadSync(local);
+  auto barrierSync = [&threadSync]() -> ncclResult_t {
+    threadSync.arrive_and_wait();
+    return ncclSuccess;
+  };
+  // Between processes the library itself is the barrier: a one-element AllReduce completes on no rank
+  // before every rank has entered it.
+  int token = 0;
+  auto commSync = [&]() -> ncclResult_t { return ncclAllReduce(&token, &token, 1, ncclInt32, ncclMax, comms[0], nullptr); };
+  std::vector<Sample> samples(local);
+  size_t totalWrong = 0;
+  const bool canInPlace = coll != Coll::AlltoAll && coll != Coll::SendRecv;
+
+  for (size_t bytes : sizes) {
+    const size_t count = countOf(coll, bytes, ts, n);
+    double t[2] = {0, 0};
+    uint64_t w[2] = {0, 0};
+    for (int place = 0; place < 2; ++place) {
+      if (place == 1 && !canInPlace) continue;
+      if (run.mode == Mode::Threads) {
+        std::vector<std::thread> threads;
+        for (int i = 0; i < local; ++i)
+          threads.emplace_back([&, i] { samples[i] = measure(coll, o, comms[i], i, count, bufs[i], place, barrierSync); });
+        for (auto& th : threads) th.join();
+      } else {
+        samples[0] = measure(coll, o, comms[0], run.firstRank, count, bufs[0], place, commSync);
+      }
+      bool failed = false;
+      for (int i = 0; i < local; ++i) {
+        if (samples[i].res != ncclSuccess) {
+          std::fprintf(stderr, "rank %d: %s: %s\n", run.firstRank + i, ncclGetErrorString(samples[i].res),
+                       ncclGetLastError(comms[i]));
+          failed = true;
+        }
+        t[place] = std::max(t[place], samples[i].us);
+        w[place] += samples[i].wrong;
+      }
+      // A failed rank cannot take part in the gathers below; its peers notice it leaving.
+      if (failed) return 1;
+      if (run.mode != Mode::Threads) {
+        ncclResult_t res = ncclAllReduce(&t[place], &t[place], 1, ncclFloat64, ncclMax, comms[0], nullptr);
+        if (res == ncclSuccess) res = ncclAllReduce(&w[place], &w[place], 1, ncclUint64, ncclSum, comms[0], nullptr);
+        if (res != ncclSuccess) {
+          std::fprintf(stderr, "rank %d: gathering the results failed: %s: %s\n", run.firstRank,
+                       ncclGetErrorString(res), ncclGetLastError(comms[0]));
+          return 1;
+        }
+      }
+      totalWrong += w[place];
+    }
+    if (!printer) continue;
+    auto cols = [&](int place) {
+      if (place == 1 && !canInPlace) return std::string("       N/A     N/A     N/A    N/A");
+      double algbw = t[place] > 0 ? double(bytes) / t[place] / 1e3 : 0;
+      char buf[128];
+      std::string wr = o.check && checkable(o.dtype) ? std::to_string(w[place]) : std::string("N/A");
+      std::snprintf(buf, sizeof buf, " %9.2f %7.2f %7.2f %6s", t[place], algbw, algbw * busFactor(coll, n), wr.c_str());
+      return std::string(buf);
+    };
+    std::printf("  %10zu %12zu %8s %6s %6d%s%s\n", bytes, count, typeName(o.dtype),
+                isReduction(coll) ? kOps[o.op] : "none", hasRoot(coll) ? o.root : -1, cols(0).c_str(),
+                cols(1).c_str());
+    std::fflush(stdout);
+  }
+  if (printer) std::printf("# Out of bounds values : %zu %s\n", totalWrong, totalWrong ? "FAILED" : "OK");
+  return totalWrong ? 1 : 0;
+}
+
+// Process modes: this process's single rank joins the communicator, runs the sweep and leaves.
+int runProcessRank(Coll coll, const Options& o, const Run& run, const ncclUniqueId& id, const char* prog) {
+  ncclComm_t comm = nullptr;
+  if (ncclResult_t res = ncclCommInitRank(&comm, run.nRanks, id, run.firstRank); res != ncclSuccess) {
+    std::fprintf(stderr, "rank %d: ncclCommInitRank failed: %s (%s)\n", run.firstRank, ncclGetErrorString(res),
+                 ncclGetLastError(nullptr));
+    return 1;
+  }
+  if (run.mode == Mode::Mpi && run.firstRank == 0) removeIdFile();
+  std::vector<ncclComm_t> comms{comm};
+  int rc = sweep(coll, o, run, comms, prog);
+  if (rc == 0) {
+    ncclCommDestroy(comm);
+  } else {
+    ncclCommAbort(comm);
+  }
+  return rc;
 }
 
 }  // namespace
 
 int perfMain(Coll coll, int argc, char** argv) {
   Options o;
+  if (const char* p = std::getenv("TUTTI_PERF_PROCS"); p != nullptr && *p) o.procs = std::atoi(p) > 0 ? std::atoi(p) : -1;
   int opt;
-  while ((opt = getopt(argc, argv, "b:e:f:i:g:t:n:w:c:d:o:r:z:m:a:h")) != -1) {
+  while ((opt = getopt(argc, argv, "b:e:f:i:g:t:P:n:w:c:d:o:r:z:m:a:h")) != -1) {
     switch (opt) {
       case 'b': o.minBytes = parseSize(optarg); break;
       case 'e': o.maxBytes = parseSize(optarg); break;
       case 'f': o.factor = std::atof(optarg); break;
       case 'i': o.increment = parseSize(optarg); break;
-      case 'g': case 't': o.nRanks = std::atoi(optarg); break;
+      case 'g': case 't': o.nRanks = std::atoi(optarg), o.ranksGiven = true; break;
+      case 'P': o.procs = std::atoi(optarg) > 0 ? std::atoi(optarg) : -1; break;
       case 'n': o.iters = std::atoi(optarg); break;
       case 'w': o.warmup = std::atoi(optarg); break;
       case 'c': o.check = std::atoi(optarg); break;
@@ -272,105 +483,40 @@ int perfMain(Coll coll, int argc, char** argv) {
       default: usage(argv[0]); return opt == 'h' ? 0 : 2;
     }
   }
-  if (o.nRanks < 1 || o.iters < 1 || o.minBytes > o.maxBytes || o.root < 0 || o.root >= o.nRanks ||
+  Run run;
+  if (!resolveRun(o, &run)) return 2;
+  if (o.nRanks < 1 || o.iters < 1 || o.warmup < 0 || o.minBytes > o.maxBytes || o.root < 0 || o.root >= o.nRanks ||
       (o.increment == 0 && o.factor <= 1)) {
     usage(argv[0]);
     return 2;
   }
-  const int n = o.nRanks;
-  const size_t ts = typeSize(o.dtype);
-  std::vector<size_t> sizes;
-  for (size_t s = o.minBytes; s <= o.maxBytes;
-       s = o.increment ? s + o.increment : std::max(s + 1, static_cast<size_t>(s * o.factor)))
-    sizes.push_back(s);
 
-  std::vector<ncclComm_t> comms(n);
-  if (ncclResult_t res = ncclCommInitAll(comms.data(), n, nullptr); res != ncclSuccess) {
+  if (run.mode == Mode::Fork) {
+    ncclUniqueId id;
+    int rank = 0, parentExit = 1;
+    if (!forkRanks(run.nRanks, &id, &rank, &parentExit)) return parentExit;
+    run.firstRank = rank;
+    int rc = runProcessRank(coll, o, run, id, argv[0]);
+    // The child shares the parent's copy of the library's globals (and none of its threads); leave
+    // without running their destructors.
+    std::fflush(stdout);
+    std::fflush(stderr);
+    _exit(rc);
+  }
+  if (run.mode == Mode::Mpi) {
+    ncclUniqueId id;
+    if (!shareIdThroughFile(run.firstRank, 120, &id)) return 1;
+    return runProcessRank(coll, o, run, id, argv[0]);
+  }
+
+  std::vector<ncclComm_t> comms(run.nRanks);
+  if (ncclResult_t res = ncclCommInitAll(comms.data(), run.nRanks, nullptr); res != ncclSuccess) {
     std::fprintf(stderr, "ncclCommInitAll failed: %s (%s)\n", ncclGetErrorString(res), ncclGetLastError(nullptr));
     return 1;
   }
-  int version = 0;
-  ncclGetVersion(&version);
-  std::printf("# Tutti %s: nranks %d (threads), iters %d, warmup %d, check %d, NCCL API %d\n",
-              argv[0], n, o.iters, o.warmup, o.check, version);
-  std::printf("#\n#%59s%s\n", "", "out-of-place                       in-place");
-  std::printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s\n", "size", "count", "type", "redop", "root",
-              "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-  std::printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s\n", "(B)", "(elements)", "", "", "", "(us)",
-              "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
-
-  const size_t maxCount = countOf(coll, o.maxBytes, ts, n);
-  const size_t blocks = (coll == Coll::AllGather || coll == Coll::ReduceScatter || coll == Coll::AlltoAll) ? n : 1;
-  std::vector<RankBuffers> bufs(n);
-  for (auto& b : bufs) {
-    b.send.assign((maxCount * blocks + 1) * ts + 64, 0);
-    b.recv.assign((maxCount * blocks + 1) * ts + 64, 0);
-  }
-  std::barrier sync(n);
-  std::vector<double> times(n);
-  std::vector<size_t> wrong(n);
-  std::vector<ncclResult_t> errors(n, ncclSuccess);
-  bool failed = false;
-  size_t totalWrong = 0;
-  const bool canInPlace = coll != Coll::AlltoAll && coll != Coll::SendRecv;
-
-  for (size_t bytes : sizes) {
-    const size_t count = countOf(coll, bytes, ts, n);
-    double t[2] = {0, 0};
-    long long w[2] = {0, 0};
-    for (int place = 0; place < 2; ++place) {
-      if (place == 1 && !canInPlace) continue;
-      std::vector<std::thread> threads;
-      for (int r = 0; r < n; ++r) {
-        threads.emplace_back([&, r] {
-          ncclResult_t res = ncclSuccess;
-          for (int i = 0; i < o.warmup && res == ncclSuccess; ++i) res = runOnce(coll, o, comms[r], r, count, bufs[r], place);
-          sync.arrive_and_wait();
-          auto start = std::chrono::steady_clock::now();
-          for (int i = 0; i < o.iters && res == ncclSuccess; ++i) res = runOnce(coll, o, comms[r], r, count, bufs[r], place);
-          auto end = std::chrono::steady_clock::now();
-          times[r] = std::chrono::duration<double, std::micro>(end - start).count() / o.iters;
-          wrong[r] = 0;
-          if (o.check && checkable(o.dtype) && res == ncclSuccess) {
-            prepare(coll, o, r, count, bufs[r], place);
-            sync.arrive_and_wait();
-            res = runOnce(coll, o, comms[r], r, count, bufs[r], place);
-            if (res == ncclSuccess) wrong[r] = verify(coll, o, r, count, bufs[r], place);
-          } else {
-            sync.arrive_and_wait();
-          }
-          errors[r] = res;
-        });
-      }
-      for (auto& th : threads) th.join();
-      for (int r = 0; r < n; ++r) {
-        if (errors[r] != ncclSuccess) {
-          std::fprintf(stderr, "rank %d: %s: %s\n", r, ncclGetErrorString(errors[r]), ncclGetLastError(comms[r]));
-          failed = true;
-        }
-        t[place] = std::max(t[place], times[r]);
-        w[place] += static_cast<long long>(wrong[r]);
-      }
-      totalWrong += w[place];
-      if (failed) break;
-    }
-    if (failed) break;
-    auto cols = [&](int place) {
-      if (place == 1 && !canInPlace) return std::string("       N/A     N/A     N/A    N/A");
-      double algbw = t[place] > 0 ? double(bytes) / t[place] / 1e3 : 0;
-      char buf[128];
-      std::string wr = o.check && checkable(o.dtype) ? std::to_string(w[place]) : std::string("N/A");
-      std::snprintf(buf, sizeof buf, " %9.2f %7.2f %7.2f %6s", t[place], algbw, algbw * busFactor(coll, n), wr.c_str());
-      return std::string(buf);
-    };
-    std::printf("  %10zu %12zu %8s %6s %6d%s%s\n", bytes, count, typeName(o.dtype),
-                isReduction(coll) ? kOps[o.op] : "none", hasRoot(coll) ? o.root : -1, cols(0).c_str(),
-                cols(1).c_str());
-    std::fflush(stdout);
-  }
-  for (auto c : comms) ncclCommDestroy(c);
-  std::printf("# Out of bounds values : %zu %s\n", totalWrong, totalWrong ? "FAILED" : "OK");
-  return failed || totalWrong ? 1 : 0;
+  int rc = sweep(coll, o, run, comms, argv[0]);
+  for (auto c : comms) rc == 0 ? ncclCommDestroy(c) : ncclCommAbort(c);
+  return rc;
 }
 
 }  // namespace tutti::perf

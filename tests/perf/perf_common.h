@@ -1,6 +1,7 @@
 // nccl-tests compatible benchmark driver: same flags (-b -e -f -i -g -t -n -w -c -d -o -r -z) and the same
 // output columns (size, count, type, redop, root, time, algbw, busbw, #wrong for out-of-place and in-place)
-// with nccl-tests' bus-bandwidth factors. Ranks are threads of this process (-g / -t ranks).
+// with nccl-tests' bus-bandwidth factors. Ranks are threads of this process (-g N), forked processes (-P N) or
+// processes started by mpirun (see launch.h).
 #pragma once
 
 #include <nccl.h>
