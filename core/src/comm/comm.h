@@ -51,6 +51,9 @@ struct ChannelRing {
   std::vector<int> ranks;  // ring position -> rank
   int index = 0;           // this rank's position
   int prev = 0, next = 0;  // ranks
+  // The channel's collective connections once established (looked up on every launch, so cached here).
+  Connection* sendConn = nullptr;  // to `next`
+  Connection* recvConn = nullptr;  // from `prev`
 };
 
 enum class CommState { Ready, Finalized, Aborted };

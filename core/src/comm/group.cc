@@ -7,7 +7,7 @@
 #include "plugin/config.h"
 #include "util/check.h"
 
-#include <map>
+#include <algorithm>
 #include <memory>
 
 namespace tutti {
@@ -40,15 +40,17 @@ thread_local GroupState tGroup;
 ncclResult_t launchGroup(std::vector<Task> tasks) {
   // One launch per communicator, in order of first appearance.
   std::vector<host::CommLaunch> launches;
-  std::map<ncclComm*, size_t> index;
+  launches.reserve(4);
   for (const Task& t : tasks) {
-    auto [it, fresh] = index.try_emplace(t.comm, launches.size());
-    if (fresh) {
+    // Groups hold few communicators: a linear search beats a map here.
+    auto it = std::find_if(launches.begin(), launches.end(), [&](const host::CommLaunch& l) { return l.comm == t.comm; });
+    if (it == launches.end()) {
       launches.emplace_back();
       launches.back().comm = t.comm;
       launches.back().stream = t.stream;
+      it = launches.end() - 1;
     }
-    host::CommLaunch& l = launches[it->second];
+    host::CommLaunch& l = *it;
     if (!l.stream) l.stream = t.stream;
     if (t.func == ncclFuncSend || t.func == ncclFuncRecv) {
       l.p2p.push_back(t);

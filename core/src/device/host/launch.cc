@@ -65,13 +65,23 @@ ncclResult_t launchConnect(CommLaunch& launch) {
     int channels = 0;
     for (const CollPlan& p : launch.colls) channels = std::max(channels, static_cast<int>(p.work.size()));
     for (int c = 0; c < channels; ++c) {
-      wanted.push_back({c, kConnColl, comm->rings[c].next, true});
-      wanted.push_back({c, kConnColl, comm->rings[c].prev, false});
+      ChannelRing& ring = comm->rings[c];
+      if (ring.sendConn && ring.recvConn) continue;
+      wanted.push_back({c, kConnColl, ring.next, true});
+      wanted.push_back({c, kConnColl, ring.prev, false});
     }
   }
   for (const Task& t : launch.p2p)
     if (t.root != comm->rank) wanted.push_back({0, kConnP2p, t.root, t.func == ncclFuncSend});
-  return wanted.empty() ? ncclSuccess : commConnect(comm, wanted);
+  if (wanted.empty()) return ncclSuccess;
+  TUTTI_CHECK(commConnect(comm, wanted));
+  for (ChannelRing& ring : comm->rings) {
+    if (comm->nRanks == 1 || (ring.sendConn && ring.recvConn)) continue;
+    const int c = static_cast<int>(&ring - comm->rings.data());
+    ring.sendConn = commFindConnection(comm, c, kConnColl, ring.next, true);
+    ring.recvConn = commFindConnection(comm, c, kConnColl, ring.prev, false);
+  }
+  return ncclSuccess;
 }
 
 ncclResult_t launchItems(CommLaunch& launch, std::vector<WorkItem>* items) {
@@ -84,8 +94,8 @@ ncclResult_t launchItems(CommLaunch& launch, std::vector<WorkItem>* items) {
     items->push_back(guarded(comm, [comm, colls, c]() -> ncclResult_t {
       const WaitContext wait = commWaitContext(comm);
       const ChannelRing& ring = comm->rings[c];
-      HostConn* recv = comm->nRanks > 1 ? connOf(comm, c, kConnColl, ring.prev, false) : nullptr;
-      HostConn* send = comm->nRanks > 1 ? connOf(comm, c, kConnColl, ring.next, true) : nullptr;
+      HostConn* recv = comm->nRanks > 1 && ring.recvConn ? &ring.recvConn->host : nullptr;
+      HostConn* send = comm->nRanks > 1 && ring.sendConn ? &ring.sendConn->host : nullptr;
       if (recv) {
         // Tell the receive side (a network proxy) how many steps this launch will take from it.
         uint64_t steps = 0;
