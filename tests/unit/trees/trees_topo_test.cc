@@ -1,0 +1,298 @@
+// Double binary trees: node-level trees for 1..4096 nodes, and rank-level trees (chains inside nodes)
+// for 1..4096 ranks in several ranks-per-node shapes, contiguous or not.
+#include "topo/trees.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace tutti {
+namespace {
+
+constexpr int kMaxRanks = 4096;
+
+int floorLog2(int n) {
+  int l = 0;
+  while ((2 << l) <= n) ++l;
+  return l;
+}
+
+// Checks that tree `t` over n nodes is a binary tree spanning all nodes with consistent links and height
+// at most floor(log2 n); returns the number of children of every node.
+std::vector<int> checkNodeTree(int n, int t) {
+  std::vector<TreeNodeLinks> l(n);
+  for (int i = 0; i < n; ++i) l[i] = treeDoubleNode(n, i, t);
+  std::vector<int> nChildren(n, 0), depth(n, -1);
+  int root = -1;
+  for (int i = 0; i < n; ++i) {
+    if (l[i].parent < 0) {
+      EXPECT_EQ(root, -1) << "n=" << n << " tree " << t << ": second root " << i;
+      root = i;
+    } else {
+      EXPECT_LT(l[i].parent, n);
+      const TreeNodeLinks& p = l[l[i].parent];
+      EXPECT_TRUE(p.child[0] == i || p.child[1] == i) << "n=" << n << " tree " << t << " node " << i;
+    }
+    EXPECT_FALSE(l[i].child[0] < 0 && l[i].child[1] >= 0) << "child[1] without child[0], node " << i;
+    for (int c : l[i].child) {
+      if (c < 0) continue;
+      EXPECT_LT(c, n);
+      if (c >= 0 && c < n) { EXPECT_EQ(l[c].parent, i) << "n=" << n << " tree " << t << " node " << i; }
+      ++nChildren[i];
+    }
+    if (l[i].child[0] >= 0 && l[i].child[1] >= 0) { EXPECT_NE(l[i].child[0], l[i].child[1]); }
+  }
+  if (root < 0) {
+    ADD_FAILURE() << "n=" << n << " tree " << t << ": no root";
+    return nChildren;
+  }
+  std::vector<int> stack{root};
+  depth[root] = 0;
+  int reached = 0, height = 0;
+  while (!stack.empty()) {
+    const int v = stack.back();
+    stack.pop_back();
+    ++reached;
+    height = std::max(height, depth[v]);
+    for (int c : l[v].child) {
+      if (c < 0 || c >= n) continue;
+      if (depth[c] >= 0) {
+        ADD_FAILURE() << "n=" << n << " tree " << t << ": node " << c << " reached twice";
+        return nChildren;
+      }
+      depth[c] = depth[v] + 1;
+      stack.push_back(c);
+    }
+  }
+  EXPECT_EQ(reached, n) << "tree " << t;
+  EXPECT_LE(height, floorLog2(n)) << "n=" << n << " tree " << t;
+  return nChildren;
+}
+
+TEST(TreeNodes, FirstTreeIsInOrderWithEvenLeaves) {
+  for (int n = 1; n <= kMaxRanks; ++n) {
+    for (int i = 0; i < n; ++i) {
+      const TreeNodeLinks l = treeBinaryNode(n, i);
+      if (l.child[0] >= 0) { EXPECT_LT(l.child[0], i); }
+      if (l.child[1] >= 0) { EXPECT_GT(l.child[1], i); }
+      const bool leaf = l.child[0] < 0;
+      ASSERT_EQ(leaf, i % 2 == 0) << "n=" << n << " node " << i;
+    }
+  }
+  EXPECT_EQ(treeBinaryNode(1, 0).parent, -1);
+  EXPECT_EQ(treeBinaryNode(8, 7).parent, -1);  // root: 2^floor(log2 n) - 1
+  EXPECT_EQ(treeBinaryNode(8, 3).parent, 7);
+  EXPECT_EQ(treeBinaryNode(8, 6).parent, 5);
+}
+
+TEST(TreeNodes, DoubleTreeSpansAndBalancesRoles) {
+  for (int n = 1; n <= kMaxRanks; ++n) {
+    const std::vector<int> c0 = checkNodeTree(n, 0), c1 = checkNodeTree(n, 1);
+    int interiorBoth = 0, leafBoth = 0, leafBothNode = -1, singleChild = 0;
+    for (int i = 0; i < n; ++i) {
+      interiorBoth += c0[i] > 0 && c1[i] > 0;
+      if (c0[i] == 0 && c1[i] == 0) ++leafBoth, leafBothNode = i;
+      singleChild += c0[i] == 1;
+    }
+    ASSERT_EQ(interiorBoth, 0) << "n=" << n;
+    if (n % 2 == 0) {
+      ASSERT_EQ(leafBoth, 0) << "n=" << n;
+      ASSERT_EQ(singleChild, 1) << "n=" << n;
+    } else {
+      ASSERT_EQ(leafBoth, 1) << "n=" << n;
+      ASSERT_EQ(leafBothNode, 0) << "n=" << n;
+      ASSERT_EQ(singleChild, 0) << "n=" << n << ": odd counts give a full tree";
+    }
+    if (HasFailure()) return;
+  }
+}
+
+TEST(TreeNodes, OutOfRangeNodeHasNoLinks) {
+  for (auto [n, i] : {std::pair{0, 0}, {4, -1}, {4, 4}, {-3, 0}}) {
+    const TreeNodeLinks l = treeDoubleNode(n, i, 1);
+    EXPECT_EQ(l.parent, -1);
+    EXPECT_EQ(l.child[0], -1);
+    EXPECT_EQ(l.child[1], -1);
+  }
+}
+
+// A rank -> host map for k ranks.
+using Shape = std::function<std::vector<int>(int k)>;
+
+struct NamedShape {
+  std::string name;
+  Shape make;
+};
+
+std::vector<NamedShape> shapes() {
+  std::vector<NamedShape> s;
+  for (int ppn : {1, 2, 3, 4, 8}) {
+    s.push_back({"ppn" + std::to_string(ppn), [ppn](int k) {
+                   std::vector<int> m(k);
+                   for (int r = 0; r < k; ++r) m[r] = r / ppn;
+                   return m;
+                 }});
+  }
+  // Uneven node sizes 1..9, seeded per k so every run checks the same maps.
+  s.push_back({"uneven", [](int k) {
+                 std::mt19937 rng(k);
+                 std::vector<int> m(k);
+                 for (int r = 0, node = 0; r < k; ++node) {
+                   const int size = 1 + static_cast<int>(rng() % 9);
+                   for (int i = 0; i < size && r < k; ++i) m[r++] = node;
+                 }
+                 return m;
+               }});
+  // Ranks of a host spread out (round robin over ceil(k/4) hosts) with arbitrary host ids.
+  s.push_back({"interleaved", [](int k) {
+                 const int hosts = (k + 3) / 4;
+                 std::vector<int> m(k);
+                 for (int r = 0; r < k; ++r) m[r] = (r % hosts) * 7919 - 100000;
+                 return m;
+               }});
+  return s;
+}
+
+// Checks one rank-level tree: spanning from one root, links consistent both ways, arity <= 3, chains
+// inside nodes in rank order (tree 0) or reverse rank order (tree 1), node links only between heads.
+void checkRankTree(const std::vector<int>& nodeOf, const DoubleTree& dt, int t) {
+  const int k = static_cast<int>(nodeOf.size());
+  const std::vector<TreeLinks>& l = dt.links[t];
+  ASSERT_EQ(static_cast<int>(l.size()), k);
+  // Members of each node in chain order.
+  std::vector<std::vector<int>> chain(dt.nNodes);
+  for (int r = 0; r < k; ++r) chain[dt.nodeIndex[r]].push_back(r);
+  if (t == 1)
+    for (auto& c : chain) std::reverse(c.begin(), c.end());
+  std::vector<int> headOf(dt.nNodes);
+  for (int n = 0; n < dt.nNodes; ++n) headOf[n] = chain[n][0];
+
+  int root = -1;
+  for (int r = 0; r < k; ++r) {
+    const TreeLinks& x = l[r];
+    const int nd = x.nDown();
+    for (int i = nd; i < kTreeMaxArity; ++i) ASSERT_EQ(x.down[i], -1) << "rank " << r << ": gap in down[]";
+    for (int i = 0; i < nd; ++i) {
+      const int d = x.down[i];
+      ASSERT_TRUE(d >= 0 && d < k && d != r) << "rank " << r;
+      ASSERT_EQ(l[d].up, r) << "rank " << r << " child " << d;
+      for (int j = 0; j < i; ++j) ASSERT_NE(x.down[j], d);
+      if (dt.nodeIndex[d] != dt.nodeIndex[r]) {  // node edge: head to head
+        ASSERT_EQ(r, headOf[dt.nodeIndex[r]]);
+        ASSERT_EQ(d, headOf[dt.nodeIndex[d]]);
+      }
+    }
+    if (x.up < 0) {
+      ASSERT_EQ(root, -1) << "two roots: " << root << " and " << r;
+      root = r;
+    } else {
+      ASSERT_TRUE(x.up < k);
+      const TreeLinks& p = l[x.up];
+      ASSERT_TRUE(std::find(p.down, p.down + kTreeMaxArity, r) != p.down + kTreeMaxArity) << "rank " << r;
+    }
+  }
+  ASSERT_GE(root, 0);
+  // Chain contiguity: position i > 0 hangs under position i - 1 of its own node, and has at most one
+  // child in its node (the next position).
+  for (int n = 0; n < dt.nNodes; ++n) {
+    const std::vector<int>& c = chain[n];
+    for (size_t i = 0; i < c.size(); ++i) {
+      const TreeLinks& x = l[c[i]];
+      if (i > 0) {
+        ASSERT_EQ(x.up, c[i - 1]) << "node " << n << " chain position " << i;
+      } else if (x.up >= 0) {
+        ASSERT_NE(dt.nodeIndex[x.up], n) << "node " << n << ": head's parent is in another node";
+      }
+      int sameNode = 0;
+      for (int j = 0; j < x.nDown(); ++j) sameNode += dt.nodeIndex[x.down[j]] == n;
+      ASSERT_EQ(sameNode, i + 1 < c.size() ? 1 : 0) << "node " << n << " chain position " << i;
+      if (i + 1 < c.size()) { ASSERT_EQ(x.down[0], c[i + 1]) << "chain child comes first"; }
+    }
+  }
+  // Every rank reached exactly once from the root.
+  std::vector<char> seen(k, 0);
+  std::vector<int> stack{root};
+  int reached = 0;
+  while (!stack.empty()) {
+    const int v = stack.back();
+    stack.pop_back();
+    ASSERT_FALSE(seen[v]) << "rank " << v << " reached twice";
+    seen[v] = 1;
+    ++reached;
+    for (int i = 0; i < l[v].nDown(); ++i) stack.push_back(l[v].down[i]);
+  }
+  ASSERT_EQ(reached, k);
+}
+
+class TreeRanks : public ::testing::TestWithParam<int> {};
+
+TEST_P(TreeRanks, SpanningTreesWithChainsInsideNodes) {
+  const NamedShape shape = shapes()[GetParam()];
+  for (int k = 1; k <= kMaxRanks; ++k) {
+    SCOPED_TRACE(shape.name + " k=" + std::to_string(k));
+    const std::vector<int> nodeOf = shape.make(k);
+    DoubleTree dt;
+    ASSERT_EQ(topoDoubleTree(nodeOf, &dt), ncclSuccess);
+    ASSERT_EQ(static_cast<int>(dt.nodeIndex.size()), k);
+    // Node numbering follows each node's lowest rank.
+    for (int r = 0, next = 0; r < k; ++r) {
+      ASSERT_LE(dt.nodeIndex[r], next);
+      if (dt.nodeIndex[r] == next) ++next;
+      if (r + 1 == k) { ASSERT_EQ(next, dt.nNodes); }
+    }
+    for (int t = 0; t < kTreeCount; ++t) {
+      checkRankTree(nodeOf, dt, t);
+      if (HasFatalFailure()) return;
+    }
+    // Channels alternate between the trees.
+    ASSERT_EQ(&dt.channelLinks(0, k - 1), &dt.links[0][k - 1]);
+    ASSERT_EQ(&dt.channelLinks(3, 0), &dt.links[1][0]);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, TreeRanks, ::testing::Range(0, static_cast<int>(shapes().size())),
+                         [](const ::testing::TestParamInfo<int>& i) { return shapes()[i.param].name; });
+
+TEST(TreeRanks, HeadsDifferBetweenTreesWhenNodesHaveSeveralRanks) {
+  // 3 nodes of 4 ranks: tree 0 enters node 1 at rank 4, tree 1 at rank 7.
+  std::vector<int> nodeOf{5, 5, 5, 5, 9, 9, 9, 9, 2, 2, 2, 2};
+  DoubleTree dt;
+  ASSERT_EQ(topoDoubleTree(nodeOf, &dt), ncclSuccess);
+  EXPECT_EQ(dt.nNodes, 3);
+  // Tree 0: node 1 is the root, its head (rank 4) has its chain child first, then nodes 0 and 2.
+  EXPECT_EQ(dt.links[0][4].up, -1);
+  EXPECT_EQ(dt.links[0][4].down[0], 5);
+  EXPECT_EQ(dt.links[0][4].down[1], 0);
+  EXPECT_EQ(dt.links[0][4].down[2], 8);
+  EXPECT_EQ(dt.links[0][7].up, 6);
+  EXPECT_EQ(dt.links[0][7].nDown(), 0);
+  // Tree 1 (shifted): node 1 is a leaf under node 2, entered at its highest rank.
+  EXPECT_EQ(dt.links[1][7].up, 11);
+  EXPECT_EQ(dt.links[1][7].down[0], 6);
+  EXPECT_EQ(dt.links[1][4].up, 5);
+  EXPECT_EQ(dt.links[1][4].nDown(), 0);
+}
+
+TEST(TreeRanks, TopoNodeOfGroupsByHost) {
+  std::vector<tuttiPeerInfo_t> peers(5);
+  const uint64_t hosts[] = {77, 12, 77, 12, 40};
+  for (int r = 0; r < 5; ++r) {
+    peers[r] = {};
+    peers[r].rank = r;
+    peers[r].hostHash = hosts[r];
+  }
+  EXPECT_EQ(topoNodeOf(peers), (std::vector<int>{0, 1, 0, 1, 2}));
+}
+
+TEST(TreeRanks, BadInputIsAnError) {
+  DoubleTree dt;
+  EXPECT_EQ(topoDoubleTree({}, &dt), ncclInvalidArgument);
+  EXPECT_EQ(topoDoubleTree({0, 1}, nullptr), ncclInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tutti
