@@ -159,58 +159,64 @@ std::vector<NamedShape> shapes() {
 
 // Checks one rank-level tree: spanning from one root, links consistent both ways, arity <= 3, chains
 // inside nodes in rank order (tree 0) or reverse rank order (tree 1), node links only between heads.
-void checkRankTree(const std::vector<int>& nodeOf, const DoubleTree& dt, int t) {
+// Returns the first violation ("" if none); plain checks, as this runs for ~17 million ranks.
+std::string checkRankTree(const std::vector<int>& nodeOf, const DoubleTree& dt, int t) {
   const int k = static_cast<int>(nodeOf.size());
   const std::vector<TreeLinks>& l = dt.links[t];
-  ASSERT_EQ(static_cast<int>(l.size()), k);
-  // Members of each node in chain order.
-  std::vector<std::vector<int>> chain(dt.nNodes);
-  for (int r = 0; r < k; ++r) chain[dt.nodeIndex[r]].push_back(r);
-  if (t == 1)
-    for (auto& c : chain) std::reverse(c.begin(), c.end());
-  std::vector<int> headOf(dt.nNodes);
-  for (int n = 0; n < dt.nNodes; ++n) headOf[n] = chain[n][0];
+  auto at = [](int r) { return "rank " + std::to_string(r) + ": "; };
+  if (static_cast<int>(l.size()) != k) return "wrong number of links";
+  // Ranks of each node in chain order: chain[first[n] .. first[n + 1]).
+  std::vector<int> first(dt.nNodes + 1, 0), chain(k);
+  for (int r = 0; r < k; ++r) {
+    if (dt.nodeIndex[r] < 0 || dt.nodeIndex[r] >= dt.nNodes) return at(r) + "bad node index";
+    ++first[dt.nodeIndex[r] + 1];
+  }
+  for (int n = 0; n < dt.nNodes; ++n) first[n + 1] += first[n];
+  std::vector<int> fill(first.begin(), first.end() - 1);
+  for (int r = 0; r < k; ++r) chain[fill[dt.nodeIndex[r]]++] = r;
+  for (int n = 0; n < dt.nNodes; ++n) {
+    if (first[n] == first[n + 1]) return "node " + std::to_string(n) + " is empty";
+    if (t == 1) std::reverse(chain.begin() + first[n], chain.begin() + first[n + 1]);
+  }
+  auto head = [&](int r) { return chain[first[dt.nodeIndex[r]]]; };
 
   int root = -1;
   for (int r = 0; r < k; ++r) {
     const TreeLinks& x = l[r];
     const int nd = x.nDown();
-    for (int i = nd; i < kTreeMaxArity; ++i) ASSERT_EQ(x.down[i], -1) << "rank " << r << ": gap in down[]";
+    for (int i = nd; i < kTreeMaxArity; ++i)
+      if (x.down[i] != -1) return at(r) + "gap in down[]";
     for (int i = 0; i < nd; ++i) {
       const int d = x.down[i];
-      ASSERT_TRUE(d >= 0 && d < k && d != r) << "rank " << r;
-      ASSERT_EQ(l[d].up, r) << "rank " << r << " child " << d;
-      for (int j = 0; j < i; ++j) ASSERT_NE(x.down[j], d);
-      if (dt.nodeIndex[d] != dt.nodeIndex[r]) {  // node edge: head to head
-        ASSERT_EQ(r, headOf[dt.nodeIndex[r]]);
-        ASSERT_EQ(d, headOf[dt.nodeIndex[d]]);
-      }
+      if (d < 0 || d >= k || d == r) return at(r) + "bad child " + std::to_string(d);
+      if (l[d].up != r) return at(r) + "child " + std::to_string(d) + " has another parent";
+      for (int j = 0; j < i; ++j)
+        if (x.down[j] == d) return at(r) + "duplicate child";
+      if (dt.nodeIndex[d] != dt.nodeIndex[r] && (r != head(r) || d != head(d)))
+        return at(r) + "node link to " + std::to_string(d) + " not between heads";
     }
     if (x.up < 0) {
-      ASSERT_EQ(root, -1) << "two roots: " << root << " and " << r;
+      if (root >= 0) return "two roots: " + std::to_string(root) + " and " + std::to_string(r);
       root = r;
-    } else {
-      ASSERT_TRUE(x.up < k);
-      const TreeLinks& p = l[x.up];
-      ASSERT_TRUE(std::find(p.down, p.down + kTreeMaxArity, r) != p.down + kTreeMaxArity) << "rank " << r;
+    } else if (x.up >= k || std::find(l[x.up].down, l[x.up].down + kTreeMaxArity, r) ==
+                                l[x.up].down + kTreeMaxArity) {
+      return at(r) + "parent does not list it as a child";
     }
   }
-  ASSERT_GE(root, 0);
-  // Chain contiguity: position i > 0 hangs under position i - 1 of its own node, and has at most one
-  // child in its node (the next position).
+  if (root < 0) return "no root";
+  // Chain contiguity: position i > 0 hangs under position i - 1 of its own node, and has exactly one
+  // child in its node (the next position, listed first) unless it ends the chain.
   for (int n = 0; n < dt.nNodes; ++n) {
-    const std::vector<int>& c = chain[n];
-    for (size_t i = 0; i < c.size(); ++i) {
-      const TreeLinks& x = l[c[i]];
-      if (i > 0) {
-        ASSERT_EQ(x.up, c[i - 1]) << "node " << n << " chain position " << i;
-      } else if (x.up >= 0) {
-        ASSERT_NE(dt.nodeIndex[x.up], n) << "node " << n << ": head's parent is in another node";
-      }
+    const int len = first[n + 1] - first[n];
+    for (int i = 0; i < len; ++i) {
+      const int r = chain[first[n] + i];
+      const TreeLinks& x = l[r];
+      if (i > 0 && x.up != chain[first[n] + i - 1]) return at(r) + "chain broken";
+      if (i == 0 && x.up >= 0 && dt.nodeIndex[x.up] == n) return at(r) + "head's parent in its own node";
       int sameNode = 0;
       for (int j = 0; j < x.nDown(); ++j) sameNode += dt.nodeIndex[x.down[j]] == n;
-      ASSERT_EQ(sameNode, i + 1 < c.size() ? 1 : 0) << "node " << n << " chain position " << i;
-      if (i + 1 < c.size()) { ASSERT_EQ(x.down[0], c[i + 1]) << "chain child comes first"; }
+      if (sameNode != (i + 1 < len ? 1 : 0)) return at(r) + "wrong number of children in its node";
+      if (i + 1 < len && x.down[0] != chain[first[n] + i + 1]) return at(r) + "chain child is not first";
     }
   }
   // Every rank reached exactly once from the root.
@@ -220,12 +226,13 @@ void checkRankTree(const std::vector<int>& nodeOf, const DoubleTree& dt, int t) 
   while (!stack.empty()) {
     const int v = stack.back();
     stack.pop_back();
-    ASSERT_FALSE(seen[v]) << "rank " << v << " reached twice";
+    if (seen[v]) return at(v) + "reached twice";
     seen[v] = 1;
     ++reached;
     for (int i = 0; i < l[v].nDown(); ++i) stack.push_back(l[v].down[i]);
   }
-  ASSERT_EQ(reached, k);
+  if (reached != k) return "reached " + std::to_string(reached) + " of " + std::to_string(k) + " ranks";
+  return "";
 }
 
 class TreeRanks : public ::testing::TestWithParam<int> {};
@@ -239,14 +246,16 @@ TEST_P(TreeRanks, SpanningTreesWithChainsInsideNodes) {
     ASSERT_EQ(topoDoubleTree(nodeOf, &dt), ncclSuccess);
     ASSERT_EQ(static_cast<int>(dt.nodeIndex.size()), k);
     // Node numbering follows each node's lowest rank.
-    for (int r = 0, next = 0; r < k; ++r) {
-      ASSERT_LE(dt.nodeIndex[r], next);
+    int next = 0;
+    bool ordered = true;
+    for (int r = 0; r < k; ++r) {
+      ordered = ordered && dt.nodeIndex[r] <= next;
       if (dt.nodeIndex[r] == next) ++next;
-      if (r + 1 == k) { ASSERT_EQ(next, dt.nNodes); }
     }
+    ASSERT_TRUE(ordered);
+    ASSERT_EQ(next, dt.nNodes);
     for (int t = 0; t < kTreeCount; ++t) {
-      checkRankTree(nodeOf, dt, t);
-      if (HasFatalFailure()) return;
+      ASSERT_EQ(checkRankTree(nodeOf, dt, t), "") << "tree " << t;
     }
     // Channels alternate between the trees.
     ASSERT_EQ(&dt.channelLinks(0, k - 1), &dt.links[0][k - 1]);
