@@ -1,0 +1,227 @@
+// Failure behaviour across processes, over shm and over net-socket:
+// - a rank killed with SIGKILL in the middle of a loop of collectives: every survivor's call must fail
+//   within 5 s with an error naming the dead rank (the detection time is printed), the communicator must
+//   report it through ncclCommGetAsyncError, nothing may hang, and no shm segment may stay in /dev/shm;
+// - a rank that never calls the collective: with TUTTI_TIMEOUT=2 the others fail with ncclTimeout and a
+//   message naming the operation and a peer.
+#include "mp_check.h"
+#include "mp_harness.h"
+
+#include <gtest/gtest.h>
+
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstring>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace tutti::itest {
+namespace {
+
+enum class Via { kShm, kNet };
+
+EnvList viaEnv(Via via) {
+  if (via == Via::kShm) return {};
+  return {{"NCCL_SHM_DISABLE", "1"}, {"NCCL_P2P_DISABLE", "1"}, {"NCCL_SOCKET_IFNAME", "lo"}};
+}
+
+int64_t monotonicNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);  // one clock for every process on the host
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+// Memory shared by the parent and every child (mapped before fork).
+struct Shared {
+  std::atomic<int64_t> killNs{0};
+  std::atomic<int> finished{0};
+};
+
+class SharedMap {
+ public:
+  SharedMap() {
+    void* p = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    shared_ = p == MAP_FAILED ? nullptr : new (p) Shared();
+  }
+  ~SharedMap() {
+    if (shared_ != nullptr) munmap(shared_, sizeof(Shared));
+  }
+  Shared* get() { return shared_; }
+
+ private:
+  Shared* shared_ = nullptr;
+};
+
+struct KillParam {
+  Via via;
+  int nranks;
+};
+
+std::string killName(const KillParam& p) {
+  return std::string(p.via == Via::kShm ? "Shm" : "Net") + "_k" + std::to_string(p.nranks);
+}
+void PrintTo(const KillParam& p, std::ostream* os) { *os << killName(p); }
+
+class PeerKilled : public testing::TestWithParam<KillParam> {};
+
+constexpr int kVictimIterations = 25;  // collectives completed before the victim dies
+constexpr double kDetectLimitSeconds = 5.0;
+
+TEST_P(PeerKilled, SurvivorsFailNamingTheDeadRank) {
+  const KillParam p = GetParam();
+  SharedMap map;
+  ASSERT_NE(map.get(), nullptr);
+  Shared* shared = map.get();
+  const int victim = p.nranks - 1;
+  MpOptions opts;
+  opts.nranks = p.nranks;
+  opts.timeoutSeconds = 40;
+  opts.env = viaEnv(p.via);
+  opts.env.push_back({"NCCL_DEBUG", "WARN"});
+  MpResult r = runProcesses(opts, [&](const RankContext& ctx) {
+    ncclComm_t comm = nullptr;
+    if (ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) != ncclSuccess) {
+      setMessage(std::string("ncclCommInitRank failed: ") + ncclGetLastError(nullptr));
+      return 10;
+    }
+    constexpr size_t kCount = 64 * 1024 + 5;  // several slots per call
+    std::vector<float> buf(kCount, 1.0f);
+    ncclResult_t res = ncclSuccess;
+    int64_t failNs = 0;
+    for (int it = 0;; ++it) {
+      if (ctx.rank == victim && it == kVictimIterations) {
+        shared->killNs.store(monotonicNs());
+        raise(SIGKILL);
+      }
+      res = ncclAllReduce(buf.data(), buf.data(), kCount, ncclFloat32, ncclSum, comm, nullptr);
+      if (res != ncclSuccess) {
+        failNs = monotonicNs();
+        break;
+      }
+      if (it > 1000000) break;  // cannot happen while the victim lives; the watchdog bounds the wait anyway
+    }
+    const std::string text = ncclGetLastError(comm);
+    ncclResult_t async = ncclSuccess;
+    const ncclResult_t asyncCall = ncclCommGetAsyncError(comm, &async);
+    const int64_t killNs = shared->killNs.load();
+    const double seconds = killNs > 0 && failNs > 0 ? (failNs - killNs) / 1e9 : -1;
+    // Abort must return promptly even with a dead peer (the watchdog catches a hang here too).
+    const ncclResult_t abortRes = ncclCommAbort(comm);
+    char line[512];
+    std::snprintf(line, sizeof line, "result %d (%s) after %.3f s; async %d; abort %d; error: ", res,
+                  ncclGetErrorString(res), seconds, async, abortRes);
+    setMessage(line + text);
+    std::printf("rank %d: %s%s\n", ctx.rank, line, text.c_str());
+    if (res != ncclRemoteError) return 1;
+    if (seconds < 0 || seconds > kDetectLimitSeconds) return 2;
+    if (text.find("rank " + std::to_string(victim)) == std::string::npos) return 3;
+    if (asyncCall != ncclSuccess || async == ncclSuccess || async == ncclInProgress) return 4;
+    if (abortRes != ncclSuccess) return 5;
+    return 0;
+  });
+  logChildren(r);
+  EXPECT_TRUE(r.setupError.empty()) << r.setupError;
+  EXPECT_FALSE(r.timedOut) << "survivors hung after rank " << victim << " died (watchdog fired after "
+                           << r.seconds << " s)";
+  ASSERT_EQ(static_cast<int>(r.children.size()), p.nranks);
+  const ChildResult& dead = r.children[victim];
+  EXPECT_TRUE(!dead.exited && dead.signal == SIGKILL) << dead.describe();
+  for (const ChildResult& c : r.children) {
+    if (c.rank == victim) continue;
+    std::printf("detection: %s\n", c.describe().c_str());
+    EXPECT_TRUE(c.ok()) << c.describe()
+                        << "\n(exit 1: not ncclRemoteError; 2: slower than 5 s; 3: error text does not name "
+                           "the dead rank; 4: no async error; 5: abort failed)\n"
+                        << tail(c.output);
+  }
+  expectNoShmLeftovers(r);
+}
+
+INSTANTIATE_TEST_SUITE_P(Processes, PeerKilled,
+                         testing::Values(KillParam{Via::kShm, 2}, KillParam{Via::kShm, 3},
+                                         KillParam{Via::kShm, 4}, KillParam{Via::kNet, 2},
+                                         KillParam{Via::kNet, 3}, KillParam{Via::kNet, 4}),
+                         [](const testing::TestParamInfo<KillParam>& info) { return killName(info.param); });
+
+class RankSkips : public testing::TestWithParam<Via> {};
+
+// Three ranks agree on a first AllReduce (connections are made then, outside the timeout under test);
+// rank 2 then skips the second one and stays alive until the others are done.
+TEST_P(RankSkips, OthersTimeOutNamingOperationAndPeer) {
+  const Via via = GetParam();
+  SharedMap map;
+  ASSERT_NE(map.get(), nullptr);
+  Shared* shared = map.get();
+  constexpr int kRanks = 3;
+  constexpr int kAbsent = 2;
+  MpOptions opts;
+  opts.nranks = kRanks;
+  opts.timeoutSeconds = 40;
+  opts.env = viaEnv(via);
+  opts.env.push_back({"TUTTI_TIMEOUT", "2"});
+  opts.env.push_back({"NCCL_DEBUG", "WARN"});
+  MpResult r = runProcesses(opts, [&](const RankContext& ctx) {
+    ncclComm_t comm = nullptr;
+    if (ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) != ncclSuccess) {
+      setMessage(std::string("ncclCommInitRank failed: ") + ncclGetLastError(nullptr));
+      return 10;
+    }
+    std::vector<int32_t> buf(4099, ctx.rank);
+    if (ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclInt32, ncclSum, comm, nullptr) != ncclSuccess) {
+      setMessage(std::string("first AllReduce failed: ") + ncclGetLastError(comm));
+      ncclCommAbort(comm);
+      return 11;
+    }
+    if (ctx.rank == kAbsent) {
+      // Alive but absent: wait (bounded) for the others to give up, then leave.
+      const int64_t until = monotonicNs() + int64_t{20} * 1000000000;
+      while (shared->finished.load() < kRanks - 1 && monotonicNs() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      ncclCommAbort(comm);
+      setMessage("skipped the second AllReduce");
+      return 0;
+    }
+    const int64_t t0 = monotonicNs();
+    const ncclResult_t res = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclInt32, ncclSum, comm, nullptr);
+    const double seconds = (monotonicNs() - t0) / 1e9;
+    const std::string text = ncclGetLastError(comm);
+    shared->finished.fetch_add(1);
+    ncclCommAbort(comm);
+    char line[256];
+    std::snprintf(line, sizeof line, "result %d (%s) after %.3f s; error: ", res, ncclGetErrorString(res),
+                  seconds);
+    setMessage(line + text);
+    std::printf("rank %d: %s%s\n", ctx.rank, line, text.c_str());
+    if (res != ncclTimeout) return 1;
+    if (seconds < 1.5 || seconds > 10) return 2;
+    if (text.find("AllReduce") == std::string::npos) return 3;
+    if (!std::regex_search(text, std::regex("rank [0-9]+.*rank [0-9]+"))) return 4;  // self and a peer
+    return 0;
+  });
+  logChildren(r);
+  expectAllSucceeded(r);
+  if (!HasFailure()) {
+    // The rank that stalls the operation must be named by at least one of the ranks waiting on it.
+    bool named = false;
+    for (const ChildResult& c : r.children) {
+      if (c.rank != kAbsent && c.message.find("rank " + std::to_string(kAbsent)) != std::string::npos)
+        named = true;
+    }
+    EXPECT_TRUE(named) << "no timeout message names rank " << kAbsent;
+  }
+  expectNoShmLeftovers(r);
+}
+
+INSTANTIATE_TEST_SUITE_P(Processes, RankSkips, testing::Values(Via::kShm, Via::kNet),
+                         [](const testing::TestParamInfo<Via>& info) {
+                           return std::string(info.param == Via::kShm ? "Shm" : "Net");
+                         });
+
+}  // namespace
+}  // namespace tutti::itest
