@@ -433,6 +433,15 @@ int runProcessRank(Coll coll, const Options& o, const Run& run, const ncclUnique
   if (run.mode == Mode::Mpi && run.firstRank == 0) removeIdFile();
   std::vector<ncclComm_t> comms{comm};
   int rc = sweep(coll, o, run, comms, prog);
+  // One more collective after the last result row, so that a rank leaving early (its last call done while a
+  // peer still receives from it) can at worst fail this barrier, not the gather of the last row.
+  int token = 0;
+  if (ncclResult_t res = rc == 0 ? ncclAllReduce(&token, &token, 1, ncclInt32, ncclMax, comm, nullptr) : ncclSuccess;
+      res != ncclSuccess) {
+    std::fprintf(stderr, "rank %d: final barrier failed: %s: %s\n", run.firstRank, ncclGetErrorString(res),
+                 ncclGetLastError(comm));
+    rc = 1;
+  }
   if (rc == 0) {
     ncclCommDestroy(comm);
   } else {
