@@ -81,7 +81,7 @@ TEST_P(PeerKilled, SurvivorsFailNamingTheDeadRank) {
   const int victim = p.nranks - 1;
   MpOptions opts;
   opts.nranks = p.nranks;
-  opts.timeoutSeconds = 40;
+  opts.timeoutSeconds = 20;  // detection must take under 5 s; the rest is init and teardown
   opts.env = viaEnv(p.via);
   opts.env.push_back({"NCCL_DEBUG", "WARN"});
   MpResult r = runProcesses(opts, [&](const RankContext& ctx) {
@@ -96,6 +96,7 @@ TEST_P(PeerKilled, SurvivorsFailNamingTheDeadRank) {
     int64_t failNs = 0;
     for (int it = 0;; ++it) {
       if (ctx.rank == victim && it == kVictimIterations) {
+      std::fflush(nullptr);
         shared->killNs.store(monotonicNs());
         raise(SIGKILL);
       }
@@ -104,6 +105,7 @@ TEST_P(PeerKilled, SurvivorsFailNamingTheDeadRank) {
         failNs = monotonicNs();
         break;
       }
+      if (it == 0 || it + 1 == kVictimIterations) std::printf("rank %d: AllReduce %d done\n", ctx.rank, it);
       if (it > 1000000) break;  // cannot happen while the victim lives; the watchdog bounds the wait anyway
     }
     const std::string text = ncclGetLastError(comm);
@@ -111,13 +113,16 @@ TEST_P(PeerKilled, SurvivorsFailNamingTheDeadRank) {
     const ncclResult_t asyncCall = ncclCommGetAsyncError(comm, &async);
     const int64_t killNs = shared->killNs.load();
     const double seconds = killNs > 0 && failNs > 0 ? (failNs - killNs) / 1e9 : -1;
+    char line[512];
+    std::snprintf(line, sizeof line, "result %d (%s) after %.3f s; async %d; error: ", res,
+                  ncclGetErrorString(res), seconds, async);
+    setMessage(line + text);
+    // Printed before the abort, so a hang in ncclCommAbort is told apart from one in the collective.
+    std::printf("rank %d: %s%s\nrank %d: calling ncclCommAbort\n", ctx.rank, line, text.c_str(), ctx.rank);
+    std::fflush(stdout);
     // Abort must return promptly even with a dead peer (the watchdog catches a hang here too).
     const ncclResult_t abortRes = ncclCommAbort(comm);
-    char line[512];
-    std::snprintf(line, sizeof line, "result %d (%s) after %.3f s; async %d; abort %d; error: ", res,
-                  ncclGetErrorString(res), seconds, async, abortRes);
-    setMessage(line + text);
-    std::printf("rank %d: %s%s\n", ctx.rank, line, text.c_str());
+    std::printf("rank %d: ncclCommAbort returned %d\n", ctx.rank, abortRes);
     if (res != ncclRemoteError) return 1;
     if (seconds < 0 || seconds > kDetectLimitSeconds) return 2;
     if (text.find("rank " + std::to_string(victim)) == std::string::npos) return 3;
