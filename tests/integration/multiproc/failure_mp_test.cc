@@ -196,7 +196,12 @@ TEST_P(RankSkips, OthersTimeOutNamingOperationAndPeer) {
     const ncclResult_t res = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclInt32, ncclSum, comm, nullptr);
     const double seconds = (monotonicNs() - t0) / 1e9;
     const std::string text = ncclGetLastError(comm);
+    // Abort only once every waiting rank has returned: an abort closes connections, and a peer still
+    // waiting would then fail with "closed the connection" instead of its own timeout.
     shared->finished.fetch_add(1);
+    const int64_t until = monotonicNs() + int64_t{15} * 1000000000;
+    while (shared->finished.load() < kRanks - 1 && monotonicNs() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
     ncclCommAbort(comm);
     char line[256];
     std::snprintf(line, sizeof line, "result %d (%s) after %.3f s; error: ", res, ncclGetErrorString(res),
@@ -222,6 +227,8 @@ TEST_P(RankSkips, OthersTimeOutNamingOperationAndPeer) {
   }
   expectNoShmLeftovers(r);
 }
+
+void PrintTo(Via v, std::ostream* os) { *os << (v == Via::kShm ? "Shm" : "Net"); }
 
 INSTANTIATE_TEST_SUITE_P(Processes, RankSkips, testing::Values(Via::kShm, Via::kNet),
                          [](const testing::TestParamInfo<Via>& info) {
