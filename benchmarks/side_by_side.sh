@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Tutti vs Open MPI on this host, in one run: AllReduce, AllGather, ReduceScatter, Broadcast from 8 B to
+# 256 MiB with 2 and 4 ranks (one process each), Tutti over shm and over net-socket against Open MPI over
+# shared memory (vader/sm) and TCP. Writes benchmarks/results/side_by_side.md and the raw outputs under
+# benchmarks/results/raw/. See benchmarks/README.md.
+#
+# usage: benchmarks/side_by_side.sh [BUILD_DIR]      (default: ./build; the perf tools must be built)
+#   RANKS="2 4" COLLS="all_reduce ..." override the sweep; QUICK=1 stops at 1 MiB (a smoke run).
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$(cd "${1:-$root/build}" && pwd)
+results=$root/benchmarks/results
+raw=$results/raw
+ranks=${RANKS:-"2 4"}
+colls=${COLLS:-"all_reduce all_gather reduce_scatter broadcast"}
+
+die() { echo "side_by_side.sh: $*" >&2; exit 1; }
+
+for c in $colls; do
+  [ -x "$build/bin/${c}_perf" ] || die "$build/bin/${c}_perf not found; build it first: cmake --build $build --target ${c}_perf"
+done
+# Open MPI is a benchmark dependency only (no ctest needs it): install it when missing and allowed.
+if ! command -v mpicc > /dev/null || ! command -v mpirun > /dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
+    apt-get install -y openmpi-bin libopenmpi-dev > /dev/null || die "apt-get install openmpi-bin libopenmpi-dev failed"
+  else
+    die "Open MPI is missing: install openmpi-bin and libopenmpi-dev (mpicc, mpirun)"
+  fi
+fi
+# Open MPI 4 calls its shared-memory BTL 'vader'; Open MPI 5 renamed it 'sm'.
+if ompi_info --parsable | grep -q '^mca:btl:vader:'; then shm_btl=vader; else shm_btl=sm; fi
+mpirun_base=(mpirun --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1)
+mpi_shm=(--mca btl "self,$shm_btl")
+mpi_tcp=(--mca btl self,tcp --mca btl_tcp_if_include lo)
+
+mkdir -p "$build/bench" "$raw"
+rm -f "$raw"/*.txt
+mpicc -O2 -Wall -o "$build/bench/mpi_coll_perf" "$root/benchmarks/mpi/mpi_coll_perf.c"
+
+# Size segments: iterations shrink as sizes grow so the whole run stays within a few minutes on 2 cores.
+# Each segment is swept `repeats` times and the tables keep each size's fastest sweep: the host is shared,
+# and one rank losing its core for a scheduler time slice (~4 ms) spoils a small-size row. `limit` is the
+# time limit of one run in seconds: a run that hangs is killed and recorded as failed; the rows it printed
+# before still count.
+#        min   max   factor iters warmup repeats limit
+segments=("8    8     4 100 10 2  20"
+          "16   64K   4  50  5 2  20"
+          "256K 4M    4  20  3 2  40"
+          "16M  256M  4   2  1 1 240")
+[ "${QUICK:-0}" = 1 ] && segments=("8 8 4 20 2 1 30" "16 64K 4 10 2 1 30" "256K 1M 4 5 1 1 30")
+
+mpi_name() {
+  case $1 in
+    all_reduce) echo allreduce ;; all_gather) echo allgather ;;
+    reduce_scatter) echo reducescatter ;; broadcast) echo broadcast ;;
+  esac
+}
+
+# run OUTFILE [ENV=V ...] -- COMMAND...: appends the command and its output; a failure is recorded, not fatal.
+run() {
+  local out=$1; shift
+  local envs=()
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  echo "## command: ${envs[*]} $*" >> "$out"
+  local rc=0
+  env "${envs[@]}" timeout "$limit" "$@" >> "$out" 2>&1 || rc=$?
+  if [ "$rc" != 0 ]; then
+    echo "## FAILED (exit $rc)" >> "$out"
+    echo "  failed (exit $rc): ${envs[*]} $*" >&2
+  fi
+}
+
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+start=$(date +%s)
+for np in $ranks; do
+  for c in $colls; do
+    m=$(mpi_name "$c")
+    echo "== $c, $np ranks" >&2
+    for seg in "${segments[@]}"; do
+      read -r b e f n w reps limit <<< "$seg"
+      sweep=(-b "$b" -e "$e" -f "$f" -n "$n" -w "$w" -c 0)
+      for ((rep = 0; rep < reps; ++rep)); do
+        run "$raw/tutti-shm-$m-np$np.txt" -- "$build/bin/${c}_perf" -P "$np" "${sweep[@]}"
+        run "$raw/tutti-socket-$m-np$np.txt" NCCL_SHM_DISABLE=1 NCCL_P2P_DISABLE=1 NCCL_SOCKET_IFNAME=lo -- \
+          "$build/bin/${c}_perf" -P "$np" "${sweep[@]}"
+        run "$raw/ompi-shm-$m-np$np.txt" -- "${mpirun_base[@]}" -np "$np" "${mpi_shm[@]}" \
+          "$build/bench/mpi_coll_perf" -C "$m" "${sweep[@]}"
+        run "$raw/ompi-tcp-$m-np$np.txt" -- "${mpirun_base[@]}" -np "$np" "${mpi_tcp[@]}" \
+          "$build/bench/mpi_coll_perf" -C "$m" "${sweep[@]}"
+      done
+    done
+  done
+done
+elapsed=$(( $(date +%s) - start ))
+
+header=$(mktemp)
+trap 'rm -f "$header"' EXIT
+{
+  echo "# Tutti vs Open MPI, side by side"
+  echo
+  echo "- command: \`benchmarks/side_by_side.sh ${1:-}\` (RANKS=\"$ranks\", sweep segments: ${segments[*]/%/;})"
+  echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'), run time ${elapsed} s, load average before: $load_before," \
+       "after: $(cut -d' ' -f1-3 /proc/loadavg) (other work on the host skews small sizes most)"
+  echo "- machine: $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(free -g | awk '/^Mem:/{print $2}') GiB," \
+       "Linux $(uname -r)"
+  echo "- Tutti: commit $(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD -- core plugins || echo ' (+ local changes)')," \
+       "perf tools with -P N (N forked processes, one rank each), -c 0, default config"
+  echo "- Tutti socket: NCCL_SHM_DISABLE=1 NCCL_P2P_DISABLE=1 NCCL_SOCKET_IFNAME=lo"
+  echo "- Open MPI: $(ompi_info --parsable | sed -n 's/^ompi:version:full://p'), \`${mpirun_base[*]} -np N\`" \
+       "with \`${mpi_shm[*]}\` (shm) or \`${mpi_tcp[*]}\` (tcp); benchmarks/mpi/mpi_coll_perf.c"
+  echo "- time: slowest rank's average per call (us), out-of-place; busbw with nccl-tests' factors (GB/s)"
+} > "$header"
+python3 "$root/benchmarks/tabulate.py" "$raw" "$header" "$results/side_by_side.md"
+echo "wrote $results/side_by_side.md (${elapsed} s)" >&2
