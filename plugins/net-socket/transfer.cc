@@ -9,6 +9,7 @@
 
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -236,6 +237,10 @@ ncclResult_t closeComm(Comm* comm) {
     }
     wake(*w);
   }
+  // A worker may be blocked in send()/recv() on a peer that is itself closing and no longer reading:
+  // shutting the sockets down first makes those calls return, so closing never waits on the peer.
+  if (comm->ctrlFd >= 0) ::shutdown(comm->ctrlFd, SHUT_RDWR);
+  for (int fd : comm->dataFds) ::shutdown(fd, SHUT_RDWR);
   for (auto& w : comm->workers) {
     if (w->thread.joinable()) w->thread.join();
     ::close(w->wakeFd);

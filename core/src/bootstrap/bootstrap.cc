@@ -236,6 +236,16 @@ ncclResult_t Bootstrap::send(int peer, int tag, const void* data, size_t bytes) 
   return sendKind(peer, wire::kUser, tag, data, bytes, kNoDeadline);
 }
 
+ncclResult_t Bootstrap::recvWithin(int peer, int tag, void* data, size_t bytes, int64_t timeoutMs) {
+  if (peer < 0 || peer >= nRanks_ || (data == nullptr && bytes > 0)) return ncclInvalidArgument;
+  std::vector<char> msg;
+  const int64_t deadline = nowMs() + timeoutMs;
+  if (ncclResult_t r = mailbox_->poll(peer, wire::kUser, tag, &msg, deadline); r != ncclSuccess) return r;
+  if (msg.size() != bytes) return ncclInvalidUsage;
+  if (bytes > 0) std::memcpy(data, msg.data(), bytes);
+  return ncclSuccess;
+}
+
 ncclResult_t Bootstrap::recv(int peer, int tag, void* data, size_t bytes) {
   if (peer < 0 || peer >= nRanks_)
     TUTTI_FAIL(ncclInvalidArgument, "bootstrap recv: peer {} is out of range for nRanks {}", peer, nRanks_);

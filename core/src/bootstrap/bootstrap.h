@@ -57,6 +57,8 @@ class Bootstrap {
   // Thread-safety: any method may be called from several threads; sends to one peer are serialized.
   ncclResult_t send(int peer, int tag, const void* data, size_t bytes);
   ncclResult_t recv(int peer, int tag, void* data, size_t bytes);
+  // As recv, but gives up after `timeoutMs` (ncclTimeout, no message logged: a poll, not a failure).
+  ncclResult_t recvWithin(int peer, int tag, void* data, size_t bytes, int64_t timeoutMs);
 
   // Makes every current and future wait of this bootstrap fail with ncclInternalError. Thread-safe,
   // idempotent, does not block (ncclCommAbort calls it from another thread).

@@ -102,6 +102,24 @@ ncclResult_t BootstrapMailbox::take(int peer, uint32_t kind, int tag, std::vecto
   }
 }
 
+ncclResult_t BootstrapMailbox::poll(int peer, uint32_t kind, int tag, std::vector<char>* payload, int64_t deadlineMs) {
+  std::unique_lock<std::mutex> lock(mu_);
+  Key key{peer, kind, tag};
+  while (true) {
+    auto it = queue_.find(key);
+    if (it != queue_.end()) {
+      *payload = std::move(it->second.front());
+      it->second.pop_front();
+      if (it->second.empty()) queue_.erase(it);
+      return ncclSuccess;
+    }
+    if (aborted_->load(std::memory_order_acquire) || closed_.count(peer) || !fatal_.empty()) return ncclRemoteError;
+    const int64_t left = deadlineMs - nowMs();
+    if (left <= 0) return ncclTimeout;
+    cv_.wait_for(lock, std::chrono::milliseconds(left));
+  }
+}
+
 // Reads what is available. Headers are validated before any field is used: magic, sender identity,
 // kind, and size caps; a violation drops the connection (and fails waits on that peer).
 bool BootstrapMailbox::progress(Conn& c) {

@@ -33,6 +33,8 @@ class BootstrapMailbox {
   // left queued, or the receiver thread failed. `what` names the wait in error messages.
   ncclResult_t take(int peer, uint32_t kind, int tag, std::vector<char>* payload, int64_t deadlineMs,
                     const char* what);
+  // As take, but a wait that ends without the message returns its code silently (a poll, not a failure).
+  ncclResult_t poll(int peer, uint32_t kind, int tag, std::vector<char>* payload, int64_t deadlineMs);
   // Queues a message as if it had arrived (send to self).
   void deliver(int peer, uint32_t kind, int tag, std::vector<char> payload);
   // Wakes every waiter so it re-checks the abort flag.

@@ -6,6 +6,7 @@
 #include "plugin/transport_plugin.h"
 #include "util/check.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace tutti {
@@ -70,6 +71,10 @@ ncclResult_t commInitRank(ncclComm** out, int nRanks, const ncclUniqueId& id, in
   if (simple < TUTTI_STEPS * 64)
     TUTTI_FAIL(ncclInvalidArgument, "NCCL_BUFFSIZE={} is too small (at least {} bytes)", simple, TUTTI_STEPS * 64);
   comm->buffSizes[TUTTI_PROTO_SIMPLE] = static_cast<size_t>(simple) & ~size_t{TUTTI_STEPS * 64 - 1};
+  int64_t ll = paramInt("NCCL_LL_BUFFSIZE");
+  if (ll < TUTTI_STEPS * 64)
+    TUTTI_FAIL(ncclInvalidArgument, "NCCL_LL_BUFFSIZE={} is too small (at least {} bytes)", ll, TUTTI_STEPS * 64);
+  comm->buffSizes[TUTTI_PROTO_LL] = static_cast<size_t>(ll) & ~size_t{TUTTI_STEPS * 64 - 1};
   TUTTI_CHECK(tunerChainCreate(comm.get()));
 
   TUTTI_INFO(NCCL_INIT, "comm {} rank {} nRanks {} nNodes {} channels {} buffSize {} - init done",
@@ -79,12 +84,37 @@ ncclResult_t commInitRank(ncclComm** out, int nRanks, const ncclUniqueId& id, in
   return ncclSuccess;
 }
 
+namespace {
+// Bootstrap tag of the note a failing rank sends its network peers: why it is closing their connections.
+constexpr int kFailureNoteTag = 0x300000;
+}  // namespace
+
+int commAskFailure(void* c, int peer) {
+  auto* comm = static_cast<ncclComm*>(c);
+  int record = -1;
+  if (!comm->bootstrap || comm->bootstrap->recvWithin(peer, kFailureNoteTag, &record, sizeof record, 500) != ncclSuccess)
+    return -1;
+  return record;
+}
+
 void commSignalAbort(ncclComm* comm) {
+  // Peers reached over the network only see a closed socket: tell them why, before closing anything.
+  if (const int failure = comm->failure.load(); failure >= 0 && comm->bootstrap && !comm->abortFlag.load()) {
+    std::vector<int> told;
+    std::lock_guard<std::mutex> lock(comm->connMutex);
+    for (auto& [key, c] : comm->connections) {
+      const int peer = std::get<2>(key);
+      if (!(c->host.conn.flags & TUTTI_CONN_PROXIED) || std::find(told.begin(), told.end(), peer) != told.end()) continue;
+      told.push_back(peer);
+      comm->bootstrap->send(peer, kFailureNoteTag, &failure, sizeof failure);
+    }
+  }
   comm->abortFlag.store(true, std::memory_order_release);
   if (comm->bootstrap) comm->bootstrap->abort();
   std::lock_guard<std::mutex> lock(comm->connMutex);
   for (auto& [key, c] : comm->connections)
-    if (c->host.conn.ctrl) host::closeEnd(c->host.conn.ctrl, c->isSend, c->host.conn.shared);
+    if (c->host.conn.ctrl)
+      host::closeEnd(c->host.conn.ctrl, c->isSend, c->host.conn.shared, comm->failure.load());
 }
 
 ncclResult_t commFree(ncclComm* comm) {

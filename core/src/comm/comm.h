@@ -6,7 +6,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "device/common/reduce_ops.h"
-#include "device/host/prims_simple.h"
+#include "device/host/prims.h"
 #include "topo/topo.h"
 
 #include <tutti/transport.h>
@@ -86,6 +86,7 @@ struct ncclComm {
   uint64_t p2pOpCount = 0;
 
   std::atomic<bool> abortFlag{false};
+  std::atomic<int> failure{-1};  // first failureRecord (device/host/wait.h) that aborted this communicator
   std::atomic<ncclResult_t> asyncError{ncclSuccess};
   tutti::CommState state = tutti::CommState::Ready;
   int64_t timeoutNs = 0;
@@ -103,6 +104,8 @@ ncclResult_t commInitRank(ncclComm** out, int nRanks, const ncclUniqueId& id, in
 ncclResult_t commFree(ncclComm* comm);
 // Flags the communicator aborted: every wait of its operations returns, and the bootstrap unblocks.
 void commSignalAbort(ncclComm* comm);
+// OpLabel::askFailure for this communicator: waits briefly for `peer`'s failure note (see commSignalAbort).
+int commAskFailure(void* comm, int peer);
 
 // Establishes the connections in `wanted` that do not exist yet ({channel, connIndex, peer, isSend}).
 // Collective between the two ends of each connection: both must ask for it in the same group.

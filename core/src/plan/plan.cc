@@ -1,6 +1,7 @@
 #include "plan/plan.h"
 
 #include "comm/comm.h"
+#include "device/common/protocols.h"
 #include "plan/tuning.h"
 #include "util/check.h"
 
@@ -34,7 +35,9 @@ ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out) {
   if (tuning.channelsFromTuner) nc = std::clamp(tuning.nChannels, 1, comm->nChannels);
   const size_t align = std::max<size_t>(1, 64 / plan.eltSize);
   const size_t perChannel = alignUp(divUp(count, nc), align);
-  const size_t slotElems = comm->buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS / plan.eltSize;
+  const size_t slotBytes = comm->buffSizes[plan.protocol] / TUTTI_STEPS;
+  const size_t slotElems =
+      (plan.protocol == TUTTI_PROTO_LL ? llSlotData(slotBytes) : slotBytes) / plan.eltSize;
   const size_t chunkCount = std::max<size_t>(align, slotElems - slotElems % align);
 
   for (int c = 0; c < nc; ++c) {

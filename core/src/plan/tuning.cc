@@ -194,9 +194,10 @@ ncclResult_t parseAlgoProtoFilter(const std::string& algoText, const std::string
 }
 
 void engineSupport(ncclFunc_t, bool (&supported)[kA][kP]) {
-  // The host engine runs ring over Simple FIFOs for all five collectives; tree, LL and LL128 come later.
+  // The host engine runs ring over Simple and LL FIFOs for all five collectives; tree and LL128 come later.
   for (int a = 0; a < kA; ++a)
-    for (int p = 0; p < kP; ++p) supported[a][p] = a == NCCL_ALGO_RING && p == NCCL_PROTO_SIMPLE;
+    for (int p = 0; p < kP; ++p)
+      supported[a][p] = a == NCCL_ALGO_RING && (p == NCCL_PROTO_SIMPLE || p == NCCL_PROTO_LL);
 }
 
 float coreBaseCost(ncclFunc_t f, size_t nBytes, int nRanks, int algo, int proto) {
@@ -212,7 +213,9 @@ float coreBaseCost(ncclFunc_t f, size_t nBytes, int nRanks, int algo, int proto)
   }
   if (algo == NCCL_ALGO_TREE) steps = 2 * std::ceil(std::log2(k));
   const double latencyUs = proto == NCCL_PROTO_SIMPLE ? 10.0 : 5.0;
-  return static_cast<float>(steps * latencyUs + factor * static_cast<double>(nBytes) / 1e3);
+  // LL moves 4 data bytes per 8-byte line, LL128 120 per 128: their wire bandwidth is that much lower.
+  const double wire = proto == NCCL_PROTO_LL ? 2.0 : proto == NCCL_PROTO_LL128 ? 128.0 / 120.0 : 1.0;
+  return static_cast<float>(steps * latencyUs + wire * factor * static_cast<double>(nBytes) / 1e3);
 }
 
 TunerChain::~TunerChain() {

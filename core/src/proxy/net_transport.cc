@@ -3,6 +3,7 @@
 #include "plugin/config.h"
 #include "plugin/net_plugin.h"
 #include "plugin/params.h"
+#include "device/common/protocols.h"
 #include "device/host/wait.h"
 #include "proxy/proxy.h"
 #include "util/check.h"
@@ -10,6 +11,8 @@
 #include <strings.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -98,9 +101,11 @@ struct NetEnd {
   void* listenComm = nullptr;
   void* comm = nullptr;  // sendComm or recvComm
   void* mhandle = nullptr;
-  char* mem = nullptr;   // control page + Simple FIFO
-  size_t slotBytes = 0;
+  char* mem = nullptr;   // control page + Simple FIFO + LL FIFO
+  size_t slotBytes = 0;  // Simple slot: every received slot lands in one, whatever its protocol
   size_t buffBytes = 0;
+  size_t llBuffBytes = 0;
+  void* llMhandle = nullptr;
   unsigned char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
   bool handleCopied = false;
   // Proxy state: steps handed to the plugin and steps completed; requests of outstanding steps.
@@ -109,6 +114,8 @@ struct NetEnd {
   std::shared_ptr<NetProxyTask> task;
   tuttiConnCtrl_t* ctrl() { return reinterpret_cast<tuttiConnCtrl_t*>(mem); }
   char* slot(uint64_t step) { return mem + kCtrlBytes + (step % TUTTI_STEPS) * slotBytes; }
+  char* llBuff() { return mem + kCtrlBytes + ((buffBytes + 4095) & ~size_t{4095}); }
+  char* llSlot(uint64_t step) { return llBuff() + (step % TUTTI_STEPS) * (llBuffBytes / TUTTI_STEPS); }
 };
 
 void publishCounter(uint64_t* counter, uint32_t* waiters, uint32_t* seq, uint64_t value) {
@@ -140,9 +147,13 @@ ncclResult_t NetProxyTask::progress(bool* active) {
     while (e->posted < tail && e->posted - e->done < TUTTI_STEPS) {
       const int slot = static_cast<int>(e->posted % TUTTI_STEPS);
       const int64_t bytes = std::atomic_ref<int64_t>(ctrl->sizes[slot]).load(std::memory_order_relaxed);
+      const int32_t proto = std::atomic_ref<int32_t>(ctrl->protos[slot]).load(std::memory_order_relaxed);
+      // An LL slot goes out as its lines (flags included); the receiver reads them once tail says so.
+      const bool ll = proto == TUTTI_PROTO_LL;
+      void* data = ll ? e->llSlot(e->posted) : e->slot(e->posted);
+      const size_t wire = ll ? divUp(static_cast<size_t>(bytes), kLLDataPerLine) * kLLLineBytes : static_cast<size_t>(bytes);
       void* req = nullptr;
-      if (api.isend(e->comm, e->slot(e->posted), static_cast<size_t>(bytes), 0, e->mhandle, nullptr, &req) !=
-          ncclSuccess)
+      if (api.isend(e->comm, data, wire, 0, ll ? e->llMhandle : e->mhandle, nullptr, &req) != ncclSuccess)
         return fail("isend");
       if (!req) break;  // plugin busy: retry later
       e->requests[slot] = req;
@@ -179,6 +190,7 @@ ncclResult_t NetProxyTask::progress(bool* active) {
       if (api.test(e->requests[e->done % TUTTI_STEPS], &isDone, &size) != ncclSuccess) return fail("receive test");
       if (!isDone) break;
       std::atomic_ref<int64_t>(ctrl->sizes[e->done % TUTTI_STEPS]).store(size, std::memory_order_relaxed);
+      std::atomic_ref<int32_t>(ctrl->protos[e->done % TUTTI_STEPS]).store(-1, std::memory_order_relaxed);
       ++e->done;
       publishCounter(&ctrl->tail, &ctrl->tailWaiters, &ctrl->tailSeq, e->done);
       *active = true;
@@ -193,8 +205,12 @@ ncclResult_t allocEnd(const tuttiConnectRequest_t* req, bool recv, NetEnd** out)
   e->peer = req->peer;
   e->dev = loadNet()->nDevs > 0 ? req->channel % loadNet()->nDevs : 0;
   e->buffBytes = req->buffSizes[TUTTI_PROTO_SIMPLE];
+  e->llBuffBytes = req->buffSizes[TUTTI_PROTO_LL];
   e->slotBytes = e->buffBytes / TUTTI_STEPS;
-  const size_t total = kCtrlBytes + ((e->buffBytes + 4095) & ~size_t{4095});
+  if (e->llBuffBytes / TUTTI_STEPS > e->slotBytes)
+    TUTTI_FAIL(ncclInvalidArgument, "net: an LL slot ({} bytes) must fit in a Simple slot ({} bytes); raise "
+               "NCCL_BUFFSIZE or lower NCCL_LL_BUFFSIZE", e->llBuffBytes / TUTTI_STEPS, e->slotBytes);
+  const size_t total = kCtrlBytes + ((e->buffBytes + 4095) & ~size_t{4095}) + ((e->llBuffBytes + 4095) & ~size_t{4095});
   e->mem = static_cast<char*>(std::aligned_alloc(4096, total));
   if (!e->mem) TUTTI_FAIL(ncclSystemError, "net: cannot allocate {} bytes of FIFO", total);
   std::memset(e->mem, 0, kCtrlBytes);
@@ -206,12 +222,18 @@ ncclResult_t registerAndStart(NetEnd* e, tuttiConnector_t* conn) {
   const ncclNet_v12_t& api = loadNet()->plugin->net;
   if (api.regMr(e->comm, e->mem + kCtrlBytes, e->buffBytes, NCCL_PTR_HOST, &e->mhandle) != ncclSuccess)
     TUTTI_FAIL(ncclSystemError, "net: {} could not register {} bytes of host memory", loadNet()->name, e->buffBytes);
+  if (e->llBuffBytes &&
+      api.regMr(e->comm, e->llBuff(), e->llBuffBytes, NCCL_PTR_HOST, &e->llMhandle) != ncclSuccess)
+    TUTTI_FAIL(ncclSystemError, "net: {} could not register {} bytes of host memory", loadNet()->name, e->llBuffBytes);
   std::memset(conn, 0, sizeof *conn);
   conn->buffs[TUTTI_PROTO_SIMPLE] = e->mem + kCtrlBytes;
   conn->buffSizes[TUTTI_PROTO_SIMPLE] = e->buffBytes;
+  conn->buffs[TUTTI_PROTO_LL] = e->llBuffBytes ? e->llBuff() : nullptr;
+  conn->buffSizes[TUTTI_PROTO_LL] = e->llBuffBytes;
   conn->ctrl = e->ctrl();
   conn->shared = 0;
-  conn->flags = 0;  // the network delivers whole slots only: no LL128 guarantee on raw lines
+  // Whole slots arrive through the proxy: readers wait for tail; no LL128 guarantee on raw lines.
+  conn->flags = TUTTI_CONN_PROXIED;
   e->task = std::make_shared<NetProxyTask>(e);
   proxyAdd(e->task);
   return ncclSuccess;
@@ -280,12 +302,30 @@ ncclResult_t netSendConnect(void* res, const void* peerInfo, tuttiConnector_t* c
   return registerAndStart(e, conn);
 }
 
+// A send completes for the primitives once its slot is posted; the proxy may still be pushing it out.
+// Before closing, let the proxy finish what was posted, unless either end is gone (bounded wait).
+void drainSends(NetEnd* e) {
+  tuttiConnCtrl_t* ctrl = e->ctrl();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const uint64_t tail = std::atomic_ref<uint64_t>(ctrl->tail).load(std::memory_order_acquire);
+    const uint64_t head = std::atomic_ref<uint64_t>(ctrl->head).load(std::memory_order_acquire);
+    if (head >= tail || std::atomic_ref<uint32_t>(ctrl->senderClosed).load() ||
+        std::atomic_ref<uint32_t>(ctrl->receiverClosed).load())
+      return;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  TUTTI_WARN("net: closing the connection to rank {} with data still unsent after 10 s", e->peer);
+}
+
 ncclResult_t netFree(void* res) {
   auto* e = static_cast<NetEnd*>(res);
   if (!e) return ncclSuccess;
   const ncclNet_v12_t& api = loadNet()->plugin->net;
+  if (e->task && !e->recv) drainSends(e);
   if (e->task) proxyRemove(e->task.get());
   if (e->mhandle) api.deregMr(e->comm, e->mhandle);
+  if (e->llMhandle) api.deregMr(e->comm, e->llMhandle);
   if (e->comm) (e->recv ? api.closeRecv : api.closeSend)(e->comm);
   if (e->listenComm) api.closeListen(e->listenComm);
   std::free(e->mem);

@@ -30,6 +30,7 @@ class Proxy {
     tasks_.erase(std::remove_if(tasks_.begin(), tasks_.end(), [&](const auto& t) { return t.get() == task; }),
                  tasks_.end());
     ++version_;
+    cv_.notify_all();  // the loop may be asleep waiting for work
     // The loop works on a snapshot: wait until it has taken a snapshot without this task.
     const uint64_t wanted = version_;
     cv_.wait(lock, [&] { return seen_ >= wanted; });

@@ -66,6 +66,7 @@ typedef struct {
                               receives only for data that is expected) */
   uint32_t pad1[8];
   int64_t sizes[TUTTI_STEPS]; /* bytes carried by each slot, written by the sender before tail */
+  int32_t protos[TUTTI_STEPS]; /* protocol (TUTTI_PROTO_*) of each slot's current use, written with sizes */
 } tuttiConnCtrl_t;
 
 /* What the core asks for when it opens a connection. */
@@ -88,6 +89,9 @@ typedef struct {
 
 /* The transport guarantees a reader never sees an LL128 flag before its 120 data bytes. */
 #define TUTTI_CONN_LL128_SAFE 0x1
+/* Data reaches the receiver through a proxy (network): each slot arrives whole in the SIMPLE buffer, and
+ * tail (not the line flags) says when it is complete. */
+#define TUTTI_CONN_PROXIED 0x2
 
 typedef struct {
   /* sizeof(tuttiTransport_v1_t) as the plugin was compiled; the core ignores fields beyond it. */

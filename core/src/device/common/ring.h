@@ -1,4 +1,4 @@
-// Ring algorithms, written once over a primitives type `P` (host: HostSimplePrims; CUDA: the device
+// Ring algorithms, written once over a primitives type `P` (host: HostPrims; CUDA: the device
 // primitives), as the step sequences of the NCCL paper (Tables V-IX). Every primitive takes element
 // offsets into the user's input/output buffers and an element count (possibly 0: the step still happens
 // so both ends of a connection count the same steps).

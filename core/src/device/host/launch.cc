@@ -2,7 +2,7 @@
 
 #include "comm/comm.h"
 #include "device/common/ring.h"
-#include "device/host/prims_simple.h"
+#include "device/host/prims.h"
 #include "device/host/reduce_copy.h"
 #include "util/check.h"
 
@@ -41,14 +41,14 @@ ncclResult_t runP2pList(ncclComm* comm, const std::vector<Task>& tasks, bool sen
     const size_t bytes = t.count * dataTypeSize(t.datatype);
     HostConn* conn = connOf(comm, 0, kConnP2p, t.root, sending);
     if (!conn) TUTTI_FAIL(ncclInternalError, "rank {}: no p2p connection to rank {}", comm->rank, t.root);
-    OpLabel label{comm->rank, sending ? "Send" : "Recv", comm->p2pOpCount, 0};
+    OpLabel label{comm->rank, sending ? "Send" : "Recv", comm->p2pOpCount, 0, &comm->failure, commAskFailure, comm};
     if (sending) {
-      HostSimplePrims prims(nullptr, conn, t.sendbuff, nullptr, 1, *copy, wait, label);
+      HostPrims prims(nullptr, conn, t.sendbuff, nullptr, 1, *copy, wait, label);
       TUTTI_CHECK(prims.send(0, bytes));
     } else {
       const size_t slotBytes = conn->conn.buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS;
       announceRecvSteps(conn, bytes == 0 ? 1 : (bytes + slotBytes - 1) / slotBytes);
-      HostSimplePrims prims(conn, nullptr, nullptr, t.recvbuff, 1, *copy, wait, label);
+      HostPrims prims(conn, nullptr, nullptr, t.recvbuff, 1, *copy, wait, label);
       TUTTI_CHECK(prims.recv(0, bytes));
     }
   }
@@ -99,10 +99,9 @@ ncclResult_t launchItems(CommLaunch& launch, std::vector<WorkItem>* items) {
       if (recv) {
         // Tell the receive side (a network proxy) how many steps this launch will take from it.
         uint64_t steps = 0;
-        const size_t slotBytes = recv->conn.buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS;
         for (const CollPlan& p : *colls) {
           if (c >= static_cast<int>(p.work.size())) continue;
-          HostStepCounter counter(slotBytes / p.eltSize);
+          HostStepCounter counter(recv, p.protocol, p.eltSize);
           runRingCollective(counter, p.work[c]);
           steps += counter.recvSteps();
         }
@@ -110,8 +109,8 @@ ncclResult_t launchItems(CommLaunch& launch, std::vector<WorkItem>* items) {
       }
       for (const CollPlan& p : *colls) {
         if (c >= static_cast<int>(p.work.size())) continue;
-        OpLabel label{comm->rank, funcName(p.task.func), p.opCount, c};
-        HostSimplePrims prims(recv, send, p.task.sendbuff, p.task.recvbuff, p.eltSize, p.op, wait, label);
+        OpLabel label{comm->rank, funcName(p.task.func), p.opCount, c, &comm->failure, commAskFailure, comm};
+        HostPrims prims(recv, send, p.task.sendbuff, p.task.recvbuff, p.eltSize, p.op, wait, label, p.protocol);
         TUTTI_CHECK(runRingCollective(prims, p.work[c]));
       }
       return ncclSuccess;

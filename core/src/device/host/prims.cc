@@ -1,24 +1,44 @@
-#include "device/host/prims_simple.h"
+#include "device/host/prims.h"
 
+#include "device/common/protocols.h"
 #include "device/host/reduce_copy.h"
 #include "util/check.h"
 
 #include <atomic>
+#include <cstring>
+#include <vector>
 
 namespace tutti::host {
+namespace {
 
-HostSimplePrims::HostSimplePrims(HostConn* recv, HostConn* send, const void* input, void* output,
-                                 size_t eltSize, const ResolvedRedOp& op, const WaitContext& wait,
-                                 const OpLabel& label)
-    : recv_(recv), send_(send), input_(static_cast<const char*>(input)), output_(static_cast<char*>(output)),
-      eltSize_(eltSize), op_(op), wait_(wait), label_(label) {
-  // Both directions of a channel use the same slot geometry (NCCL_BUFFSIZE / NCCL_STEPS).
-  const HostConn* c = send_ ? send_ : recv_;
-  slotBytes_ = c ? c->conn.buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS : 0;
-  slotBytes_ -= slotBytes_ % eltSize_;
+// Per-thread staging for LL: lines are not contiguous data, so reductions work on unpacked copies.
+struct LLStaging {
+  std::vector<char> recv, send;
+};
+thread_local LLStaging tStaging;
+
+}  // namespace
+
+size_t HostPrims::slotDataBytes(const tuttiConnector_t& conn, int proto) {
+  const size_t slotBytes = conn.buffSizes[proto] / TUTTI_STEPS;
+  return proto == TUTTI_PROTO_LL ? llSlotData(slotBytes) : slotBytes;
 }
 
-ncclResult_t HostSimplePrims::waitFailed(WaitStatus st, bool sending, uint64_t step) const {
+HostPrims::HostPrims(HostConn* recv, HostConn* send, const void* input, void* output, size_t eltSize,
+                     const ResolvedRedOp& op, const WaitContext& wait, const OpLabel& label, int proto)
+    : recv_(recv), send_(send), input_(static_cast<const char*>(input)), output_(static_cast<char*>(output)),
+      eltSize_(eltSize), proto_(proto), op_(op), wait_(wait), label_(label) {
+  // Both directions of a channel use the same slot geometry (buffer size / NCCL_STEPS).
+  const HostConn* c = send_ ? send_ : recv_;
+  slotData_ = c ? slotDataBytes(c->conn, proto_) : 0;
+  slotData_ -= slotData_ % eltSize_;
+  if (proto_ == TUTTI_PROTO_LL) {
+    if (tStaging.recv.size() < slotData_) tStaging.recv.resize(slotData_);
+    if (tStaging.send.size() < slotData_) tStaging.send.resize(slotData_);
+  }
+}
+
+ncclResult_t HostPrims::waitFailed(WaitStatus st, bool sending, uint64_t step) const {
   const HostConn* c = sending ? send_ : recv_;
   const char* what = sending ? "a free slot towards" : "data from";
   switch (st) {
@@ -27,55 +47,169 @@ ncclResult_t HostSimplePrims::waitFailed(WaitStatus st, bool sending, uint64_t s
       TUTTI_INFO(NCCL_COLL | NCCL_P2P, "rank {}: {} (opCount {}, channel {}) aborted while waiting for {} rank {}",
                  label_.rank, label_.opName, label_.opCount, label_.channel, what, c->peer);
       return ncclRemoteError;
-    case WaitStatus::TimedOut:
+    case WaitStatus::TimedOut: {
+      if (label_.failure) {
+        int none = -1;
+        label_.failure->compare_exchange_strong(none, failureRecord(c->peer, true));
+      }
       TUTTI_FAIL(ncclTimeout,
                  "rank {}: {} (opCount {}, channel {}) timed out waiting for {} rank {} (step {}): did rank {} "
                  "call the same operation?",
                  label_.rank, label_.opName, label_.opCount, label_.channel, what, c->peer, step, c->peer);
-    case WaitStatus::PeerClosed:
-      TUTTI_FAIL(ncclRemoteError, "rank {}: {} (opCount {}, channel {}): rank {} closed the connection or died",
+    }
+    case WaitStatus::PeerClosed: {
+      const tuttiConnCtrl_t* ctrl = c->conn.ctrl;
+      const uint32_t closed = std::atomic_ref<const uint32_t>(sending ? ctrl->receiverClosed : ctrl->senderClosed)
+                                  .load(std::memory_order_acquire);
+      int failure = closedFailure(closed, c->peer);
+      // A network peer cannot pass its reason through the connection: it sends it through the bootstrap.
+      if (closed == 1 && (c->conn.flags & TUTTI_CONN_PROXIED) && label_.askFailure) {
+        const int told = label_.askFailure(label_.askCtx, c->peer);
+        if (told >= 0) failure = told;
+      }
+      const int cause = failureRank(failure);
+      if (label_.failure) {
+        int none = -1;
+        label_.failure->compare_exchange_strong(none, failure);
+      }
+      if (failureTimedOut(failure))
+        TUTTI_FAIL(ncclTimeout, "rank {}: {} (opCount {}, channel {}): rank {} did not take part in time (rank {} "
+                   "timed out waiting for it and closed its connection)", label_.rank, label_.opName, label_.opCount,
+                   label_.channel, cause, c->peer);
+      if (cause != c->peer)
+        TUTTI_FAIL(ncclRemoteError, "rank {}: {} (opCount {}, channel {}): rank {} failed (rank {} gave up on it and "
+                   "closed its connection)", label_.rank, label_.opName, label_.opCount, label_.channel, cause, c->peer);
+      TUTTI_FAIL(ncclRemoteError, "rank {}: {} (opCount {}, channel {}): rank {} died or closed the connection",
                  label_.rank, label_.opName, label_.opCount, label_.channel, c->peer);
+    }
     default:
       return ncclSuccess;
   }
 }
 
-ncclResult_t HostSimplePrims::run(unsigned mode, size_t in, size_t out, size_t n, bool postOp) {
-  const size_t slotElems = slotBytes_ / eltSize_;
+ncclResult_t HostPrims::checkSize(uint64_t step, size_t bytes) const {
+  const tuttiConnCtrl_t* ctrl = recv_->conn.ctrl;
+  const int slot = static_cast<int>(step % TUTTI_STEPS);
+  const int64_t got = std::atomic_ref<const int64_t>(ctrl->sizes[slot]).load(std::memory_order_relaxed);
+  const int32_t proto = std::atomic_ref<const int32_t>(ctrl->protos[slot]).load(std::memory_order_relaxed);
+  // A proxy records what arrived on the wire: LL lines are 8 bytes per 4 bytes of data, protocol unknown.
+  const bool proxied = (recv_->conn.flags & TUTTI_CONN_PROXIED) != 0;
+  const size_t want = proxied && proto_ == TUTTI_PROTO_LL ? divUp(bytes, kLLDataPerLine) * kLLLineBytes : bytes;
+  if (got != static_cast<int64_t>(want) || (!proxied && proto != proto_)) {
+    TUTTI_FAIL(ncclInvalidUsage,
+               "rank {}: {} (opCount {}, channel {}): rank {} sent {} bytes (protocol {}) where {} bytes (protocol {}) "
+               "were expected (mismatched calls across ranks?)",
+               label_.rank, label_.opName, label_.opCount, label_.channel, recv_->peer, got, proto, bytes, proto_);
+  }
+  return ncclSuccess;
+}
+
+// Waits until the receive slot of `step` holds `bytes` of data and points *data at it (contiguous).
+ncclResult_t HostPrims::waitRecv(uint64_t step, size_t bytes, const char** data) {
+  tuttiConnCtrl_t* ctrl = recv_->conn.ctrl;
+  const tuttiConnector_t& conn = recv_->conn;
+  const int slot = static_cast<int>(step % TUTTI_STEPS);
+  WaitContext w = wait_;
+  w.shared = conn.shared != 0;
+  w.peerPid = recv_->peerPid;
+  auto waitTail = [&]() -> ncclResult_t {
+    WaitStatus st = waitAtLeast(&ctrl->tail, &ctrl->tailWaiters, &ctrl->tailSeq, &ctrl->senderClosed, step + 1, w);
+    return st == WaitStatus::Ready ? ncclSuccess : waitFailed(st, false, step);
+  };
+  if (proto_ == TUTTI_PROTO_SIMPLE) {
+    TUTTI_CHECK(waitTail());
+    TUTTI_CHECK(checkSize(step, bytes));
+    *data = static_cast<const char*>(conn.buffs[TUTTI_PROTO_SIMPLE]) + slot * (conn.buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS);
+    return ncclSuccess;
+  }
+  // LL: a proxied slot arrives whole in the Simple buffer; a direct one is read line by line as flags appear.
+  const bool proxied = (conn.flags & TUTTI_CONN_PROXIED) != 0;
+  const char* lines = proxied
+      ? static_cast<const char*>(conn.buffs[TUTTI_PROTO_SIMPLE]) + slot * (conn.buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS)
+      : static_cast<const char*>(conn.buffs[TUTTI_PROTO_LL]) + slot * (conn.buffSizes[TUTTI_PROTO_LL] / TUTTI_STEPS);
+  const size_t nLines = divUp(bytes, kLLDataPerLine);
+  const uint32_t flag = llFlag(step);
+  char* out = tStaging.recv.data();
+  if (proxied || nLines == 0) {
+    TUTTI_CHECK(waitTail());  // an empty step has no line to carry a flag: tail alone marks it
+  } else if (nLines > 1) {
+    // The sender writes lines in order and the last one with release: once its flag shows, every line of
+    // the slot is visible. Polling only the last line keeps the two cores from bouncing each cache line.
+    const auto* last = reinterpret_cast<const uint64_t*>(lines + (nLines - 1) * kLLLineBytes);
+    int spins = 0;
+    while (static_cast<uint32_t>(std::atomic_ref<const uint64_t>(*last).load(std::memory_order_acquire) >> 32) !=
+           flag) {
+      if (++spins > wait_.spinCount) {
+        TUTTI_CHECK(waitTail());
+        break;
+      }
+    }
+  }
+  size_t i = 0;
+  int spins = 0;
+  while (i < nLines) {
+    const uint64_t v = std::atomic_ref<const uint64_t>(*reinterpret_cast<const uint64_t*>(lines + i * kLLLineBytes))
+                           .load(std::memory_order_acquire);
+    if (static_cast<uint32_t>(v >> 32) == flag) {
+      const uint32_t d = static_cast<uint32_t>(v);
+      const size_t take = minSize(kLLDataPerLine, bytes - i * kLLDataPerLine);
+      std::memcpy(out + i * kLLDataPerLine, &d, take);
+      ++i;
+      spins = 0;
+      continue;
+    }
+    if (proxied) TUTTI_FAIL(ncclInternalError, "rank {}: LL slot from rank {} is incomplete", label_.rank, recv_->peer);
+    // The sender publishes tail once the slot is written: sleep on it after spinning, then finish reading.
+    if (++spins > wait_.spinCount) {
+      TUTTI_CHECK(waitTail());
+      spins = 0;
+    }
+  }
+  TUTTI_CHECK(checkSize(step, bytes));
+  *data = out;
+  return ncclSuccess;
+}
+
+void HostPrims::llWrite(char* slot, const char* src, size_t bytes, uint64_t step) {
+  const uint32_t flag = llFlag(step);
+  const size_t nLines = divUp(bytes, kLLDataPerLine);
+  if (nLines == 0) return;
+  auto* out = reinterpret_cast<uint64_t*>(slot);
+  auto lineData = [&](size_t i) {
+    uint32_t d = 0;
+    std::memcpy(&d, src + i * kLLDataPerLine, minSize(kLLDataPerLine, bytes - i * kLLDataPerLine));
+    return d;
+  };
+  for (size_t i = 0; i + 1 < nLines; ++i)
+    std::atomic_ref<uint64_t>(out[i]).store(llLine(lineData(i), flag), std::memory_order_relaxed);
+  // Readers poll the last line: its release store publishes every line before it.
+  std::atomic_ref<uint64_t>(out[nLines - 1]).store(llLine(lineData(nLines - 1), flag), std::memory_order_release);
+}
+
+ncclResult_t HostPrims::run(unsigned mode, size_t in, size_t out, size_t n, bool postOp) {
+  const size_t slotElems = slotData_ / eltSize_;
+  const bool ll = proto_ == TUTTI_PROTO_LL;
   size_t done = 0;
   // A zero-element call still makes one (empty) step on each connection it uses.
   do {
     const size_t elems = minSize(slotElems, n - done);
+    const size_t bytes = elems * eltSize_;
     const void* srcs[2];
     void* dsts[2];
     int nSrcs = 0, nDsts = 0;
     if (mode & kSrcInput) srcs[nSrcs++] = input_ + (in + done) * eltSize_;
     if (mode & kDstOutput) dsts[nDsts++] = output_ + (out + done) * eltSize_;
 
-    uint64_t rstep = 0;
+    const uint64_t rstep = recv_ ? recv_->step : 0;
     if (mode & kRecv) {
-      tuttiConnCtrl_t* ctrl = recv_->conn.ctrl;
-      rstep = recv_->step;
-      WaitContext w = wait_;
-      w.shared = recv_->conn.shared != 0;
-      w.peerPid = recv_->peerPid;
-      WaitStatus st = waitAtLeast(&ctrl->tail, &ctrl->tailWaiters, &ctrl->tailSeq, &ctrl->senderClosed,
-                                  rstep + 1, w);
-      if (st != WaitStatus::Ready) return waitFailed(st, false, rstep);
-      const int slot = static_cast<int>(rstep % TUTTI_STEPS);
-      const int64_t got = std::atomic_ref<int64_t>(ctrl->sizes[slot]).load(std::memory_order_relaxed);
-      if (got != static_cast<int64_t>(elems * eltSize_)) {
-        TUTTI_FAIL(ncclInvalidUsage,
-                   "rank {}: {} (opCount {}, channel {}): rank {} sent {} bytes where {} were expected "
-                   "(mismatched calls across ranks?)",
-                   label_.rank, label_.opName, label_.opCount, label_.channel, recv_->peer, got, elems * eltSize_);
-      }
-      srcs[nSrcs++] = static_cast<const char*>(recv_->conn.buffs[TUTTI_PROTO_SIMPLE]) + slot * slotBytes_;
+      const char* data = nullptr;
+      TUTTI_CHECK(waitRecv(rstep, bytes, &data));
+      srcs[nSrcs++] = data;
     }
-    uint64_t sstep = 0;
+    const uint64_t sstep = send_ ? send_->step : 0;
+    char* sendSlot = nullptr;
     if (mode & kSend) {
       tuttiConnCtrl_t* ctrl = send_->conn.ctrl;
-      sstep = send_->step;
       if (sstep + 1 > TUTTI_STEPS) {
         WaitContext w = wait_;
         w.shared = send_->conn.shared != 0;
@@ -85,7 +219,8 @@ ncclResult_t HostSimplePrims::run(unsigned mode, size_t in, size_t out, size_t n
         if (st != WaitStatus::Ready) return waitFailed(st, true, sstep);
       }
       const int slot = static_cast<int>(sstep % TUTTI_STEPS);
-      dsts[nDsts++] = static_cast<char*>(send_->conn.buffs[TUTTI_PROTO_SIMPLE]) + slot * slotBytes_;
+      sendSlot = static_cast<char*>(send_->conn.buffs[proto_]) + slot * (send_->conn.buffSizes[proto_] / TUTTI_STEPS);
+      dsts[nDsts++] = ll ? tStaging.send.data() : sendSlot;
     }
 
     if (elems > 0) {
@@ -97,8 +232,9 @@ ncclResult_t HostSimplePrims::run(unsigned mode, size_t in, size_t out, size_t n
     if (mode & kSend) {
       tuttiConnCtrl_t* ctrl = send_->conn.ctrl;
       const int slot = static_cast<int>(sstep % TUTTI_STEPS);
-      std::atomic_ref<int64_t>(ctrl->sizes[slot]).store(static_cast<int64_t>(elems * eltSize_),
-                                                        std::memory_order_relaxed);
+      std::atomic_ref<int64_t>(ctrl->sizes[slot]).store(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+      std::atomic_ref<int32_t>(ctrl->protos[slot]).store(proto_, std::memory_order_relaxed);
+      if (ll) llWrite(sendSlot, tStaging.send.data(), bytes, sstep);
       publish(&ctrl->tail, &ctrl->tailWaiters, &ctrl->tailSeq, ++send_->step, send_->conn.shared);
     }
     if (mode & kRecv) {
@@ -114,7 +250,7 @@ void announceRecvSteps(HostConn* conn, uint64_t steps) {
   if (conn && conn->conn.ctrl && steps) std::atomic_ref<uint64_t>(conn->conn.ctrl->recvWanted).fetch_add(steps);
 }
 
-ncclResult_t HostSimplePrims::localCopy(size_t in, size_t out, size_t n) {
+ncclResult_t HostPrims::localCopy(size_t in, size_t out, size_t n) {
   if (n == 0) return ncclSuccess;
   const void* src = input_ + in * eltSize_;
   void* dst = output_ + out * eltSize_;

@@ -1,7 +1,10 @@
-// Simple-protocol primitives of the host backend: each step moves up to one FIFO slot through a
-// connection, synchronised by the head/tail step counters of its control block (release/acquire).
+// Primitives of the host backend: each step moves up to one FIFO slot through a connection.
 // The sender waits for a free slot (head + NCCL_STEPS > step), writes it, records its size and publishes
-// tail; the receiver waits for tail > step, consumes the slot and publishes head.
+// tail; the receiver waits for the slot's data, consumes it and publishes head (release/acquire).
+//   Simple: data in place in the slot; the receiver waits for tail.
+//   LL:     data in 8-byte lines carrying their own flag (device/common/protocols.h); the receiver polls the
+//           flags (one cache line per 4 bytes arrives with its flag), and sleeps on tail only after spinning.
+//           On a proxied (network) connection the slot arrives whole in the Simple buffer and tail says so.
 #pragma once
 
 #include "device/common/reduce_ops.h"
@@ -10,6 +13,7 @@
 
 #include <tutti/transport.h>
 
+#include <atomic>
 #include <string>
 
 namespace tutti::host {
@@ -29,14 +33,18 @@ struct OpLabel {
   const char* opName = "";
   uint64_t opCount = 0;
   int channel = 0;
+  std::atomic<int>* failure = nullptr;  // the communicator's first failureRecord (wait.h), -1 while none
+  // Asks `peer` why it closed a network connection (its failureRecord, or -1 if it does not say in time).
+  int (*askFailure)(void* ctx, int peer) = nullptr;
+  void* askCtx = nullptr;
 };
 
-class HostSimplePrims {
+class HostPrims {
  public:
   // recv / send may be null when the algorithm does not use that direction. `eltSize` is the size of an
   // element of the offsets (1 for byte-wise collectives).
-  HostSimplePrims(HostConn* recv, HostConn* send, const void* input, void* output, size_t eltSize,
-                  const ResolvedRedOp& op, const WaitContext& wait, const OpLabel& label);
+  HostPrims(HostConn* recv, HostConn* send, const void* input, void* output, size_t eltSize,
+            const ResolvedRedOp& op, const WaitContext& wait, const OpLabel& label, int proto = TUTTI_PROTO_SIMPLE);
 
   ncclResult_t send(size_t in, size_t n) { return run(kSrcInput | kSend, in, 0, n, false); }
   ncclResult_t recv(size_t out, size_t n) { return run(kRecv | kDstOutput, 0, out, n, false); }
@@ -55,29 +63,37 @@ class HostSimplePrims {
   ncclResult_t localCopy(size_t in, size_t out, size_t n);
 
   // Slot capacity in elements.
-  size_t slotElems() const { return slotBytes_ / eltSize_; }
+  size_t slotElems() const { return slotData_ / eltSize_; }
+  // Data bytes a slot of protocol `proto` carries, for connections of this geometry.
+  static size_t slotDataBytes(const tuttiConnector_t& conn, int proto);
 
  private:
   enum : unsigned { kSrcInput = 1, kRecv = 2, kDstOutput = 4, kSend = 8 };
   ncclResult_t run(unsigned mode, size_t in, size_t out, size_t n, bool postOp);
   ncclResult_t waitFailed(WaitStatus st, bool sending, uint64_t step) const;
+  ncclResult_t waitRecv(uint64_t step, size_t bytes, const char** data);
+  ncclResult_t checkSize(uint64_t step, size_t bytes) const;
+  void llWrite(char* slot, const char* src, size_t bytes, uint64_t step);
 
   HostConn* recv_;
   HostConn* send_;
   const char* input_;
   char* output_;
   size_t eltSize_;
-  size_t slotBytes_;
+  int proto_;
+  size_t slotData_;  // data bytes per slot (a multiple of eltSize_)
   const ResolvedRedOp& op_;
   WaitContext wait_;
   OpLabel label_;
 };
 
-// Same interface as HostSimplePrims, moving nothing: counts the steps an algorithm will make on the
+// Same interface as HostPrims, moving nothing: counts the steps an algorithm will make on the
 // receive connection, so a proxy can post exactly the receives an operation needs.
 class HostStepCounter {
  public:
   explicit HostStepCounter(size_t slotElems) : slotElems_(slotElems ? slotElems : 1) {}
+  HostStepCounter(const HostConn* conn, int proto, size_t eltSize)
+      : HostStepCounter(conn ? HostPrims::slotDataBytes(conn->conn, proto) / eltSize : 1) {}
   ncclResult_t send(size_t, size_t) { return ncclSuccess; }
   ncclResult_t recv(size_t, size_t n) { return count(n); }
   ncclResult_t copySend(size_t, size_t, size_t) { return ncclSuccess; }
@@ -90,7 +106,7 @@ class HostStepCounter {
 
  private:
   ncclResult_t count(size_t n) {
-    steps_ += n == 0 ? 1 : (n + slotElems_ - 1) / slotElems_;  // as HostSimplePrims slices a call
+    steps_ += n == 0 ? 1 : (n + slotElems_ - 1) / slotElems_;  // as HostPrims slices a call
     return ncclSuccess;
   }
   size_t slotElems_;

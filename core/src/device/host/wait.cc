@@ -79,9 +79,9 @@ void publish(uint64_t* counter, uint32_t* waiters, uint32_t* seq, uint64_t value
   }
 }
 
-void closeEnd(tuttiConnCtrl_t* ctrl, bool senderSide, bool shared) {
+void closeEnd(tuttiConnCtrl_t* ctrl, bool senderSide, bool shared, int failure) {
   std::atomic_ref<uint32_t>(senderSide ? ctrl->senderClosed : ctrl->receiverClosed)
-      .store(1, std::memory_order_release);
+      .store(failure >= 0 ? static_cast<uint32_t>(failure) + 2 : 1u, std::memory_order_release);
   std::atomic_ref<uint32_t>(ctrl->tailSeq).fetch_add(1);
   std::atomic_ref<uint32_t>(ctrl->headSeq).fetch_add(1);
   futexWakeAll(&ctrl->tailSeq, shared);

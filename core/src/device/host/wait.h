@@ -29,7 +29,21 @@ WaitStatus waitAtLeast(uint64_t* counter, uint32_t* waiters, uint32_t* seq, cons
 // Stores value (release) and wakes sleepers, if any. Cheap when nobody sleeps.
 void publish(uint64_t* counter, uint32_t* waiters, uint32_t* seq, uint64_t value, bool shared);
 
-// Marks one end closed and wakes every sleeper on both counters.
-void closeEnd(tuttiConnCtrl_t* ctrl, bool senderSide, bool shared);
+// Why a communicator gave up, as recorded once (first failure wins) and passed to its peers through the
+// closed flags: the rank to blame, and whether it was a timeout (the rank never came) or a failure.
+inline constexpr int kFailureTimeoutBit = 1 << 24;
+inline int failureRecord(int rank, bool timedOut) { return rank | (timedOut ? kFailureTimeoutBit : 0); }
+inline int failureRank(int record) { return record & (kFailureTimeoutBit - 1); }
+inline bool failureTimedOut(int record) { return (record & kFailureTimeoutBit) != 0; }
+
+// Marks one end closed and wakes every sleeper on both counters. `failure` >= 0 is the failureRecord that
+// made this end close (stored as failure + 2; 1 means closed with no known cause), so the other end can
+// report the real culprit rather than the neighbour that gave up.
+void closeEnd(tuttiConnCtrl_t* ctrl, bool senderSide, bool shared, int failure = -1);
+
+// Decodes a closed flag into a failureRecord, blaming `peer` (the other end) when no cause was recorded.
+inline int closedFailure(uint32_t closedValue, int peer) {
+  return closedValue >= 2 ? static_cast<int>(closedValue) - 2 : failureRecord(peer, false);
+}
 
 }  // namespace tutti::host

@@ -1,0 +1,33 @@
+// Protocol line layouts shared by both backends (NCCL's geometry; DESIGN.md "Protocols").
+//   LL:    8-byte lines, 4 bytes of data + a 4-byte flag, written with one 8-byte store. A reader polls the
+//          flag: it equals (step + 1) of the slot's current use, so a reader never needs a fence.
+//   LL128: 128-byte lines, 120 bytes of data + an 8-byte flag in the last 8 bytes, written after the data.
+//          Only used on connections that guarantee the flag is never visible before the data.
+#pragma once
+
+#include "device/common/work.h"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tutti {
+
+inline constexpr size_t kLLLineBytes = 8;
+inline constexpr size_t kLLDataPerLine = 4;
+inline constexpr size_t kLL128LineBytes = 128;
+inline constexpr size_t kLL128DataPerLine = 120;
+
+// Flag value of step `step` (never 0, so a zeroed buffer reads as "not ready").
+TUTTI_HOST_DEVICE inline uint32_t llFlag(uint64_t step) { return static_cast<uint32_t>(step + 1) | (step + 1 == 0); }
+
+TUTTI_HOST_DEVICE inline uint64_t llLine(uint32_t data, uint32_t flag) {
+  return static_cast<uint64_t>(data) | (static_cast<uint64_t>(flag) << 32);
+}
+
+// Data bytes one slot of `slotBytes` carries.
+TUTTI_HOST_DEVICE inline size_t llSlotData(size_t slotBytes) { return slotBytes / kLLLineBytes * kLLDataPerLine; }
+TUTTI_HOST_DEVICE inline size_t ll128SlotData(size_t slotBytes) {
+  return slotBytes / kLL128LineBytes * kLL128DataPerLine;
+}
+
+}  // namespace tutti
