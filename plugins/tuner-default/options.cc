@@ -15,12 +15,12 @@ namespace {
 // Defaults: see README.md ("Where the defaults come from"). Lists are LL,LL128,Simple.
 const OptionInfo kOptions[] = {
     {"TUTTI_TUNER_INTRA_LINK", "shm", "Intra-node link the model assumes: process (threads, p2p) or shm"},
-    {"TUTTI_TUNER_LATENCY_PROCESS", "10,20,40", "Per-step latency (us) inside one process, for LL,LL128,Simple"},
-    {"TUTTI_TUNER_LATENCY_SHM", "12,25,45", "Per-step latency (us) over shared memory, for LL,LL128,Simple"},
-    {"TUTTI_TUNER_LATENCY_NET", "40,60,80", "Per-step latency (us) over the network, for LL,LL128,Simple"},
-    {"TUTTI_TUNER_BANDWIDTH_PROCESS", "0.6,2.0,2.5", "Data bandwidth (GB/s) inside one process, LL,LL128,Simple"},
-    {"TUTTI_TUNER_BANDWIDTH_SHM", "0.5,1.6,2.0", "Data bandwidth (GB/s) over shared memory, LL,LL128,Simple"},
-    {"TUTTI_TUNER_BANDWIDTH_NET", "0.3,0.8,1.0", "Data bandwidth (GB/s) over the network, LL,LL128,Simple"},
+    {"TUTTI_TUNER_LATENCY_PROCESS", "0.9,0.8,0.6", "Per-step latency (us) inside one process, for LL,LL128,Simple"},
+    {"TUTTI_TUNER_LATENCY_SHM", "0.9,0.8,0.6", "Per-step latency (us) over shared memory, for LL,LL128,Simple"},
+    {"TUTTI_TUNER_LATENCY_NET", "130,110,100", "Per-step latency (us) over the network, for LL,LL128,Simple"},
+    {"TUTTI_TUNER_BANDWIDTH_PROCESS", "0.3,1.0,4.0", "Data bandwidth (GB/s) inside one process, LL,LL128,Simple"},
+    {"TUTTI_TUNER_BANDWIDTH_SHM", "0.35,1.0,4.0", "Data bandwidth (GB/s) over shared memory, LL,LL128,Simple"},
+    {"TUTTI_TUNER_BANDWIDTH_NET", "0.08,0.3,1.0", "Data bandwidth (GB/s) over the network, LL,LL128,Simple"},
     {"TUTTI_TUNER_CHANNEL_BYTES", "262144", "Bytes of a collective per suggested channel (>= 1)"},
     {"TUTTI_TUNER_MAX_CHANNELS", "64", "Most channels suggested, 1..64 (the core clamps to its own limit)"},
 };

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 namespace tutti {
 namespace {
@@ -40,7 +41,6 @@ ncclResult_t commInitRank(ncclComm** out, int nRanks, const ncclUniqueId& id, in
   if (config && config->commName) comm->commName = config->commName;
   comm->commHash = hashBytes(&id, sizeof id);
   comm->redOps = std::make_unique<RedOpTable>(nRanks);
-  comm->spinCount = static_cast<int>(std::max<int64_t>(0, paramInt("TUTTI_SPIN_COUNT")));
   comm->timeoutNs = std::max<int64_t>(0, paramInt("TUTTI_TIMEOUT")) * 1000000000ll;
   logSetThreadRank(rank);
 
@@ -55,6 +55,18 @@ ncclResult_t commInitRank(ncclComm** out, int nRanks, const ncclUniqueId& id, in
                  comm->peers[r].rank);
   }
   comm->nNodes = topoNodeCount(comm->peers);
+
+  // Waits spin before sleeping: a sleeper's wake-up costs tens of microseconds, so spin long while every
+  // rank of this host has a core to itself, and briefly when ranks outnumber cores (a spinner would take
+  // the core its peer needs).
+  if (paramIsSet("TUTTI_SPIN_COUNT")) {
+    comm->spinCount = static_cast<int>(std::max<int64_t>(0, paramInt("TUTTI_SPIN_COUNT")));
+  } else {
+    int localRanks = 0;
+    for (const auto& p : comm->peers) localRanks += p.hostHash == comm->peers[rank].hostHash;
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    comm->spinCount = localRanks <= cores ? 20000 : 1000;
+  }
 
   comm->nChannels = topoChannelCount(nRanks);
   comm->rings.resize(comm->nChannels);

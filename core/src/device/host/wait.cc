@@ -1,6 +1,7 @@
 #include "device/host/wait.h"
 
 #include <linux/futex.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -46,6 +47,9 @@ WaitStatus waitAtLeast(uint64_t* counter, uint32_t* waiters, uint32_t* seq, cons
   for (int i = 0; i < ctx.spinCount; ++i) {
     if (value.load(std::memory_order_acquire) >= target) return WaitStatus::Ready;
     cpuRelax();
+    // Now and then let a runnable peer have this core: with more ranks than cores the peer we wait for
+    // may be queued behind us, and a yield reaches it far sooner than a futex sleep and wake-up.
+    if ((i & 127) == 127) sched_yield();
   }
   std::atomic_ref<uint32_t> nWaiters(*waiters);
   std::atomic_ref<uint32_t> seqWord(*seq);
