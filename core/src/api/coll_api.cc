@@ -4,6 +4,7 @@
 #include "comm/comm.h"
 #include "comm/group.h"
 #include "device/common/dtypes.h"
+#include "device/host/stream.h"
 
 using namespace tutti;
 
@@ -29,6 +30,9 @@ ncclResult_t enqueue(const char* call, ncclFunc_t func, const void* sendbuff, vo
   a.rank = comm->rank;
   a.nRanks = comm->nRanks;
   TUTTI_CHECK(argCheckCollective(a));
+  if (stream && !host::HostStream::fromHandle(stream))
+    TUTTI_FAIL(ncclInvalidArgument, "{}: rank {}: stream {} is not a host stream created with tuttiStreamCreate (the "
+               "host backend runs without CUDA streams)", call, comm->rank, static_cast<void*>(stream));
   if (func == ncclFuncAllReduce || func == ncclFuncReduce || func == ncclFuncReduceScatter) {
     ResolvedRedOp resolved;
     TUTTI_CHECK(comm->redOps->resolve(op, datatype, &resolved, call));

@@ -1,5 +1,7 @@
 #include "comm/comm.h"
 
+#include "nccl_version.h"
+
 #include "plan/tuning.h"
 
 #include "plugin/params.h"
@@ -8,6 +10,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 namespace tutti {
@@ -43,6 +46,11 @@ ncclResult_t commInitRank(ncclComm** out, int nRanks, const ncclUniqueId& id, in
   comm->redOps = std::make_unique<RedOpTable>(nRanks);
   comm->timeoutNs = std::max<int64_t>(0, paramInt("TUTTI_TIMEOUT")) * 1000000000ll;
   logSetThreadRank(rank);
+  static std::once_flag versionOnce;
+  std::call_once(versionOnce, [] {
+    logFmt(NCCL_LOG_VERSION, NCCL_INIT, __FILE__, __LINE__, "Tutti version {} (NCCL API {}.{}.{})", TUTTI_VERSION_STRING,
+           NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
+  });
 
   TUTTI_CHECK(Bootstrap::create(&id, rank, nRanks, &comm->bootstrap));
 

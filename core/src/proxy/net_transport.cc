@@ -89,6 +89,7 @@ class NetProxyTask : public ProxyTask {
  public:
   explicit NetProxyTask(NetEnd* end) : end_(end) {}
   ncclResult_t progress(bool* active) override;
+  bool busy() const override;
 
  private:
   NetEnd* end_;
@@ -197,6 +198,15 @@ ncclResult_t NetProxyTask::progress(bool* active) {
     }
   }
   return ncclSuccess;
+}
+
+bool NetProxyTask::busy() const {
+  const NetEnd* e = end_;
+  if (e->posted != e->done) return true;
+  const tuttiConnCtrl_t* ctrl = reinterpret_cast<const tuttiConnCtrl_t*>(e->mem);
+  const uint64_t posted = std::atomic_ref<const uint64_t>(e->recv ? ctrl->recvWanted : ctrl->tail)
+                              .load(std::memory_order_relaxed);
+  return posted > e->posted;
 }
 
 ncclResult_t allocEnd(const tuttiConnectRequest_t* req, bool recv, NetEnd** out) {

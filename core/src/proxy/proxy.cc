@@ -2,7 +2,13 @@
 
 #include "util/log.h"
 
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -53,7 +59,7 @@ class Proxy {
           continue;
         }
       }
-      bool active = false;
+      bool active = false, busy = false;
       for (auto& t : snapshot) {
         bool moved = false;
         if (t->progress(&moved) != ncclSuccess) {
@@ -61,16 +67,42 @@ class Proxy {
           proxyDrop(t.get());
         }
         active |= moved;
+        busy |= t->busy();
       }
       if (active) {
         idleRounds = 0;
-      } else if (++idleRounds > 64) {
-        // Idle: sleep a little longer each round, up to 200 us (the first message after idling pays it).
-        auto us = std::min(200, (idleRounds - 64) * 10);
-        std::this_thread::sleep_for(std::chrono::microseconds(us));
+      } else if (busy) {
+        // Data is expected: keep polling, but let the ranks' threads run on a crowded machine.
+        if (++idleRounds % 16 == 0) sched_yield();
+      } else if (++idleRounds > 256) {
+        // Nothing in flight: sleep until a rank rings (or a while passes, as a safety net).
+        sleepUntilRung();
+        idleRounds = 0;
       }
     }
   }
+
+  void sleepUntilRung() {
+    const uint32_t seen = doorbell_.load(std::memory_order_acquire);
+    sleeping_.store(true, std::memory_order_seq_cst);
+    // Re-check after announcing the sleep: a ring between the load above and here bumped the doorbell.
+    if (doorbell_.load(std::memory_order_seq_cst) == seen) {
+      timespec ts{0, 5 * 1000 * 1000};
+      syscall(SYS_futex, reinterpret_cast<uint32_t*>(&doorbell_), FUTEX_WAIT_PRIVATE, seen, &ts, nullptr, 0);
+    }
+    sleeping_.store(false, std::memory_order_relaxed);
+  }
+
+ public:
+  void ring() {
+    doorbell_.fetch_add(1, std::memory_order_seq_cst);
+    if (sleeping_.load(std::memory_order_seq_cst))
+      syscall(SYS_futex, reinterpret_cast<uint32_t*>(&doorbell_), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+  }
+
+ private:
+  std::atomic<uint32_t> doorbell_{0};
+  std::atomic<bool> sleeping_{false};
 
   void proxyDrop(ProxyTask* task) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -95,5 +127,6 @@ Proxy& proxy() {
 
 void proxyAdd(const std::shared_ptr<ProxyTask>& task) { proxy().add(task); }
 void proxyRemove(ProxyTask* task) { proxy().remove(task); }
+void proxyRing() { proxy().ring(); }
 
 }  // namespace tutti

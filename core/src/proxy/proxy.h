@@ -16,11 +16,17 @@ class ProxyTask {
   // Moves what can be moved without blocking; sets *active when anything happened. An error ends the task:
   // the task must first mark its connection closed so the ranks waiting on it fail instead of hanging.
   virtual ncclResult_t progress(bool* active) = 0;
+  // True while the task has work in flight (posted receives, unsent or incomplete sends): the proxy thread
+  // then keeps polling instead of sleeping.
+  virtual bool busy() const = 0;
 };
 
 // Starts the proxy thread on first use. Thread-safe.
 void proxyAdd(const std::shared_ptr<ProxyTask>& task);
 // Returns once the proxy thread no longer runs `task` (it may be destroyed afterwards). Thread-safe.
 void proxyRemove(ProxyTask* task);
+// Wakes the proxy thread if it sleeps: called after posting work on a proxied connection. Costs one atomic
+// load while the proxy is awake.
+void proxyRing();
 
 }  // namespace tutti

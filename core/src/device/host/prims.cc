@@ -2,6 +2,7 @@
 
 #include "device/common/protocols.h"
 #include "device/host/reduce_copy.h"
+#include "proxy/proxy.h"
 #include "util/check.h"
 
 #include <atomic>
@@ -236,6 +237,7 @@ ncclResult_t HostPrims::run(unsigned mode, size_t in, size_t out, size_t n, bool
       std::atomic_ref<int32_t>(ctrl->protos[slot]).store(proto_, std::memory_order_relaxed);
       if (ll) llWrite(sendSlot, tStaging.send.data(), bytes, sstep);
       publish(&ctrl->tail, &ctrl->tailWaiters, &ctrl->tailSeq, ++send_->step, send_->conn.shared);
+      if (send_->conn.flags & TUTTI_CONN_PROXIED) proxyRing();
     }
     if (mode & kRecv) {
       tuttiConnCtrl_t* ctrl = recv_->conn.ctrl;
@@ -247,7 +249,9 @@ ncclResult_t HostPrims::run(unsigned mode, size_t in, size_t out, size_t n, bool
 }
 
 void announceRecvSteps(HostConn* conn, uint64_t steps) {
-  if (conn && conn->conn.ctrl && steps) std::atomic_ref<uint64_t>(conn->conn.ctrl->recvWanted).fetch_add(steps);
+  if (!conn || !conn->conn.ctrl || !steps) return;
+  std::atomic_ref<uint64_t>(conn->conn.ctrl->recvWanted).fetch_add(steps);
+  if (conn->conn.flags & TUTTI_CONN_PROXIED) proxyRing();
 }
 
 ncclResult_t HostPrims::localCopy(size_t in, size_t out, size_t n) {
