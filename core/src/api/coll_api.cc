@@ -52,6 +52,22 @@ ncclResult_t enqueue(const char* call, ncclFunc_t func, const void* sendbuff, vo
 
 // AlltoAll, Gather and Scatter are grouped send/receive. The arguments are checked as a whole first, so a
 // bad call records nothing.
+ncclResult_t checkWhole(const char* call, ncclFunc_t func, const void* sendbuff, void* recvbuff, size_t count,
+                        ncclDataType_t datatype, int root, ncclComm_t comm) {
+  TUTTI_CHECK(argCheckComm(comm, call));
+  CollArgs a;
+  a.call = call;
+  a.func = func;
+  a.sendbuff = sendbuff;
+  a.recvbuff = recvbuff;
+  a.count = count;
+  a.datatype = datatype;
+  a.root = root;
+  a.rank = comm->rank;
+  a.nRanks = comm->nRanks;
+  return argCheckCollective(a);
+}
+
 template <typename Body>
 ncclResult_t asGroup(Body&& body) {
   TUTTI_CHECK(groupStart());
@@ -124,17 +140,7 @@ NCCL_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataType_t da
 NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
          ncclComm_t comm, cudaStream_t stream) {
   return apiGuard("ncclAlltoAll", [&]() -> ncclResult_t {
-    TUTTI_CHECK(argCheckComm(comm, "ncclAlltoAll"));
-    CollArgs a;
-    a.call = "ncclAlltoAll";
-    a.func = ncclFuncAlltoAll;
-    a.sendbuff = sendbuff;
-    a.recvbuff = recvbuff;
-    a.count = count;
-    a.datatype = datatype;
-    a.rank = comm->rank;
-    a.nRanks = comm->nRanks;
-    TUTTI_CHECK(argCheckCollective(a));
+    TUTTI_CHECK(checkWhole("ncclAlltoAll", ncclFuncAlltoAll, sendbuff, recvbuff, count, datatype, 0, comm));
     const size_t block = count * dataTypeSize(datatype);
     return asGroup([&]() -> ncclResult_t {
       for (int r = 0; r < comm->nRanks; ++r) {
@@ -151,18 +157,7 @@ NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_
 NCCL_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
          int root, ncclComm_t comm, cudaStream_t stream) {
   return apiGuard("ncclGather", [&]() -> ncclResult_t {
-    TUTTI_CHECK(argCheckComm(comm, "ncclGather"));
-    CollArgs a;
-    a.call = "ncclGather";
-    a.func = ncclFuncGather;
-    a.sendbuff = sendbuff;
-    a.recvbuff = recvbuff;
-    a.count = count;
-    a.datatype = datatype;
-    a.root = root;
-    a.rank = comm->rank;
-    a.nRanks = comm->nRanks;
-    TUTTI_CHECK(argCheckCollective(a));
+    TUTTI_CHECK(checkWhole("ncclGather", ncclFuncGather, sendbuff, recvbuff, count, datatype, root, comm));
     const size_t block = count * dataTypeSize(datatype);
     return asGroup([&]() -> ncclResult_t {
       TUTTI_CHECK(enqueue("ncclGather", ncclFuncSend, sendbuff, nullptr, count, datatype, ncclSum, root, comm, stream));
@@ -179,18 +174,7 @@ NCCL_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t 
 NCCL_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
          int root, ncclComm_t comm, cudaStream_t stream) {
   return apiGuard("ncclScatter", [&]() -> ncclResult_t {
-    TUTTI_CHECK(argCheckComm(comm, "ncclScatter"));
-    CollArgs a;
-    a.call = "ncclScatter";
-    a.func = ncclFuncScatter;
-    a.sendbuff = sendbuff;
-    a.recvbuff = recvbuff;
-    a.count = count;
-    a.datatype = datatype;
-    a.root = root;
-    a.rank = comm->rank;
-    a.nRanks = comm->nRanks;
-    TUTTI_CHECK(argCheckCollective(a));
+    TUTTI_CHECK(checkWhole("ncclScatter", ncclFuncScatter, sendbuff, recvbuff, count, datatype, root, comm));
     const size_t block = count * dataTypeSize(datatype);
     return asGroup([&]() -> ncclResult_t {
       if (comm->rank == root) {
