@@ -115,7 +115,6 @@ ncclResult_t loadShared(const PluginSpec& spec, std::shared_ptr<TunerPlugin>* ou
     *out = it->second;
     return ncclSuccess;
   }
-  configApplyPluginOptions(spec);
   std::unique_ptr<TunerPlugin> p;
   TUTTI_CHECK(tunerPluginLoad(spec.label(), &p));
   std::shared_ptr<TunerPlugin> shared(std::move(p));

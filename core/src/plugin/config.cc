@@ -265,10 +265,34 @@ void publish(std::unique_ptr<Config> cfg) {
 
 }  // namespace
 
+namespace {
+// Plugin options reach plugins through the environment (NCCL plugins read getenv). setenv must not race
+// with other threads' getenv, so every plugin's options are applied once, while the config is loaded under
+// its lock and before any rank reads a parameter through it, never later from concurrent rank threads.
+// Messages are returned, to be logged once the config lock is released.
+std::vector<std::string> applyAllPluginOptions(const Config& cfg) {
+  std::vector<std::string> msgs;
+  for (const auto* list : {&cfg.transports, &cfg.nets, &cfg.tuners, &cfg.profilers})
+    for (const PluginSpec& spec : *list)
+      for (const auto& [name, value] : spec.options) {
+        if (const char* e = std::getenv(name.c_str())) {
+          msgs.push_back(fmt::format("{} plugin {}: keeping {}={} from the environment (config has {})",
+                                     configKindWord(spec.kind), spec.label(), name, e, value));
+          continue;
+        }
+        setenv(name.c_str(), value.c_str(), 0);
+        msgs.push_back(fmt::format("{} plugin {}: {} set to {} by the config", configKindWord(spec.kind),
+                                   spec.label(), name, value));
+      }
+  return msgs;
+}
+}  // namespace
+
 ncclResult_t configGet(const Config** out) {
   Global& g = global();
   if (const Config* c = g.current.load(std::memory_order_acquire)) return *out = c, ncclSuccess;
   bool loaded = false;
+  std::vector<std::string> optionMsgs;
   {
     std::lock_guard<std::mutex> lock(g.mutex);
     if (g.failed) return g.failure;  // already reported when it failed
@@ -282,6 +306,7 @@ ncclResult_t configGet(const Config** out) {
         g.failure = res;
         return res;
       }
+      optionMsgs = applyAllPluginOptions(*cfg);
       publish(std::move(cfg));
       loaded = true;
     }
@@ -289,6 +314,7 @@ ncclResult_t configGet(const Config** out) {
   }
   if (loaded) {
     logSetParamLookup(&logLookup);  // outside our lock: the logger takes its own
+    for (const auto& m : optionMsgs) TUTTI_INFO(NCCL_ENV, "{}", m);
     TUTTI_INFO(NCCL_INIT | NCCL_ENV, "Configuration from {} ({})", (*out)->sourcePath, (*out)->discoveredBy);
   }
   return ncclSuccess;
@@ -300,11 +326,14 @@ ncclResult_t configUseFile(const std::string& path) {
   ncclResult_t res = loadDiscovered(path, cfg.get());
   tLoading = false;
   if (res != ncclSuccess) return res;
+  std::vector<std::string> optionMsgs;
   {
     std::lock_guard<std::mutex> lock(global().mutex);
+    optionMsgs = applyAllPluginOptions(*cfg);
     publish(std::move(cfg));
   }
   logSetParamLookup(&logLookup);
+  for (const auto& m : optionMsgs) TUTTI_INFO(NCCL_ENV, "{}", m);
   return ncclSuccess;
 }
 

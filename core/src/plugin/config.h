@@ -123,7 +123,8 @@ void configResetForTest();
 const ConfigParam* configParamValue(const char* name);
 
 // Sets the spec's options in the process environment with overwrite=0 (a real variable wins) and logs
-// each one at INFO ENV. Call right before loading that plugin.
+// each one at INFO ENV. The process configuration's plugins get theirs once, when it is loaded (setenv
+// must not race with rank threads' getenv); this is for a config loaded on the side (tools, tests).
 void configApplyPluginOptions(const PluginSpec& spec);
 
 // Text for an origin: "default", "default (<built-in default.yaml>:3:5)", "file.yaml:3:5", "environment".

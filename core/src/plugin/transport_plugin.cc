@@ -69,7 +69,6 @@ ncclResult_t transportPlugins(const std::vector<TransportPlugin*>** out) {
     auto* loaded = new std::vector<std::unique_ptr<TransportPlugin>>();
     for (const PluginSpec& spec : cfg->transports) {
       std::unique_ptr<TransportPlugin> p;
-      configApplyPluginOptions(spec);
       ncclResult_t res = TransportPlugin::load(spec.path.empty() ? spec.name : spec.path, &p);
       if (res != ncclSuccess) {
         if (spec.required) {

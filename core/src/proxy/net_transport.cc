@@ -42,7 +42,6 @@ NetState* loadNet() {
     }
     const std::string forced = paramString("NCCL_NET");
     for (const PluginSpec& spec : cfg->nets) {
-      configApplyPluginOptions(spec);
       std::unique_ptr<NetPlugin> p;
       if (netPluginLoad(spec.path.empty() ? spec.name : spec.path, &p) != ncclSuccess) {
         TUTTI_WARN("net plugin {} ({}) could not be loaded and is skipped: {}", spec.label(), spec.where.str(),
