@@ -86,6 +86,7 @@ ncclResult_t commInitRank(ncclComm** out, int nRanks, const ncclUniqueId& id, in
     ring.next = ring.ranks[(ring.index + 1) % nRanks];
     ring.prev = ring.ranks[(ring.index + nRanks - 1) % nRanks];
   }
+  TUTTI_CHECK(topoDoubleTree(topoNodeOf(comm->peers), &comm->trees));
 
   int64_t simple = paramInt("NCCL_BUFFSIZE");
   if (simple < TUTTI_STEPS * 64)

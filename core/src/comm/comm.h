@@ -8,6 +8,7 @@
 #include "device/common/reduce_ops.h"
 #include "device/host/prims.h"
 #include "topo/topo.h"
+#include "topo/trees.h"
 
 #include <tutti/transport.h>
 
@@ -74,6 +75,7 @@ struct ncclComm {
   std::vector<tuttiPeerInfo_t> peers;
   int nChannels = 1;
   std::vector<tutti::ChannelRing> rings;  // per channel
+  tutti::DoubleTree trees;                // channel c follows tree c % kTreeCount
   size_t buffSizes[TUTTI_NUM_PROTOCOLS] = {};
 
   // (channel, connIndex, peer, isSend) -> connection, created lazily on first use.

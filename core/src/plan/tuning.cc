@@ -192,11 +192,13 @@ ncclResult_t parseAlgoProtoFilter(const std::string& algoText, const std::string
   return ncclSuccess;
 }
 
-void engineSupport(ncclFunc_t, bool (&supported)[kA][kP]) {
-  // The host engine runs ring over Simple and LL FIFOs for all five collectives; tree and LL128 come later.
-  for (int a = 0; a < kA; ++a)
-    for (int p = 0; p < kP; ++p)
-      supported[a][p] = a == NCCL_ALGO_RING && (p == NCCL_PROTO_SIMPLE || p == NCCL_PROTO_LL);
+void engineSupport(ncclFunc_t func, bool (&supported)[kA][kP]) {
+  // The host engine runs ring for all five collectives and the double binary tree for AllReduce, each
+  // over Simple and LL FIFOs.
+  for (int a = 0; a < kA; ++a) {
+    const bool algo = a == NCCL_ALGO_RING || (a == NCCL_ALGO_TREE && func == ncclFuncAllReduce);
+    for (int p = 0; p < kP; ++p) supported[a][p] = algo && (p == NCCL_PROTO_SIMPLE || p == NCCL_PROTO_LL);
+  }
 }
 
 float coreBaseCost(ncclFunc_t f, size_t nBytes, int nRanks, int algo, int proto) {

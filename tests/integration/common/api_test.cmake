@@ -29,3 +29,18 @@ function(tutti_add_api_test name)
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
                        PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT})
 endfunction()
+
+# tutti_add_forced_variant(<target> SUFFIX <s> FILTER <gtest filter> ALGO <NCCL_ALGO> PROTO <NCCL_PROTO>
+#                          [TIMEOUT seconds]): the target's tests matching FILTER once more, named
+# <test><s>, under a forced algorithm and protocol (a forced pair the engine cannot run fails the call,
+# so these tests cannot pass by silently running another pair).
+function(tutti_add_forced_variant target)
+  cmake_parse_arguments(V "" "SUFFIX;FILTER;ALGO;PROTO;TIMEOUT" "" ${ARGN})
+  if(NOT V_TIMEOUT)
+    set(V_TIMEOUT 180)
+  endif()
+  gtest_discover_tests(${target} DISCOVERY_TIMEOUT 60 TEST_FILTER "${V_FILTER}" TEST_SUFFIX "${V_SUFFIX}"
+                       TEST_LIST ${target}${V_SUFFIX}_TESTS
+                       PROPERTIES LABELS integration TIMEOUT ${V_TIMEOUT}
+                                  ENVIRONMENT "NCCL_ALGO=${V_ALGO};NCCL_PROTO=${V_PROTO}")
+endfunction()

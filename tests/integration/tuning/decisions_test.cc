@@ -195,8 +195,9 @@ TEST(TuningFilters, UnknownAlgorithmFailsCommInit) {
 }
 
 TEST(TuningFilters, FilterWithoutSupportedChoiceFailsTheCall) {
-  // Tree is a valid name but the engine runs only ring today: AllReduce has nothing left, AllGather does.
-  ScopedEnv algo("NCCL_ALGO", "ring;allreduce:tree");
+  // NVLS is a valid name but needs hardware the host engine does not have: AllReduce has nothing left,
+  // AllGather (ring) does.
+  ScopedEnv algo("NCCL_ALGO", "ring;allreduce:nvls");
   ScopedEnv proto("NCCL_PROTO", "^ll,ll128");
   CommSet set(kRanks, InitMode::kInitRank);
   ASSERT_TRUE(set.ok()) << set.error();

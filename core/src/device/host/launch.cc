@@ -2,12 +2,19 @@
 
 #include "comm/comm.h"
 #include "device/common/ring.h"
+#include "device/common/tree.h"
 #include "device/host/prims.h"
 #include "device/host/reduce_copy.h"
 #include "util/check.h"
 
+#include <tutti/tuner.h>
+
+#include <algorithm>
 #include <cstring>
 #include <memory>
+#include <set>
+#include <tuple>
+#include <utility>
 
 namespace tutti::host {
 namespace {
@@ -30,6 +37,74 @@ WorkItem guarded(ncclComm* comm, WorkItem item) {
     }
     return res;
   };
+}
+
+bool isTree(const CollPlan& p) { return p.algorithm == NCCL_ALGO_TREE; }
+
+// A tree plan's connections on one channel, as the primitives objects of treeAllReduce use them.
+struct TreeConns {
+  HostConn* childRecv[kTreeMaxArity] = {};
+  HostConn* childSend[kTreeMaxArity] = {};
+  HostConn* parentRecv = nullptr;
+  HostConn* parentSend = nullptr;
+  int nChildren = 0;
+};
+
+ncclResult_t treeConns(ncclComm* comm, int channel, const TreeLinks& links, TreeConns* out) {
+  out->nChildren = links.nDown();
+  for (int i = 0; i < out->nChildren; ++i) {
+    out->childRecv[i] = connOf(comm, channel, kConnColl, links.down[i], false);
+    out->childSend[i] = connOf(comm, channel, kConnColl, links.down[i], true);
+    if (!out->childRecv[i] || !out->childSend[i])
+      TUTTI_FAIL(ncclInternalError, "rank {}: channel {} has no tree connection to child rank {}", comm->rank,
+                 channel, links.down[i]);
+  }
+  if (links.up >= 0) {
+    out->parentRecv = connOf(comm, channel, kConnColl, links.up, false);
+    out->parentSend = connOf(comm, channel, kConnColl, links.up, true);
+    if (!out->parentRecv || !out->parentSend)
+      TUTTI_FAIL(ncclInternalError, "rank {}: channel {} has no tree connection to parent rank {}", comm->rank,
+                 channel, links.up);
+  }
+  return ncclSuccess;
+}
+
+TreeWork treeWorkOf(const ncclComm* comm, const CollWork& w, int channel) {
+  return TreeWork{w.chOffset, w.chCount, w.chunkCount, comm->trees.channelLinks(channel, comm->rank)};
+}
+
+// Steps the channel's collectives will take from each receive connection, so a network proxy can post
+// exactly those receives. A connection may serve several plans (ring and tree share them), so counts add up.
+using StepCounts = std::vector<std::pair<HostConn*, uint64_t>>;
+void addSteps(StepCounts* counts, HostConn* conn, uint64_t steps) {
+  if (!conn) return;
+  for (auto& [c, n] : *counts)
+    if (c == conn) {
+      n += steps;
+      return;
+    }
+  counts->emplace_back(conn, steps);
+}
+
+ncclResult_t countChannelSteps(ncclComm* comm, const std::vector<CollPlan>& colls, int c, HostConn* ringRecv,
+                               StepCounts* counts) {
+  for (const CollPlan& p : colls) {
+    if (c >= static_cast<int>(p.work.size())) continue;
+    if (isTree(p)) {
+      const TreeWork tw = treeWorkOf(comm, p.work[c], c);
+      TreeConns tc;
+      TUTTI_CHECK(treeConns(comm, c, tw.links, &tc));
+      HostStepCounter up(tc.childRecv[0], p.protocol, p.eltSize), down(tc.parentRecv, p.protocol, p.eltSize);
+      TUTTI_CHECK(treeAllReduce(up, down, tw));
+      for (int i = 0; i < tc.nChildren; ++i) addSteps(counts, tc.childRecv[i], up.recvSteps());
+      addSteps(counts, tc.parentRecv, down.recvSteps());
+    } else if (ringRecv) {
+      HostStepCounter counter(ringRecv, p.protocol, p.eltSize);
+      TUTTI_CHECK(runRingCollective(counter, p.work[c]));
+      addSteps(counts, ringRecv, counter.recvSteps());
+    }
+  }
+  return ncclSuccess;
 }
 
 ncclResult_t runP2pList(ncclComm* comm, const std::vector<Task>& tasks, bool sending) {
@@ -61,14 +136,30 @@ ncclResult_t launchConnect(CommLaunch& launch) {
   ncclComm* comm = launch.comm;
   logSetThreadRank(comm->rank);
   std::vector<ConnRequest> wanted;
+  std::set<std::tuple<int, int, bool>> seen;  // (channel, peer, isSend) of collective connections
+  auto want = [&](int c, int peer, bool isSend) {
+    if (seen.insert({c, peer, isSend}).second) wanted.push_back({c, kConnColl, peer, isSend});
+  };
   if (comm->nRanks > 1) {
-    int channels = 0;
-    for (const CollPlan& p : launch.colls) channels = std::max(channels, static_cast<int>(p.work.size()));
-    for (int c = 0; c < channels; ++c) {
-      ChannelRing& ring = comm->rings[c];
-      if (ring.sendConn && ring.recvConn) continue;
-      wanted.push_back({c, kConnColl, ring.next, true});
-      wanted.push_back({c, kConnColl, ring.prev, false});
+    for (const CollPlan& p : launch.colls) {
+      for (int c = 0; c < static_cast<int>(p.work.size()); ++c) {
+        if (isTree(p)) {
+          const TreeLinks& links = comm->trees.channelLinks(c, comm->rank);
+          if (links.up >= 0) {
+            want(c, links.up, true);
+            want(c, links.up, false);
+          }
+          for (int i = 0; i < links.nDown(); ++i) {
+            want(c, links.down[i], true);
+            want(c, links.down[i], false);
+          }
+          continue;
+        }
+        const ChannelRing& ring = comm->rings[c];
+        if (ring.sendConn && ring.recvConn) continue;
+        want(c, ring.next, true);
+        want(c, ring.prev, false);
+      }
     }
   }
   for (const Task& t : launch.p2p)
@@ -96,20 +187,27 @@ ncclResult_t launchItems(CommLaunch& launch, std::vector<WorkItem>* items) {
       const ChannelRing& ring = comm->rings[c];
       HostConn* recv = comm->nRanks > 1 && ring.recvConn ? &ring.recvConn->host : nullptr;
       HostConn* send = comm->nRanks > 1 && ring.sendConn ? &ring.sendConn->host : nullptr;
-      if (recv) {
-        // Tell the receive side (a network proxy) how many steps this launch will take from it.
-        uint64_t steps = 0;
-        for (const CollPlan& p : *colls) {
-          if (c >= static_cast<int>(p.work.size())) continue;
-          HostStepCounter counter(recv, p.protocol, p.eltSize);
-          runRingCollective(counter, p.work[c]);
-          steps += counter.recvSteps();
-        }
-        announceRecvSteps(recv, steps);
+      if (comm->nRanks > 1) {
+        // Tell the receive sides (network proxies) how many steps this launch will take from them.
+        StepCounts counts;
+        TUTTI_CHECK(countChannelSteps(comm, *colls, c, recv, &counts));
+        for (auto& [conn, steps] : counts) announceRecvSteps(conn, steps);
       }
       for (const CollPlan& p : *colls) {
         if (c >= static_cast<int>(p.work.size())) continue;
         OpLabel label{comm->rank, funcName(p.task.func), p.opCount, c, &comm->failure, commAskFailure, comm};
+        if (isTree(p)) {
+          const TreeWork tw = treeWorkOf(comm, p.work[c], c);
+          TreeConns tc;
+          TUTTI_CHECK(treeConns(comm, c, tw.links, &tc));
+          const int hasParent = tc.parentSend ? 1 : 0;
+          HostPrims up(tc.childRecv, tc.nChildren, &tc.parentSend, hasParent, p.task.sendbuff, p.task.recvbuff,
+                       p.eltSize, p.op, wait, label, p.protocol);
+          HostPrims down(&tc.parentRecv, hasParent, tc.childSend, tc.nChildren, p.task.sendbuff, p.task.recvbuff,
+                         p.eltSize, p.op, wait, label, p.protocol);
+          TUTTI_CHECK(treeAllReduce(up, down, tw));
+          continue;
+        }
         HostPrims prims(recv, send, p.task.sendbuff, p.task.recvbuff, p.eltSize, p.op, wait, label, p.protocol);
         TUTTI_CHECK(runRingCollective(prims, p.work[c]));
       }

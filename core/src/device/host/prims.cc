@@ -5,6 +5,7 @@
 #include "proxy/proxy.h"
 #include "util/check.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <vector>
@@ -14,7 +15,7 @@ namespace {
 
 // Per-thread staging for LL: lines are not contiguous data, so reductions work on unpacked copies.
 struct LLStaging {
-  std::vector<char> recv, send;
+  std::vector<char> recv[kMaxPrimsPeers], send;
 };
 thread_local LLStaging tStaging;
 
@@ -25,22 +26,27 @@ size_t HostPrims::slotDataBytes(const tuttiConnector_t& conn, int proto) {
   return proto == TUTTI_PROTO_LL ? llSlotData(slotBytes) : slotBytes;
 }
 
-HostPrims::HostPrims(HostConn* recv, HostConn* send, const void* input, void* output, size_t eltSize,
-                     const ResolvedRedOp& op, const WaitContext& wait, const OpLabel& label, int proto)
-    : recv_(recv), send_(send), input_(static_cast<const char*>(input)), output_(static_cast<char*>(output)),
-      eltSize_(eltSize), proto_(proto), op_(op), wait_(wait), label_(label) {
-  // Both directions of a channel use the same slot geometry (buffer size / NCCL_STEPS).
-  const HostConn* c = send_ ? send_ : recv_;
+HostPrims::HostPrims(HostConn* const* recvs, int nRecv, HostConn* const* sends, int nSend, const void* input,
+                     void* output, size_t eltSize, const ResolvedRedOp& op, const WaitContext& wait,
+                     const OpLabel& label, int proto)
+    : input_(static_cast<const char*>(input)), output_(static_cast<char*>(output)), eltSize_(eltSize),
+      proto_(proto), op_(op), wait_(wait), label_(label) {
+  nRecv_ = std::min(nRecv, kMaxPrimsPeers);
+  nSend_ = std::min(nSend, kMaxPrimsPeers);
+  for (int i = 0; i < nRecv_; ++i) recvs_[i] = recvs[i];
+  for (int i = 0; i < nSend_; ++i) sends_[i] = sends[i];
+  // Every connection of a communicator has the same slot geometry (buffer size / NCCL_STEPS).
+  const HostConn* c = nSend_ ? sends_[0] : nRecv_ ? recvs_[0] : nullptr;
   slotData_ = c ? slotDataBytes(c->conn, proto_) : 0;
   slotData_ -= slotData_ % eltSize_;
   if (proto_ == TUTTI_PROTO_LL) {
-    if (tStaging.recv.size() < slotData_) tStaging.recv.resize(slotData_);
+    for (int i = 0; i < nRecv_; ++i)
+      if (tStaging.recv[i].size() < slotData_) tStaging.recv[i].resize(slotData_);
     if (tStaging.send.size() < slotData_) tStaging.send.resize(slotData_);
   }
 }
 
-ncclResult_t HostPrims::waitFailed(WaitStatus st, bool sending, uint64_t step) const {
-  const HostConn* c = sending ? send_ : recv_;
+ncclResult_t HostPrims::waitFailed(WaitStatus st, const HostConn* c, bool sending, uint64_t step) const {
   const char* what = sending ? "a free slot towards" : "data from";
   switch (st) {
     case WaitStatus::Aborted:
@@ -88,38 +94,41 @@ ncclResult_t HostPrims::waitFailed(WaitStatus st, bool sending, uint64_t step) c
   }
 }
 
-ncclResult_t HostPrims::checkSize(uint64_t step, size_t bytes) const {
-  const tuttiConnCtrl_t* ctrl = recv_->conn.ctrl;
-  const int slot = static_cast<int>(step % TUTTI_STEPS);
+ncclResult_t HostPrims::checkSize(const HostConn* c, size_t bytes) const {
+  const tuttiConnCtrl_t* ctrl = c->conn.ctrl;
+  const int slot = static_cast<int>(c->step % TUTTI_STEPS);
   const int64_t got = std::atomic_ref<const int64_t>(ctrl->sizes[slot]).load(std::memory_order_relaxed);
   const int32_t proto = std::atomic_ref<const int32_t>(ctrl->protos[slot]).load(std::memory_order_relaxed);
   // A proxy records what arrived on the wire: LL lines are 8 bytes per 4 bytes of data, protocol unknown.
-  const bool proxied = (recv_->conn.flags & TUTTI_CONN_PROXIED) != 0;
+  const bool proxied = (c->conn.flags & TUTTI_CONN_PROXIED) != 0;
   const size_t want = proxied && proto_ == TUTTI_PROTO_LL ? divUp(bytes, kLLDataPerLine) * kLLLineBytes : bytes;
   if (got != static_cast<int64_t>(want) || (!proxied && proto != proto_)) {
     TUTTI_FAIL(ncclInvalidUsage,
                "rank {}: {} (opCount {}, channel {}): rank {} sent {} bytes (protocol {}) where {} bytes (protocol {}) "
                "were expected (mismatched calls across ranks?)",
-               label_.rank, label_.opName, label_.opCount, label_.channel, recv_->peer, got, proto, bytes, proto_);
+               label_.rank, label_.opName, label_.opCount, label_.channel, c->peer, got, proto, bytes, proto_);
   }
   return ncclSuccess;
 }
 
-// Waits until the receive slot of `step` holds `bytes` of data and points *data at it (contiguous).
-ncclResult_t HostPrims::waitRecv(uint64_t step, size_t bytes, const char** data) {
-  tuttiConnCtrl_t* ctrl = recv_->conn.ctrl;
-  const tuttiConnector_t& conn = recv_->conn;
+// Waits until the current receive slot of recvs_[peer] holds `bytes` of data and points *data at it
+// (contiguous).
+ncclResult_t HostPrims::waitRecv(int peer, size_t bytes, const char** data) {
+  const HostConn* rc = recvs_[peer];
+  tuttiConnCtrl_t* ctrl = rc->conn.ctrl;
+  const tuttiConnector_t& conn = rc->conn;
+  const uint64_t step = rc->step;
   const int slot = static_cast<int>(step % TUTTI_STEPS);
   WaitContext w = wait_;
   w.shared = conn.shared != 0;
-  w.peerPid = recv_->peerPid;
+  w.peerPid = rc->peerPid;
   auto waitTail = [&]() -> ncclResult_t {
     WaitStatus st = waitAtLeast(&ctrl->tail, &ctrl->tailWaiters, &ctrl->tailSeq, &ctrl->senderClosed, step + 1, w);
-    return st == WaitStatus::Ready ? ncclSuccess : waitFailed(st, false, step);
+    return st == WaitStatus::Ready ? ncclSuccess : waitFailed(st, rc, false, step);
   };
   if (proto_ == TUTTI_PROTO_SIMPLE) {
     TUTTI_CHECK(waitTail());
-    TUTTI_CHECK(checkSize(step, bytes));
+    TUTTI_CHECK(checkSize(rc, bytes));
     *data = static_cast<const char*>(conn.buffs[TUTTI_PROTO_SIMPLE]) + slot * (conn.buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS);
     return ncclSuccess;
   }
@@ -130,7 +139,7 @@ ncclResult_t HostPrims::waitRecv(uint64_t step, size_t bytes, const char** data)
       : static_cast<const char*>(conn.buffs[TUTTI_PROTO_LL]) + slot * (conn.buffSizes[TUTTI_PROTO_LL] / TUTTI_STEPS);
   const size_t nLines = divUp(bytes, kLLDataPerLine);
   const uint32_t flag = llFlag(step);
-  char* out = tStaging.recv.data();
+  char* out = tStaging.recv[peer].data();
   if (proxied || nLines == 0) {
     TUTTI_CHECK(waitTail());  // an empty step has no line to carry a flag: tail alone marks it
   } else if (nLines > 1) {
@@ -159,14 +168,14 @@ ncclResult_t HostPrims::waitRecv(uint64_t step, size_t bytes, const char** data)
       spins = 0;
       continue;
     }
-    if (proxied) TUTTI_FAIL(ncclInternalError, "rank {}: LL slot from rank {} is incomplete", label_.rank, recv_->peer);
+    if (proxied) TUTTI_FAIL(ncclInternalError, "rank {}: LL slot from rank {} is incomplete", label_.rank, rc->peer);
     // The sender publishes tail once the slot is written: sleep on it after spinning, then finish reading.
     if (++spins > wait_.spinCount) {
       TUTTI_CHECK(waitTail());
       spins = 0;
     }
   }
-  TUTTI_CHECK(checkSize(step, bytes));
+  TUTTI_CHECK(checkSize(rc, bytes));
   *data = out;
   return ncclSuccess;
 }
@@ -187,42 +196,53 @@ void HostPrims::llWrite(char* slot, const char* src, size_t bytes, uint64_t step
   std::atomic_ref<uint64_t>(out[nLines - 1]).store(llLine(lineData(nLines - 1), flag), std::memory_order_release);
 }
 
+// Waits until the current send slot of sends_[peer] is free (the receiver released it) and points *slot
+// at it in the protocol's buffer.
+ncclResult_t HostPrims::waitSend(int peer, char** slot) {
+  const HostConn* sc = sends_[peer];
+  tuttiConnCtrl_t* ctrl = sc->conn.ctrl;
+  const uint64_t step = sc->step;
+  if (step + 1 > TUTTI_STEPS) {
+    WaitContext w = wait_;
+    w.shared = sc->conn.shared != 0;
+    w.peerPid = sc->peerPid;
+    WaitStatus st = waitAtLeast(&ctrl->head, &ctrl->headWaiters, &ctrl->headSeq, &ctrl->receiverClosed,
+                                step + 1 - TUTTI_STEPS, w);
+    if (st != WaitStatus::Ready) return waitFailed(st, sc, true, step);
+  }
+  *slot = static_cast<char*>(sc->conn.buffs[proto_]) +
+          (step % TUTTI_STEPS) * (sc->conn.buffSizes[proto_] / TUTTI_STEPS);
+  return ncclSuccess;
+}
+
 ncclResult_t HostPrims::run(unsigned mode, size_t in, size_t out, size_t n, bool postOp) {
   const size_t slotElems = slotData_ / eltSize_;
   const bool ll = proto_ == TUTTI_PROTO_LL;
+  const int nRecv = (mode & kRecv) ? nRecv_ : 0;
+  const int nSend = (mode & kSend) ? nSend_ : 0;
   size_t done = 0;
   // A zero-element call still makes one (empty) step on each connection it uses.
   do {
     const size_t elems = minSize(slotElems, n - done);
     const size_t bytes = elems * eltSize_;
-    const void* srcs[2];
-    void* dsts[2];
+    const void* srcs[2 + kMaxPrimsPeers];
+    void* dsts[2 + kMaxPrimsPeers];
+    char* sendSlots[kMaxPrimsPeers];
     int nSrcs = 0, nDsts = 0;
     if (mode & kSrcInput) srcs[nSrcs++] = input_ + (in + done) * eltSize_;
+    if (mode & kSrcOutput) srcs[nSrcs++] = output_ + (out + done) * eltSize_;
     if (mode & kDstOutput) dsts[nDsts++] = output_ + (out + done) * eltSize_;
-
-    const uint64_t rstep = recv_ ? recv_->step : 0;
-    if (mode & kRecv) {
+    for (int i = 0; i < nRecv; ++i) {
       const char* data = nullptr;
-      TUTTI_CHECK(waitRecv(rstep, bytes, &data));
+      TUTTI_CHECK(waitRecv(i, bytes, &data));
       srcs[nSrcs++] = data;
     }
-    const uint64_t sstep = send_ ? send_->step : 0;
-    char* sendSlot = nullptr;
-    if (mode & kSend) {
-      tuttiConnCtrl_t* ctrl = send_->conn.ctrl;
-      if (sstep + 1 > TUTTI_STEPS) {
-        WaitContext w = wait_;
-        w.shared = send_->conn.shared != 0;
-        w.peerPid = send_->peerPid;
-        WaitStatus st = waitAtLeast(&ctrl->head, &ctrl->headWaiters, &ctrl->headSeq, &ctrl->receiverClosed,
-                                    sstep + 1 - TUTTI_STEPS, w);
-        if (st != WaitStatus::Ready) return waitFailed(st, true, sstep);
-      }
-      const int slot = static_cast<int>(sstep % TUTTI_STEPS);
-      sendSlot = static_cast<char*>(send_->conn.buffs[proto_]) + slot * (send_->conn.buffSizes[proto_] / TUTTI_STEPS);
-      dsts[nDsts++] = ll ? tStaging.send.data() : sendSlot;
+    for (int i = 0; i < nSend; ++i) {
+      TUTTI_CHECK(waitSend(i, &sendSlots[i]));
+      if (!ll) dsts[nDsts++] = sendSlots[i];
     }
+    // LL: the data is staged once, then written as lines to every send slot.
+    if (ll && nSend > 0) dsts[nDsts++] = tStaging.send.data();
 
     if (elems > 0) {
       // The rank's own input enters the reduction through the pre-op (premulsum scalar), unless it is
@@ -230,18 +250,20 @@ ncclResult_t HostPrims::run(unsigned mode, size_t in, size_t out, size_t n, bool
       hostReduceCopy(op_, nSrcs, srcs, nDsts, dsts, elems, (mode & kSrcInput) != 0, postOp);
     }
 
-    if (mode & kSend) {
-      tuttiConnCtrl_t* ctrl = send_->conn.ctrl;
-      const int slot = static_cast<int>(sstep % TUTTI_STEPS);
+    for (int i = 0; i < nSend; ++i) {
+      HostConn* sc = sends_[i];
+      tuttiConnCtrl_t* ctrl = sc->conn.ctrl;
+      const int slot = static_cast<int>(sc->step % TUTTI_STEPS);
       std::atomic_ref<int64_t>(ctrl->sizes[slot]).store(static_cast<int64_t>(bytes), std::memory_order_relaxed);
       std::atomic_ref<int32_t>(ctrl->protos[slot]).store(proto_, std::memory_order_relaxed);
-      if (ll) llWrite(sendSlot, tStaging.send.data(), bytes, sstep);
-      publish(&ctrl->tail, &ctrl->tailWaiters, &ctrl->tailSeq, ++send_->step, send_->conn.shared);
-      if (send_->conn.flags & TUTTI_CONN_PROXIED) proxyRing();
+      if (ll) llWrite(sendSlots[i], tStaging.send.data(), bytes, sc->step);
+      publish(&ctrl->tail, &ctrl->tailWaiters, &ctrl->tailSeq, ++sc->step, sc->conn.shared);
+      if (sc->conn.flags & TUTTI_CONN_PROXIED) proxyRing();
     }
-    if (mode & kRecv) {
-      tuttiConnCtrl_t* ctrl = recv_->conn.ctrl;
-      publish(&ctrl->head, &ctrl->headWaiters, &ctrl->headSeq, ++recv_->step, recv_->conn.shared);
+    for (int i = 0; i < nRecv; ++i) {
+      HostConn* rc = recvs_[i];
+      tuttiConnCtrl_t* ctrl = rc->conn.ctrl;
+      publish(&ctrl->head, &ctrl->headWaiters, &ctrl->headSeq, ++rc->step, rc->conn.shared);
     }
     done += elems;
   } while (done < n);

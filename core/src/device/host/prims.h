@@ -39,12 +39,22 @@ struct OpLabel {
   void* askCtx = nullptr;
 };
 
+// Most connections one primitives object receives from or sends to in one step (a tree node's children).
+inline constexpr int kMaxPrimsPeers = 3;
+
 class HostPrims {
  public:
   // recv / send may be null when the algorithm does not use that direction. `eltSize` is the size of an
   // element of the offsets (1 for byte-wise collectives).
   HostPrims(HostConn* recv, HostConn* send, const void* input, void* output, size_t eltSize,
-            const ResolvedRedOp& op, const WaitContext& wait, const OpLabel& label, int proto = TUTTI_PROTO_SIMPLE);
+            const ResolvedRedOp& op, const WaitContext& wait, const OpLabel& label, int proto = TUTTI_PROTO_SIMPLE)
+      : HostPrims(&recv, recv ? 1 : 0, &send, send ? 1 : 0, input, output, eltSize, op, wait, label, proto) {}
+  // Several peers per direction (trees): a receive step takes one slot from EVERY recv connection and
+  // reduces them with the input in connection order (the same order on every call); a send step writes
+  // the same data to EVERY send connection. At most kMaxPrimsPeers each; null entries are not allowed.
+  HostPrims(HostConn* const* recvs, int nRecv, HostConn* const* sends, int nSend, const void* input, void* output,
+            size_t eltSize, const ResolvedRedOp& op, const WaitContext& wait, const OpLabel& label,
+            int proto = TUTTI_PROTO_SIMPLE);
 
   ncclResult_t send(size_t in, size_t n) { return run(kSrcInput | kSend, in, 0, n, false); }
   ncclResult_t recv(size_t out, size_t n) { return run(kRecv | kDstOutput, 0, out, n, false); }
@@ -59,6 +69,8 @@ class HostPrims {
   ncclResult_t recvReduceCopySend(size_t in, size_t out, size_t n) {
     return run(kSrcInput | kRecv | kDstOutput | kSend, in, out, n, true);
   }
+  // Sends from the output buffer what an earlier step left there (a tree root broadcasting its result).
+  ncclResult_t sendFromOutput(size_t out, size_t n) { return run(kSrcOutput | kSend, 0, out, n, false); }
   // No communication: output = postOp(preOp(input)) (one rank, or a self send/recv).
   ncclResult_t localCopy(size_t in, size_t out, size_t n);
 
@@ -68,15 +80,17 @@ class HostPrims {
   static size_t slotDataBytes(const tuttiConnector_t& conn, int proto);
 
  private:
-  enum : unsigned { kSrcInput = 1, kRecv = 2, kDstOutput = 4, kSend = 8 };
+  enum : unsigned { kSrcInput = 1, kRecv = 2, kDstOutput = 4, kSend = 8, kSrcOutput = 16 };
   ncclResult_t run(unsigned mode, size_t in, size_t out, size_t n, bool postOp);
-  ncclResult_t waitFailed(WaitStatus st, bool sending, uint64_t step) const;
-  ncclResult_t waitRecv(uint64_t step, size_t bytes, const char** data);
-  ncclResult_t checkSize(uint64_t step, size_t bytes) const;
+  ncclResult_t waitFailed(WaitStatus st, const HostConn* c, bool sending, uint64_t step) const;
+  ncclResult_t waitRecv(int peer, size_t bytes, const char** data);
+  ncclResult_t waitSend(int peer, char** slot);
+  ncclResult_t checkSize(const HostConn* c, size_t bytes) const;
   void llWrite(char* slot, const char* src, size_t bytes, uint64_t step);
 
-  HostConn* recv_;
-  HostConn* send_;
+  HostConn* recvs_[kMaxPrimsPeers] = {};
+  HostConn* sends_[kMaxPrimsPeers] = {};
+  int nRecv_ = 0, nSend_ = 0;
   const char* input_;
   char* output_;
   size_t eltSize_;
@@ -87,8 +101,8 @@ class HostPrims {
   OpLabel label_;
 };
 
-// Same interface as HostPrims, moving nothing: counts the steps an algorithm will make on the
-// receive connection, so a proxy can post exactly the receives an operation needs.
+// Same interface as HostPrims, moving nothing: counts the steps an algorithm will make on EACH of the
+// object's receive connections, so a proxy can post exactly the receives an operation needs.
 class HostStepCounter {
  public:
   explicit HostStepCounter(size_t slotElems) : slotElems_(slotElems ? slotElems : 1) {}
@@ -97,6 +111,7 @@ class HostStepCounter {
   ncclResult_t send(size_t, size_t) { return ncclSuccess; }
   ncclResult_t recv(size_t, size_t n) { return count(n); }
   ncclResult_t copySend(size_t, size_t, size_t) { return ncclSuccess; }
+  ncclResult_t sendFromOutput(size_t, size_t) { return ncclSuccess; }
   ncclResult_t recvCopySend(size_t, size_t n) { return count(n); }
   ncclResult_t recvReduceSend(size_t, size_t n) { return count(n); }
   ncclResult_t recvReduceCopy(size_t, size_t, size_t n) { return count(n); }
