@@ -1,92 +1,213 @@
 #!/usr/bin/env bash
-# Two "nodes" on one machine: network namespaces joined by a veth pair, two ranks in each (4 ranks,
-# TUTTI_HOSTNAME node0/node1). Runs tutti_mp_rank's collective and send/recv checks, then proves from the
-# INIT logs that pairs on one node used shm and pairs across nodes used net. The /30 below exists only on
-# the veth inside these namespaces; no traffic leaves the machine.
-# Usage: netns_test.sh <path to tutti_mp_rank>. Exit 77 (ctest SKIP_RETURN_CODE) when it cannot run here.
+# "Nodes" on one machine: one network namespace per node, each with its own ranks (TUTTI_HOSTNAME node<i>).
+# Two nodes are joined by a veth pair; three or more by a bridge in a switch namespace of their own. Every
+# rank runs tutti_mp_rank, i.e. the multi-process collective matrix (mp_cases.h) on one communicator; then
+# the INIT logs must show shm for every connection inside a node and net for every connection across
+# nodes, and (with all suites) every rank must have connected to every other rank. The 10.201.77.0/24
+# addresses exist only inside these namespaces; no traffic leaves the machine.
+#
+# Usage: netns_test.sh <tutti_mp_rank> <ranks per node, e.g. 2,2 or 1,1,1> [suite ...]
+# Exit 0 = passed, 1 = failed, 77 (ctest SKIP_RETURN_CODE) = cannot run here (the reason is printed).
+#
+# Nothing is left behind: the EXIT trap (also reached on INT/TERM/HUP) kills the ranks, deletes the
+# namespaces (and with them every veth and bridge) and the ranks' /dev/shm segments. A detached janitor
+# does the same if this script is killed outright (SIGKILL, e.g. a ctest timeout), and a run deletes
+# the namespaces of earlier runs whose script is gone.
 set -u
-bin=${1:?usage: netns_test.sh <tutti_mp_rank>}
+prefix=ttns                 # namespaces are ${prefix}<script pid>-<name>
+deadline=50                 # seconds before the ranks still running are killed (a hang); under the ctest TIMEOUT
+port=29400                  # NCCL_COMM_ID port; the namespaces are private to this run, so it cannot collide
+
+# Kills the ranks listed in <work>/pids that are still this program, removes their /dev/shm segments,
+# deletes the namespaces of run <tag> and the work directory. Idempotent.
+cleanup_run() {
+  local tag=$1 work=$2 bin=$3 p ns
+  local -a rank_pids=()
+  [ -f "$work/pids" ] && read -r -a rank_pids <"$work/pids"
+  for p in "${rank_pids[@]}"; do
+    # Only a process that still runs our binary: the pid may have been reused since.
+    [ "$(readlink "/proc/$p/exe" 2>/dev/null)" = "$bin" ] && kill -9 "$p" 2>/dev/null
+  done
+  for p in "${rank_pids[@]}"; do
+    for _ in $(seq 1 50); do [ -e "/proc/$p" ] || break; sleep 0.05; done
+    rm -f /dev/shm/tutti-shm-"$p"-* 2>/dev/null
+  done
+  for ns in $(ip netns list 2>/dev/null | awk '{ print $1 }' | grep "^$tag-"); do ip netns del "$ns" 2>/dev/null; done
+  rm -rf "$work"
+}
+
+if [ "${1:-}" = --janitor ]; then  # --janitor <script pid> <tag> <work> <bin>: waits for the script to go
+  while kill -0 "$2" 2>/dev/null; do sleep 0.5; done
+  cleanup_run "$3" "$4" "$5"
+  exit 0
+fi
+
 skip() { echo "SKIP: $*"; exit 77; }
+usage() { echo "usage: $0 <tutti_mp_rank> <ranks per node, e.g. 2,2 or 1,1,1> [suite ...]"; exit 1; }
+[ $# -ge 2 ] || usage
+bin=$(readlink -f "$1") || usage
+layout=$2
+shift 2
+suites=("$@")
+[[ $layout =~ ^[1-9](,[1-9])+$ ]] || { echo "FAIL: layout '$layout' is not two or more counts like 2,1"; usage; }
+IFS=, read -r -a per_node <<<"$layout"
+nnodes=${#per_node[@]}
+node_of=()                  # node_of[rank]
+for i in "${!per_node[@]}"; do
+  for _ in $(seq 1 "${per_node[$i]}"); do node_of+=("$i"); done
+done
+nranks=${#node_of[@]}
 
 [ "$(id -u)" = 0 ] || skip "needs root to create network namespaces"
 command -v ip >/dev/null 2>&1 || skip "the ip command (iproute2) is not installed"
 [ -x "$bin" ] || { echo "FAIL: $bin is not an executable"; exit 1; }
 
-tag="tt$$"                       # unique per run: concurrent runs do not collide
-ns0="${tag}n0"; ns1="${tag}n1"
-veth0="${tag}a"; veth1="${tag}b"  # interface names stay under 16 characters
-addr0=10.201.77.1; addr1=10.201.77.2
+# Namespaces of earlier runs whose script no longer exists (killed before its janitor could clean up).
+for ns in $(ip netns list 2>/dev/null | awk '{ print $1 }' | grep -E "^$prefix[0-9]+-"); do
+  owner=${ns#"$prefix"}; owner=${owner%%-*}
+  kill -0 "$owner" 2>/dev/null || { echo "deleting stale namespace $ns"; ip netns del "$ns" 2>/dev/null; }
+done
+
+tag="$prefix$$"
 work=$(mktemp -d "${TMPDIR:-/tmp}/tutti-netns.XXXXXX")
 pids=()
-
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-  ip netns del "$ns0" 2>/dev/null
-  ip netns del "$ns1" 2>/dev/null
-  ip link del "$veth0" 2>/dev/null   # only left when moving it into a namespace failed
-  rm -rf "$work"
+watchdog=
+on_exit() {
+  [ -n "$watchdog" ] && kill "$watchdog" 2>/dev/null
+  cleanup_run "$tag" "$work" "$bin"
 }
-trap cleanup EXIT
+trap on_exit EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+# The janitor is detached (own session, parent gone) so that killing this script's process tree spares it.
+( setsid "$BASH" "$0" --janitor $$ "$tag" "$work" "$bin" </dev/null >/dev/null 2>&1 & )
 
-ip netns add "$ns0" 2>"$work/err" || skip "ip netns add failed: $(cat "$work/err")"
-ip netns add "$ns1" || skip "ip netns add failed"
-ip link add "$veth0" type veth peer name "$veth1" 2>"$work/err" || skip "cannot create a veth pair: $(cat "$work/err")"
+ns_of() { echo "$tag-n$1"; }
+addr_of() { echo "10.201.77.$(($1 + 1))"; }
+ifc=veth0                   # the node's interface, same name in every node namespace
+ip netns add "$(ns_of 0)" 2>"$work/err" || skip "ip netns add failed: $(cat "$work/err")"
 set -e
-ip link set "$veth0" netns "$ns0"
-ip link set "$veth1" netns "$ns1"
-ip -n "$ns0" addr add "$addr0/30" dev "$veth0"
-ip -n "$ns1" addr add "$addr1/30" dev "$veth1"
-for ns in "$ns0" "$ns1"; do ip -n "$ns" link set lo up; done
-ip -n "$ns0" link set "$veth0" up
-ip -n "$ns1" link set "$veth1" up
+for i in $(seq 1 $((nnodes - 1))); do ip netns add "$(ns_of "$i")"; done
 set +e
-# A fresh veth pair takes a moment to get carrier; wait (bounded) until both ends are up.
+# Links are created directly inside the namespaces, so none ever exists in the host's namespace.
+if [ "$nnodes" = 2 ]; then
+  ip link add "$ifc" netns "$(ns_of 0)" type veth peer name "$ifc" netns "$(ns_of 1)" 2>"$work/err" ||
+    skip "cannot create a veth pair: $(cat "$work/err")"
+else
+  sw="$tag-sw"
+  ip netns add "$sw" || skip "ip netns add failed"
+  ip -n "$sw" link add br0 type bridge forward_delay 0 2>"$work/err" ||
+    skip "cannot create a bridge for $nnodes nodes: $(cat "$work/err")"
+  ip -n "$sw" link set br0 up
+  for i in $(seq 0 $((nnodes - 1))); do
+    ip link add "$ifc" netns "$(ns_of "$i")" type veth peer name "port$i" netns "$sw" 2>"$work/err" ||
+      skip "cannot create a veth pair: $(cat "$work/err")"
+    ip -n "$sw" link set "port$i" master br0 up
+  done
+fi
+set -e
+for i in $(seq 0 $((nnodes - 1))); do
+  ip -n "$(ns_of "$i")" addr add "$(addr_of "$i")/24" dev "$ifc"
+  ip -n "$(ns_of "$i")" link set lo up
+  ip -n "$(ns_of "$i")" link set "$ifc" up
+done
+set +e
+# A fresh veth takes a moment to get carrier; wait (bounded) until every node's end is up.
 for _ in $(seq 1 50); do
-  ip -n "$ns1" link show "$veth1" | grep -q 'LOWER_UP' && ip -n "$ns0" link show "$veth0" | grep -q 'LOWER_UP' && break
+  down=0
+  for i in $(seq 0 $((nnodes - 1))); do
+    ip -n "$(ns_of "$i")" link show "$ifc" | grep -q LOWER_UP || down=1
+  done
+  [ $down = 0 ] && break
   sleep 0.1
 done
+[ $down = 0 ] || { echo "FAIL: the veth links did not come up"; exit 1; }
 if command -v ping >/dev/null 2>&1; then
-  ip netns exec "$ns0" ping -c 1 -W 3 "$addr1" >/dev/null 2>&1 || { echo "FAIL: the veth link carries no traffic"; exit 1; }
+  for i in $(seq 1 $((nnodes - 1))); do
+    ip netns exec "$(ns_of "$i")" ping -c 1 -W 3 "$(addr_of 0)" >/dev/null 2>&1 ||
+      { echo "FAIL: node $i cannot reach node 0 over the veth links"; exit 1; }
+  done
 fi
 
-port=$((20000 + $$ % 20000))
+echo "layout $layout: $nranks ranks on $nnodes nodes (ranks per node $layout), suites: ${suites[*]:-all}"
 start=$(date +%s.%N)
-for r in 0 1 2 3; do
-  node=$((r / 2))
-  if [ $node = 0 ]; then ns=$ns0; ifc=$veth0; else ns=$ns1; ifc=$veth1; fi
-  ip netns exec "$ns" env TUTTI_HOSTNAME="node$node" NCCL_SOCKET_IFNAME="$ifc" NCCL_COMM_ID="$addr0:$port" \
-    NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT NCCL_DEBUG_FILE="$work/log.$r" \
-    timeout -s KILL 25 "$bin" "$r" 4 >"$work/out.$r" 2>&1 &
+for r in $(seq 0 $((nranks - 1))); do
+  node=${node_of[$r]}
+  # ip netns exec and env both exec, so $! is the rank's own pid (its /dev/shm segments carry it).
+  ip netns exec "$(ns_of "$node")" env TUTTI_HOSTNAME="node$node" NCCL_SOCKET_IFNAME="$ifc" \
+    NCCL_COMM_ID="$(addr_of 0):$port" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT NCCL_DEBUG_FILE="$work/log.$r" \
+    "$bin" "$r" "$nranks" "${suites[@]}" >"$work/out.$r" 2>&1 &
   pids+=($!)
 done
+echo "${pids[*]}" >"$work/pids"
+# Watchdog: kills the ranks still running at the deadline. Its own sleep is killed with it, and it holds
+# no output pipe, so a passing run does not wait for it. Once the work directory is gone (this script was
+# killed and the janitor cleaned up) the pids may belong to someone else: then it does nothing.
+(
+  exec >/dev/null 2>&1
+  sleeper=
+  trap 'kill $sleeper 2>/dev/null; exit 0' TERM
+  sleep "$deadline" & sleeper=$!
+  wait "$sleeper"
+  [ -d "$work" ] || exit 0
+  touch "$work/watchdog"
+  kill -9 "${pids[@]}"
+) &
+watchdog=$!
 
 fail=0
-for r in 0 1 2 3; do
+for r in $(seq 0 $((nranks - 1))); do
   wait "${pids[$r]}"; rc=$?
-  echo "----- rank $r (exit $rc) -----"; tail -n 20 "$work/out.$r"
-  if [ $rc != 0 ]; then
-    fail=1
-    [ $rc = 137 ] && echo "rank $r was killed after 25 s (hang)"
-    echo "--- log of rank $r ---"; tail -n 30 "$work/log.$r" 2>/dev/null
+  if [ $rc = 0 ]; then
+    echo "rank $r (node ${node_of[$r]}): $(tail -n 1 "$work/out.$r")"
+    continue
   fi
+  fail=1
+  echo "----- rank $r (node ${node_of[$r]}, pid ${pids[$r]}) failed: exit $rc -----"
+  if [ -e "$work/watchdog" ] && [ $rc = 137 ]; then echo "rank $r was still running after $deadline s (hang)"; fi
+  # The failed checks, each naming its case and rank, then the end of the output and of the INIT log.
+  grep -m 20 '^\[ failure \]' "$work/out.$r"
+  echo "--- last lines of its output ---"; tail -n 10 "$work/out.$r"
+  echo "--- last lines of its log ---"; tail -n 20 "$work/log.$r" 2>/dev/null
 done
-pids=()
+kill "$watchdog" 2>/dev/null
+wait "$watchdog" 2>/dev/null
+watchdog=
 echo "ranks finished in $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }') s"
 
-# Every logged connection: same node must be shm, different nodes net; every rank must log both kinds
-# (each has a same-node peer and cross-node peers in the checks above).
-for r in 0 1 2 3; do
+# Every logged connection: same node must be shm, different nodes net. Every rank has a peer on another
+# node, so it must log net; shm only where its node has another rank. With all suites (all-pairs send/recv
+# among them) every rank must also have logged a connection with every other rank.
+for r in $(seq 0 $((nranks - 1))); do
   lines=$(grep -ho 'rank [0-9]* channel [0-9]* [a-z0-9]* [<>-]* rank [0-9]* via [a-z]*' "$work/log.$r" 2>/dev/null)
-  bad=$(echo "$lines" | awk 'NF { me=$2; peer=$(NF-2); t=$NF; want=(int(me/2)==int(peer/2)) ? "shm" : "net";
-                               if (me != peer && t != want) print "  " $0 " (expected " want ")" }')
+  bad=$(echo "$lines" | awk -v nodes="${node_of[*]}" '
+    BEGIN { n = split(nodes, node, " ") }
+    NF { me = $2; peer = $(NF - 2); t = $NF
+         if (me + 1 > n || peer + 1 > n) { print "  " $0 " (no such rank)"; next }
+         want = (node[me + 1] == node[peer + 1]) ? "shm" : "net"
+         if (me != peer && t != want) print "  " $0 " (expected " want ")" }')
   nshm=$(echo "$lines" | grep -c 'via shm'); nnet=$(echo "$lines" | grep -c 'via net')
   echo "rank $r: $nshm shm and $nnet net connections"
   if [ -n "$bad" ]; then echo "FAIL: rank $r used the wrong transport:"; echo "$bad"; fail=1; fi
-  if [ "$nshm" = 0 ] || [ "$nnet" = 0 ]; then echo "FAIL: rank $r logged no shm or no net connection"; fail=1; fi
+  if [ "$nnet" = 0 ]; then echo "FAIL: rank $r logged no net connection"; fail=1; fi
+  if [ "${per_node[${node_of[$r]}]}" -gt 1 ] && [ "$nshm" = 0 ]; then
+    echo "FAIL: rank $r logged no shm connection although its node has other ranks"; fail=1
+  fi
+  if [ ${#suites[@]} = 0 ]; then
+    peers=" $(echo "$lines" | awk 'NF { print $(NF - 2) }' | sort -un | paste -sd' ') "
+    for p in $(seq 0 $((nranks - 1))); do
+      [ "$p" = "$r" ] && continue
+      [[ $peers == *" $p "* ]] || { echo "FAIL: rank $r logged no connection with rank $p"; fail=1; }
+    done
+  fi
 done
 
-left=$(ls /dev/shm 2>/dev/null | grep -E "^tutti-shm-($(grep -ho '^[^:]*:[0-9]*' "$work"/log.* | cut -d: -f2 | sort -u | paste -sd'|'))-")
-if [ -n "$left" ]; then echo "FAIL: left in /dev/shm: $left"; fail=1; fi
+# Ranks that exited on their own must have removed their segments (the cleanup removes them anyway).
+if [ -z "$(ls "$work"/watchdog 2>/dev/null)" ]; then
+  left=$(ls /dev/shm 2>/dev/null | grep -E "^tutti-shm-($(echo "${pids[*]}" | tr ' ' '|'))-")
+  if [ -n "$left" ]; then echo "FAIL: left in /dev/shm: $left"; fail=1; fi
+fi
 
 [ $fail = 0 ] && echo "PASS" || echo "FAIL"
 exit $fail
