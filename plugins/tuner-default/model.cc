@@ -44,13 +44,18 @@ Shape shapeOf(ncclFunc_t f, int algo, int nRanks) {
 
 double Model::time(ncclFunc_t f, int algo, int proto, size_t nBytes) const {
   if (proto < 0 || proto >= NCCL_NUM_PROTOCOLS) return -1;
-  if (nRanks <= 1) return options.latencyUs[kLinkProcess][proto];  // a local copy
+  if (nRanks <= 1) return options.overheadUs[kLinkProcess][proto] + options.latencyUs[kLinkProcess][proto];
   const Shape s = shapeOf(f, algo, nRanks);
   if (s.steps < 0) return -1;
   const Link l = link();
-  // GB/s = 1e3 bytes per microsecond.
-  return options.latencyUs[l][proto] * s.steps +
-         s.traffic * static_cast<double>(nBytes) / (options.bandwidthGBs[l][proto] * 1e3);
+  // GB/s = 1e3 bytes per microsecond. The overhead is paid once per call whatever the rank count (launch,
+  // plan, completion), which a per-step latency fitted at one rank count would wrongly scale.
+  // Tree steps cost more than ring steps where a rank serves several peers (parent and two children, in two
+  // trees at once) on few cores: the factors scale the link's ring-fitted constants.
+  const bool tree = algo == NCCL_ALGO_TREE;
+  const double latency = options.latencyUs[l][proto] * (tree ? options.treeLatencyFactor : 1.0);
+  const double bandwidth = options.bandwidthGBs[l][proto] * (tree ? options.treeBandwidthFactor : 1.0);
+  return options.overheadUs[l][proto] + latency * s.steps + s.traffic * static_cast<double>(nBytes) / (bandwidth * 1e3);
 }
 
 int Model::channels(size_t nBytes) const {

@@ -14,13 +14,20 @@ namespace {
 
 // Defaults: see README.md ("Where the defaults come from"). Lists are LL,LL128,Simple.
 const OptionInfo kOptions[] = {
-    {"TUTTI_TUNER_INTRA_LINK", "shm", "Intra-node link the model assumes: process (threads, p2p) or shm"},
+    {"TUTTI_TUNER_INTRA_LINK", "auto",
+     "Intra-node link the model assumes: process (threads, p2p), shm, net, or auto (net when NCCL_SHM_DISABLE and "
+     "NCCL_P2P_DISABLE are both set, else shm)"},
+    {"TUTTI_TUNER_OVERHEAD_PROCESS", "0,0,0", "Fixed time per call (us) inside one process, for LL,LL128,Simple"},
+    {"TUTTI_TUNER_OVERHEAD_SHM", "0,0,0", "Fixed time per call (us) over shared memory, for LL,LL128,Simple"},
+    {"TUTTI_TUNER_OVERHEAD_NET", "0,0,0", "Fixed time per call (us) over the network, for LL,LL128,Simple"},
     {"TUTTI_TUNER_LATENCY_PROCESS", "0.9,0.8,0.6", "Per-step latency (us) inside one process, for LL,LL128,Simple"},
     {"TUTTI_TUNER_LATENCY_SHM", "0.9,0.8,0.6", "Per-step latency (us) over shared memory, for LL,LL128,Simple"},
     {"TUTTI_TUNER_LATENCY_NET", "130,110,100", "Per-step latency (us) over the network, for LL,LL128,Simple"},
     {"TUTTI_TUNER_BANDWIDTH_PROCESS", "0.3,1.0,4.0", "Data bandwidth (GB/s) inside one process, LL,LL128,Simple"},
     {"TUTTI_TUNER_BANDWIDTH_SHM", "0.35,1.0,4.0", "Data bandwidth (GB/s) over shared memory, LL,LL128,Simple"},
     {"TUTTI_TUNER_BANDWIDTH_NET", "0.08,0.3,1.0", "Data bandwidth (GB/s) over the network, LL,LL128,Simple"},
+    {"TUTTI_TUNER_TREE_LATENCY_FACTOR", "1", "Tree per-step latency as a multiple of the link's (ring) latency"},
+    {"TUTTI_TUNER_TREE_BANDWIDTH_FACTOR", "1", "Tree bandwidth as a multiple of the link's (ring) bandwidth"},
     {"TUTTI_TUNER_CHANNEL_BYTES", "262144", "Bytes of a collective per suggested channel (>= 1)"},
     {"TUTTI_TUNER_MAX_CHANNELS", "64", "Most channels suggested, 1..64 (the core clamps to its own limit)"},
 };
@@ -34,16 +41,18 @@ const char* valueOf(const char* name) {
   return "";
 }
 
-// "a,b,c": three finite numbers, each > 0 (a zero bandwidth or negative latency has no meaning).
-bool parseTriple(const char* name, double* out, std::string* error) {
+// "a,b,c": three finite numbers, each > 0 (a zero bandwidth or negative latency has no meaning), or >= 0
+// where zero is meaningful (a per-call overhead).
+bool parseTriple(const char* name, double* out, std::string* error, bool allowZero = false) {
   const char* text = valueOf(name);
   const char* p = text;
   for (int i = 0; i < NCCL_NUM_PROTOCOLS; ++i) {
     errno = 0;
     char* end = nullptr;
     double x = std::strtod(p, &end);
-    if (end == p || errno != 0 || !std::isfinite(x) || x <= 0) {
-      *error = std::string(name) + "=\"" + text + "\": expected three positive numbers for LL,LL128,Simple";
+    if (end == p || errno != 0 || !std::isfinite(x) || x < 0 || (x == 0 && !allowZero)) {
+      *error = std::string(name) + "=\"" + text + "\": expected three " +
+               (allowZero ? "non-negative" : "positive") + " numbers for LL,LL128,Simple";
       return false;
     }
     out[i] = x;
@@ -61,6 +70,26 @@ bool parseTriple(const char* name, double* out, std::string* error) {
     return false;
   }
   return true;
+}
+
+// One finite number > 0.
+bool parseFactor(const char* name, double* out, std::string* error) {
+  const char* text = valueOf(name);
+  errno = 0;
+  char* end = nullptr;
+  double x = std::strtod(text, &end);
+  if (end == text || *end != '\0' || errno != 0 || !std::isfinite(x) || x <= 0) {
+    *error = std::string(name) + "=\"" + text + "\": expected a positive number";
+    return false;
+  }
+  *out = x;
+  return true;
+}
+
+// NCCL's boolean variables: set and not 0.
+bool envFlag(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::strtoll(v, nullptr, 0) != 0;
 }
 
 bool parseInt(const char* name, long long lo, long long hi, long long* out, std::string* error) {
@@ -91,18 +120,28 @@ ncclResult_t readOptions(Options* out, std::string* error) {
     o.intraLink = kLinkProcess;
   } else if (strcasecmp(link, "shm") == 0) {
     o.intraLink = kLinkShm;
+  } else if (strcasecmp(link, "net") == 0) {
+    o.intraLink = kLinkNet;
+  } else if (strcasecmp(link, "auto") == 0) {
+    // With both intra-node transports disabled, ranks of one host talk through the network plugin.
+    o.intraLink = envFlag("NCCL_SHM_DISABLE") && envFlag("NCCL_P2P_DISABLE") ? kLinkNet : kLinkShm;
   } else {
-    *error = std::string("TUTTI_TUNER_INTRA_LINK=\"") + link + "\": expected process or shm";
+    *error = std::string("TUTTI_TUNER_INTRA_LINK=\"") + link + "\": expected auto, process, shm or net";
     return ncclInvalidUsage;
   }
   static const char* const kLat[kNumLinks] = {"TUTTI_TUNER_LATENCY_PROCESS", "TUTTI_TUNER_LATENCY_SHM",
                                               "TUTTI_TUNER_LATENCY_NET"};
+  static const char* const kOver[kNumLinks] = {"TUTTI_TUNER_OVERHEAD_PROCESS", "TUTTI_TUNER_OVERHEAD_SHM",
+                                               "TUTTI_TUNER_OVERHEAD_NET"};
   static const char* const kBw[kNumLinks] = {"TUTTI_TUNER_BANDWIDTH_PROCESS", "TUTTI_TUNER_BANDWIDTH_SHM",
                                              "TUTTI_TUNER_BANDWIDTH_NET"};
   for (int l = 0; l < kNumLinks; ++l) {
+    if (!parseTriple(kOver[l], o.overheadUs[l], error, true)) return ncclInvalidUsage;
     if (!parseTriple(kLat[l], o.latencyUs[l], error)) return ncclInvalidUsage;
     if (!parseTriple(kBw[l], o.bandwidthGBs[l], error)) return ncclInvalidUsage;
   }
+  if (!parseFactor("TUTTI_TUNER_TREE_LATENCY_FACTOR", &o.treeLatencyFactor, error)) return ncclInvalidUsage;
+  if (!parseFactor("TUTTI_TUNER_TREE_BANDWIDTH_FACTOR", &o.treeBandwidthFactor, error)) return ncclInvalidUsage;
   long long x = 0;
   if (!parseInt("TUTTI_TUNER_CHANNEL_BYTES", 1, 1ll << 40, &x, error)) return ncclInvalidUsage;
   o.channelBytes = x;

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# Forced versus automatic choice of the tuner, AllReduce 8 B .. 256 MiB (x4), 2 and 4 ranks (one process
+# each), over shm and over net-socket on loopback: all_reduce_perf runs once per forced pair (NCCL_ALGO x
+# NCCL_PROTO in {ring, tree} x {Simple, LL, LL128}) and once automatic; a short automatic run with
+# NCCL_DEBUG_SUBSYS=TUNING records what the tuner picked per size. A pair the engine does not run fails at
+# init or on its first call and shows as n/a; the sweep goes on. Writes benchmarks/results/tuner_sweep.md
+# (tuner_results.py sweep) and prints the summary line; raw outputs go to <build>/tuner-sweep/.
+#
+# usage: benchmarks/tuner_sweep.sh BUILD_DIR       (all_reduce_perf and the plugins must be built)
+#   RANKS="2 4" PATHS="shm net" narrow the sweep; QUICK=1 stops at 1 MiB (a smoke run, ~1 minute).
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+[ $# -ge 1 ] || { echo "usage: $0 BUILD_DIR" >&2; exit 2; }
+build=$(cd "$1" && pwd)
+perf=$build/bin/all_reduce_perf
+[ -x "$perf" ] || { echo "tuner_sweep.sh: $perf not found; build it: cmake --build $build --target" \
+  "all_reduce_perf tutti_transport_shm tutti_transport_p2p tutti_net_socket tutti_tuner_default" >&2; exit 1; }
+raw=$build/tuner-sweep
+out=$root/benchmarks/results/tuner_sweep.md
+ranks=${RANKS:-"2 4"}
+paths=${PATHS:-"shm net"}
+algos="ring tree"
+protos="Simple LL LL128"
+socket_env=(NCCL_SHM_DISABLE=1 NCCL_P2P_DISABLE=1 NCCL_SOCKET_IFNAME=lo)
+mkdir -p "$raw"
+rm -f "$raw"/*.txt "$raw"/*.log
+
+# Size segments as in side_by_side.sh: fewer iterations as sizes grow; segments below 16 MiB are swept
+# twice and keep each size's fastest sweep (a rank losing its core for a time slice spoils one sweep).
+# `limit` bounds one run in seconds: LL on a socket at 256 MiB would take minutes, so such a run is cut
+# and its missing rows show as "-" (the rows printed before the cut count). The largest segment measures
+# only the pairs within 4x of the fastest at the size before it (LL would spend minutes there, and lose).
+#        min   max   factor iters warmup repeats limit
+segments=("8    8     4 200 20 2 20"
+          "16   64K   4  30  5 2 30"
+          "256K 4M    4   5  1 2 30"
+          "16M  256M  4   2  1 1 25")
+[ "${QUICK:-0}" = 1 ] && segments=("8 8 4 50 5 1 20" "16 64K 4 10 2 1 20" "256K 1M 4 4 1 1 30")
+
+# run FILE ENV... -- ARGS...: appends one run (command first). A failure is recorded and the sweep goes on.
+run() {
+  local file=$1; shift
+  local envs=()
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  echo "## command: ${envs[*]} $perf $*" >> "$file"
+  local rc=0
+  env "${envs[@]}" timeout "$limit" "$perf" "$@" -c 0 >> "$file" 2>&1 || rc=$?
+  [ "$rc" = 0 ] || echo "## FAILED (exit $rc)" >> "$file"
+  return "$rc"
+}
+
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+start=$(date +%s)
+for path in $paths; do
+  base_env=(TUTTI_SWEEP=1)  # env needs at least one assignment
+  [ "$path" = net ] && base_env=("${socket_env[@]}")
+  for np in $ranks; do
+    echo "== $path, $np ranks" >&2
+    # Which pairs run at all: one 8 B call each. The rest of the sweep skips refused pairs (n/a).
+    pairs=()
+    limit=20
+    for a in $algos; do
+      for p in $protos; do
+        if run "$raw/$path-np$np-$a-$p-probe.log" "${base_env[@]}" NCCL_ALGO=$a NCCL_PROTO=$p -- \
+             -P "$np" -b 8 -e 8 -n 1 -w 0; then
+          pairs+=("$a/$p")
+        else
+          echo "   $a/$p: n/a" >&2
+        fi
+      done
+    done
+    # The automatic pick per size, from the TUNING log of a short run over every size.
+    last=${segments[-1]}
+    run "$raw/$path-np$np-auto-log.txt" "${base_env[@]}" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING -- \
+      -P "$np" -b 8 -e "$(echo "$last" | awk '{print $2}')" -f 2 -n 1 -w 0 || true
+    for seg in "${segments[@]}"; do
+      read -r b e f n w reps limit <<< "$seg"
+      if [ "$seg" = "${segments[-1]}" ] && [ "${#segments[@]}" -gt 1 ]; then
+        prev=$(echo "${segments[-2]}" | awk '{print $2}')
+        read -r -a pairs <<< "$(python3 "$root/benchmarks/tuner_results.py" keep "$raw" "$path" "$np" \
+          "$(numfmt --from=iec "$prev")" 4)"
+        echo "   from $b: ${pairs[*]:-none}" >&2
+      fi
+      sweep=(-P "$np" -b "$b" -e "$e" -f "$f" -n "$n" -w "$w")
+      for ((rep = 0; rep < reps; ++rep)); do
+        # Interleaved, so load that comes and goes hits every pair alike.
+        run "$raw/$path-np$np-auto.txt" "${base_env[@]}" -- "${sweep[@]}" || true
+        for ap in "${pairs[@]}"; do
+          run "$raw/$path-np$np-${ap%/*}-${ap#*/}.txt" "${base_env[@]}" NCCL_ALGO=${ap%/*} \
+            NCCL_PROTO=${ap#*/} -- "${sweep[@]}" || true
+        done
+      done
+    done
+  done
+done
+
+# Doubtful rows (auto/best above 1.10): measured again, auto and every pair interleaved, twice; each keeps
+# its fastest time, so a row stays flagged only when the gap survives three runs.
+# seg_for SIZE: the iterations of the segment a size belongs to.
+seg_for() {
+  local s=$1 seg b e f n w reps lim
+  for seg in "${segments[@]}"; do
+    read -r b e f n w reps lim <<< "$seg"
+    [ "$s" -le "$(numfmt --from=iec "$e")" ] && { echo "$n $w $lim"; return; }
+  done
+  echo "2 1 60"
+}
+for rep in 1 2; do
+  mapfile -t redo < <(python3 "$root/benchmarks/tuner_results.py" doubtful "$raw")
+  [ "${#redo[@]}" -gt 0 ] || break
+  echo "== again (pass $rep): ${#redo[@]} rows above 1.10" >&2
+  for row in "${redo[@]}"; do
+    read -r path np size <<< "$row"
+    read -r n w limit <<< "$(seg_for "$size")"
+    base_env=(TUTTI_SWEEP=1)
+    [ "$path" = net ] && base_env=("${socket_env[@]}")
+    sweep=(-P "$np" -b "$size" -e "$size" -n "$n" -w "$w")
+    run "$raw/$path-np$np-auto.txt" "${base_env[@]}" -- "${sweep[@]}" || true
+    for f in "$raw/$path-np$np"-*-*.txt; do
+      ap=${f#"$raw/$path-np$np-"}; ap=${ap%.txt}
+      [ "$ap" = auto-log ] && continue
+      run "$f" "${base_env[@]}" NCCL_ALGO=${ap%-*} NCCL_PROTO=${ap#*-} -- "${sweep[@]}" || true
+    done
+  done
+done
+elapsed=$(( $(date +%s) - start ))
+
+header=$(mktemp)
+trap 'rm -f "$header"' EXIT
+{
+  echo "# Tuner: forced pairs against the automatic choice"
+  echo
+  echo "- command: \`benchmarks/tuner_sweep.sh $1\` (RANKS=\"$ranks\", PATHS=\"$paths\", sweep segments:" \
+       "${segments[*]/%/;} as min max factor iters warmup repeats limit)"
+  echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'), run time ${elapsed} s, load average before: $load_before," \
+       "after: $(cut -d' ' -f1-3 /proc/loadavg) (other work on the host skews small sizes most)"
+  echo "- machine: $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p' | head -1)," \
+       "$(free -g | awk '/^Mem:/{print $2}') GiB, Linux $(uname -r)"
+  echo "- Tutti: commit $(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD -- core plugins ||
+       echo ' (+ local changes)'), host backend, default config, \`all_reduce_perf -P N -c 0\`; forced:" \
+       "\`NCCL_ALGO=<algo> NCCL_PROTO=<proto>\`; net: \`${socket_env[*]}\`"
+} > "$header"
+python3 "$root/benchmarks/tuner_results.py" sweep "$raw" "$header" "$out"
+echo "wrote $out (${elapsed} s)" >&2

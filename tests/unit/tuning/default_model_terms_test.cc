@@ -1,0 +1,134 @@
+// The default tuner's per-call overhead, tree factors and intra-node link choice, through the real plugin:
+// each option moves the estimate by exactly what the README's formula says, and bad values fail init.
+#include "plugin/tuner_plugin.h"
+#include "util/log.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tutti {
+namespace {
+
+constexpr int kA = NCCL_NUM_ALGORITHMS, kP = NCCL_NUM_PROTOCOLS;
+
+// Sets variables for one test and restores the environment after it.
+class Env {
+ public:
+  ~Env() {
+    for (const auto& [name, old] : saved_) {
+      if (old.has_value()) setenv(name.c_str(), old->c_str(), 1);
+      else unsetenv(name.c_str());
+    }
+  }
+  void set(const char* name, const char* value) {
+    const char* old = std::getenv(name);
+    saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
+    setenv(name, value, 1);
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+class DefaultTunerTerms : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(tunerPluginLoad(TUTTI_TUNER_DEFAULT_SO, &plugin_), ncclSuccess);
+    ASSERT_TRUE(plugin_);
+  }
+  // Costs of ring and tree (Simple) for an AllReduce of `bytes` on a fresh context; -1 when init fails.
+  struct Costs {
+    float ring = -1, tree = -1;
+  };
+  Costs costs(int nRanks, size_t bytes) {
+    void* ctx = nullptr;
+    if (plugin_->tuner.init(&ctx, 1, nRanks, 1, tuttiPluginLogger, nullptr, nullptr) != ncclSuccess) return {};
+    float t[kA][kP];
+    for (auto& row : t)
+      for (float& e : row) e = NCCL_ALGO_PROTO_IGNORE;
+    t[NCCL_ALGO_RING][NCCL_PROTO_SIMPLE] = t[NCCL_ALGO_TREE][NCCL_PROTO_SIMPLE] = 1.0f;
+    int ch = 1;
+    EXPECT_EQ(plugin_->tuner.getCollInfo(ctx, ncclFuncAllReduce, bytes, 1, reinterpret_cast<float**>(&t[0][0]), kA,
+                                         kP, 0, &ch), ncclSuccess);
+    EXPECT_EQ(plugin_->tuner.finalize(ctx), ncclSuccess);
+    return {t[NCCL_ALGO_RING][NCCL_PROTO_SIMPLE], t[NCCL_ALGO_TREE][NCCL_PROTO_SIMPLE]};
+  }
+  std::unique_ptr<TunerPlugin> plugin_;
+};
+
+TEST_F(DefaultTunerTerms, OverheadIsAddedOncePerCall) {
+  Env env;
+  env.set("TUTTI_TUNER_INTRA_LINK", "shm");
+  env.set("TUTTI_TUNER_OVERHEAD_SHM", "0,0,0");
+  const Costs base2 = costs(2, 4096), base8 = costs(8, 4096);
+  env.set("TUTTI_TUNER_OVERHEAD_SHM", "0,0,25");
+  const Costs more2 = costs(2, 4096), more8 = costs(8, 4096);
+  ASSERT_GT(base2.ring, 0);
+  // The same 25 us whatever the rank count (a per-step term would grow with the steps).
+  EXPECT_NEAR(more2.ring - base2.ring, 25.0f, 1e-3f);
+  EXPECT_NEAR(more8.ring - base8.ring, 25.0f, 1e-3f);
+  EXPECT_NEAR(more8.tree - base8.tree, 25.0f, 1e-3f);
+}
+
+TEST_F(DefaultTunerTerms, TreeFactorsScaleOnlyTree) {
+  Env env;
+  env.set("TUTTI_TUNER_INTRA_LINK", "shm");
+  env.set("TUTTI_TUNER_OVERHEAD_SHM", "0,0,0");
+  env.set("TUTTI_TUNER_LATENCY_SHM", "1,1,10");
+  env.set("TUTTI_TUNER_BANDWIDTH_SHM", "1,1,1");
+  const Costs base = costs(8, 0), baseBig = costs(8, size_t{1} << 20);
+  // 8 ranks: tree 2 ceil(log2 8) = 6 steps of 10 us at 0 bytes.
+  EXPECT_NEAR(base.tree, 60.0f, 1e-3f);
+  EXPECT_NEAR(base.ring, 140.0f, 1e-3f);  // 2(k-1) = 14 steps
+  env.set("TUTTI_TUNER_TREE_LATENCY_FACTOR", "3");
+  env.set("TUTTI_TUNER_TREE_BANDWIDTH_FACTOR", "4");
+  const Costs scaled = costs(8, 0), scaledBig = costs(8, size_t{1} << 20);
+  EXPECT_NEAR(scaled.tree, 180.0f, 1e-3f);
+  EXPECT_FLOAT_EQ(scaled.ring, base.ring);
+  EXPECT_FLOAT_EQ(scaledBig.ring, baseBig.ring);
+  // Traffic 2 x 1 MiB at 1 GB/s = 2097.152 us, a quarter of it at 4x the bandwidth.
+  EXPECT_NEAR(baseBig.tree - base.tree, 2097.152f, 0.01f);
+  EXPECT_NEAR(scaledBig.tree - scaled.tree, 2097.152f / 4, 0.01f);
+}
+
+TEST_F(DefaultTunerTerms, AutoLinkTakesTheNetworkWhenShmAndP2pAreDisabled) {
+  Env env;
+  env.set("TUTTI_TUNER_INTRA_LINK", "auto");
+  env.set("TUTTI_TUNER_OVERHEAD_SHM", "0,0,0");
+  env.set("TUTTI_TUNER_OVERHEAD_NET", "0,0,0");
+  env.set("TUTTI_TUNER_LATENCY_SHM", "1,1,1");
+  env.set("TUTTI_TUNER_LATENCY_NET", "1000,1000,1000");
+  env.set("NCCL_SHM_DISABLE", "0");
+  env.set("NCCL_P2P_DISABLE", "1");
+  EXPECT_NEAR(costs(2, 0).ring, 2.0f, 1e-3f) << "shm still carries intra-node traffic";
+  env.set("NCCL_SHM_DISABLE", "1");
+  EXPECT_NEAR(costs(2, 0).ring, 2000.0f, 1e-3f) << "only the network is left";
+  env.set("TUTTI_TUNER_INTRA_LINK", "shm");
+  EXPECT_NEAR(costs(2, 0).ring, 2.0f, 1e-3f) << "an explicit link wins over auto";
+}
+
+TEST_F(DefaultTunerTerms, BadTermValuesFailInit) {
+  for (const char* bad : {"-1,0,0", "0,0", "0,0,x", "nan,0,0"}) {
+    Env env;
+    env.set("TUTTI_TUNER_OVERHEAD_NET", bad);
+    EXPECT_LT(costs(2, 8).ring, 0) << "TUTTI_TUNER_OVERHEAD_NET=" << bad;
+  }
+  for (const char* bad : {"0", "-2", "x", "1.5x", ""}) {
+    Env env;
+    env.set("TUTTI_TUNER_TREE_LATENCY_FACTOR", bad);
+    // An empty value means "unset": the default applies.
+    if (*bad) EXPECT_LT(costs(2, 8).ring, 0) << "TUTTI_TUNER_TREE_LATENCY_FACTOR=" << bad;
+    else EXPECT_GT(costs(2, 8).ring, 0);
+  }
+  Env env;
+  env.set("TUTTI_TUNER_TREE_BANDWIDTH_FACTOR", "0.5");
+  EXPECT_GT(costs(2, 8).ring, 0);
+}
+
+}  // namespace
+}  // namespace tutti
