@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
   Report report;
   const int rc = runCasesAsRank(ctx, cases, report);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("rank %d/%d: %zu cases (%s) in %.2f s: %s\n", ctx.rank, ctx.nranks, cases.size(), suites.c_str(),
-              seconds, rc == 0 ? "all passed" : "FAILED");
+  std::printf("rank %d/%d: %zu cases (%s) in %.2f s: %s\n", ctx.rank, ctx.nranks, cases.size(),
+              suites.c_str(), seconds, rc == 0 ? "all passed" : "FAILED");
   return rc;
 }

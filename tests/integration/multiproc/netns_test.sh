@@ -15,29 +15,41 @@
 # the namespaces of earlier runs whose script is gone.
 set -u
 prefix=ttns                 # namespaces are ${prefix}<script pid>-<name>
-deadline=50                 # seconds before the ranks still running are killed (a hang); under the ctest TIMEOUT
+deadline=90                 # seconds until ranks still running count as hung and are killed (< ctest TIMEOUT)
 port=29400                  # NCCL_COMM_ID port; the namespaces are private to this run, so it cannot collide
 
-# Kills the ranks listed in <work>/pids that are still this program, removes their /dev/shm segments,
-# deletes the namespaces of run <tag> and the work directory. Idempotent.
+# Whether process $1 runs (a zombie does not: its parent may not have reaped it yet).
+alive() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  [ "${stat%% *}" != Z ]
+}
+
+# Stops the watchdog, kills the ranks listed in <work>/pids that still run this program, removes their
+# /dev/shm segments, deletes the namespaces of run <tag> (their links go with them) and the work directory.
+# Idempotent: the EXIT trap and the janitor may both run it.
 cleanup_run() {
   local tag=$1 work=$2 bin=$3 p ns
   local -a rank_pids=()
+  [ -f "$work/watchdog.pid" ] && kill "$(cat "$work/watchdog.pid")" 2>/dev/null
   [ -f "$work/pids" ] && read -r -a rank_pids <"$work/pids"
   for p in "${rank_pids[@]}"; do
     # Only a process that still runs our binary: the pid may have been reused since.
     [ "$(readlink "/proc/$p/exe" 2>/dev/null)" = "$bin" ] && kill -9 "$p" 2>/dev/null
   done
   for p in "${rank_pids[@]}"; do
-    for _ in $(seq 1 50); do [ -e "/proc/$p" ] || break; sleep 0.05; done
+    for _ in $(seq 1 50); do alive "$p" || break; sleep 0.05; done
     rm -f /dev/shm/tutti-shm-"$p"-* 2>/dev/null
   done
-  for ns in $(ip netns list 2>/dev/null | awk '{ print $1 }' | grep "^$tag-"); do ip netns del "$ns" 2>/dev/null; done
+  for ns in $(ip netns list 2>/dev/null | awk '{ print $1 }' | grep "^$tag-"); do
+    ip netns del "$ns" 2>/dev/null
+  done
   rm -rf "$work"
 }
 
 if [ "${1:-}" = --janitor ]; then  # --janitor <script pid> <tag> <work> <bin>: waits for the script to go
-  while kill -0 "$2" 2>/dev/null; do sleep 0.5; done
+  while alive "$2"; do sleep 0.5; done
   cleanup_run "$3" "$4" "$5"
   exit 0
 fi
@@ -49,7 +61,7 @@ bin=$(readlink -f "$1") || usage
 layout=$2
 shift 2
 suites=("$@")
-[[ $layout =~ ^[1-9](,[1-9])+$ ]] || { echo "FAIL: layout '$layout' is not two or more counts like 2,1"; usage; }
+[[ $layout =~ ^[1-9](,[1-9])+$ ]] || { echo "FAIL: layout '$layout' is not two or more counts (2,1)"; usage; }
 IFS=, read -r -a per_node <<<"$layout"
 nnodes=${#per_node[@]}
 node_of=()                  # node_of[rank]
@@ -65,7 +77,7 @@ command -v ip >/dev/null 2>&1 || skip "the ip command (iproute2) is not installe
 # Namespaces of earlier runs whose script no longer exists (killed before its janitor could clean up).
 for ns in $(ip netns list 2>/dev/null | awk '{ print $1 }' | grep -E "^$prefix[0-9]+-"); do
   owner=${ns#"$prefix"}; owner=${owner%%-*}
-  kill -0 "$owner" 2>/dev/null || { echo "deleting stale namespace $ns"; ip netns del "$ns" 2>/dev/null; }
+  alive "$owner" || { echo "deleting stale namespace $ns"; ip netns del "$ns" 2>/dev/null; }
 done
 
 tag="$prefix$$"
@@ -86,33 +98,31 @@ trap 'exit 129' HUP
 ns_of() { echo "$tag-n$1"; }
 addr_of() { echo "10.201.77.$(($1 + 1))"; }
 ifc=veth0                   # the node's interface, same name in every node namespace
+# Runs a setup command; a failure after the first namespace worked is a failure of the test, not a skip.
+must() { "$@" 2>"$work/err" || { echo "FAIL: '$*' failed: $(cat "$work/err")"; exit 1; }; }
 ip netns add "$(ns_of 0)" 2>"$work/err" || skip "ip netns add failed: $(cat "$work/err")"
-set -e
-for i in $(seq 1 $((nnodes - 1))); do ip netns add "$(ns_of "$i")"; done
-set +e
+for i in $(seq 1 $((nnodes - 1))); do must ip netns add "$(ns_of "$i")"; done
 # Links are created directly inside the namespaces, so none ever exists in the host's namespace.
 if [ "$nnodes" = 2 ]; then
   ip link add "$ifc" netns "$(ns_of 0)" type veth peer name "$ifc" netns "$(ns_of 1)" 2>"$work/err" ||
     skip "cannot create a veth pair: $(cat "$work/err")"
 else
   sw="$tag-sw"
-  ip netns add "$sw" || skip "ip netns add failed"
+  must ip netns add "$sw"
   ip -n "$sw" link add br0 type bridge forward_delay 0 2>"$work/err" ||
     skip "cannot create a bridge for $nnodes nodes: $(cat "$work/err")"
-  ip -n "$sw" link set br0 up
+  must ip -n "$sw" link set br0 up
   for i in $(seq 0 $((nnodes - 1))); do
     ip link add "$ifc" netns "$(ns_of "$i")" type veth peer name "port$i" netns "$sw" 2>"$work/err" ||
       skip "cannot create a veth pair: $(cat "$work/err")"
-    ip -n "$sw" link set "port$i" master br0 up
+    must ip -n "$sw" link set "port$i" master br0 up
   done
 fi
-set -e
 for i in $(seq 0 $((nnodes - 1))); do
-  ip -n "$(ns_of "$i")" addr add "$(addr_of "$i")/24" dev "$ifc"
-  ip -n "$(ns_of "$i")" link set lo up
-  ip -n "$(ns_of "$i")" link set "$ifc" up
+  must ip -n "$(ns_of "$i")" addr add "$(addr_of "$i")/24" dev "$ifc"
+  must ip -n "$(ns_of "$i")" link set lo up
+  must ip -n "$(ns_of "$i")" link set "$ifc" up
 done
-set +e
 # A fresh veth takes a moment to get carrier; wait (bounded) until every node's end is up.
 for _ in $(seq 1 50); do
   down=0
@@ -130,7 +140,8 @@ if command -v ping >/dev/null 2>&1; then
   done
 fi
 
-echo "layout $layout: $nranks ranks on $nnodes nodes (ranks per node $layout), suites: ${suites[*]:-all}"
+echo "layout $layout: $nranks ranks on $nnodes nodes, suites: ${suites[*]:-all}" \
+  "${NCCL_ALGO:+NCCL_ALGO=$NCCL_ALGO }${NCCL_PROTO:+NCCL_PROTO=$NCCL_PROTO}"
 start=$(date +%s.%N)
 for r in $(seq 0 $((nranks - 1))); do
   node=${node_of[$r]}
@@ -155,21 +166,35 @@ echo "${pids[*]}" >"$work/pids"
   kill -9 "${pids[@]}"
 ) &
 watchdog=$!
+echo "$watchdog" >"$work/watchdog.pid"
 
 fail=0
+summary=()                  # one line per problem, repeated at the end
+problem() { echo "FAIL: $1"; summary+=("$1"); fail=1; }
 for r in $(seq 0 $((nranks - 1))); do
-  wait "${pids[$r]}"; rc=$?
+  { wait "${pids[$r]}"; } 2>/dev/null; rc=$?  # (the shell's own "Killed" notice adds nothing)
   if [ $rc = 0 ]; then
     echo "rank $r (node ${node_of[$r]}): $(tail -n 1 "$work/out.$r")"
     continue
   fi
   fail=1
   echo "----- rank $r (node ${node_of[$r]}, pid ${pids[$r]}) failed: exit $rc -----"
-  if [ -e "$work/watchdog" ] && [ $rc = 137 ]; then echo "rank $r was still running after $deadline s (hang)"; fi
-  # The failed checks, each naming its case and rank, then the end of the output and of the INIT log.
-  grep -m 20 '^\[ failure \]' "$work/out.$r"
-  echo "--- last lines of its output ---"; tail -n 10 "$work/out.$r"
-  echo "--- last lines of its log ---"; tail -n 20 "$work/log.$r" 2>/dev/null
+  why="exit $rc"
+  if [ -e "$work/watchdog" ] && [ $rc = 137 ]; then
+    why="still running after $deadline s (hang), killed"; echo "rank $r was $why"
+  fi
+  # The failed checks name their case and rank. Without any (a crash, a hang, a failed init) the end of
+  # the INIT log is what says where the rank was.
+  nfail=$(grep -c '^\[ failure \]' "$work/out.$r")
+  if [ "$nfail" != 0 ]; then
+    grep -m 20 '^\[ failure \]' "$work/out.$r"
+    [ "$nfail" -gt 20 ] && echo "... $((nfail - 20)) more failed checks"
+    why="$nfail failed check(s), first: $(grep -m 1 '^\[ failure \]' "$work/out.$r" | cut -c13-)"
+  fi
+  echo "--- last lines of its output (failed checks left out) ---"
+  grep -v '^\[ failure \]' "$work/out.$r" | tail -n 10
+  if [ "$nfail" = 0 ]; then echo "--- last lines of its log ---"; tail -n 20 "$work/log.$r" 2>/dev/null; fi
+  summary+=("rank $r (node ${node_of[$r]}) failed: $why")
 done
 kill "$watchdog" 2>/dev/null
 wait "$watchdog" 2>/dev/null
@@ -180,7 +205,8 @@ echo "ranks finished in $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { print
 # node, so it must log net; shm only where its node has another rank. With all suites (all-pairs send/recv
 # among them) every rank must also have logged a connection with every other rank.
 for r in $(seq 0 $((nranks - 1))); do
-  lines=$(grep -ho 'rank [0-9]* channel [0-9]* [a-z0-9]* [<>-]* rank [0-9]* via [a-z]*' "$work/log.$r" 2>/dev/null)
+  [ -s "$work/log.$r" ] || { problem "rank $r wrote no INIT log"; continue; }
+  lines=$(grep -ho 'rank [0-9]* channel [0-9]* [a-z0-9]* [<>-]* rank [0-9]* via [a-z]*' "$work/log.$r")
   bad=$(echo "$lines" | awk -v nodes="${node_of[*]}" '
     BEGIN { n = split(nodes, node, " ") }
     NF { me = $2; peer = $(NF - 2); t = $NF
@@ -189,25 +215,27 @@ for r in $(seq 0 $((nranks - 1))); do
          if (me != peer && t != want) print "  " $0 " (expected " want ")" }')
   nshm=$(echo "$lines" | grep -c 'via shm'); nnet=$(echo "$lines" | grep -c 'via net')
   echo "rank $r: $nshm shm and $nnet net connections"
-  if [ -n "$bad" ]; then echo "FAIL: rank $r used the wrong transport:"; echo "$bad"; fail=1; fi
-  if [ "$nnet" = 0 ]; then echo "FAIL: rank $r logged no net connection"; fail=1; fi
+  if [ -n "$bad" ]; then problem "rank $r used the wrong transport (the connections follow)"; echo "$bad"; fi
+  [ "$nnet" = 0 ] && problem "rank $r logged no net connection"
   if [ "${per_node[${node_of[$r]}]}" -gt 1 ] && [ "$nshm" = 0 ]; then
-    echo "FAIL: rank $r logged no shm connection although its node has other ranks"; fail=1
+    problem "rank $r logged no shm connection although its node has other ranks"
   fi
   if [ ${#suites[@]} = 0 ]; then
     peers=" $(echo "$lines" | awk 'NF { print $(NF - 2) }' | sort -un | paste -sd' ') "
     for p in $(seq 0 $((nranks - 1))); do
       [ "$p" = "$r" ] && continue
-      [[ $peers == *" $p "* ]] || { echo "FAIL: rank $r logged no connection with rank $p"; fail=1; }
+      [[ $peers == *" $p "* ]] || problem "rank $r logged no connection with rank $p"
     done
   fi
 done
 
 # Ranks that exited on their own must have removed their segments (the cleanup removes them anyway).
-if [ -z "$(ls "$work"/watchdog 2>/dev/null)" ]; then
+if [ ! -e "$work/watchdog" ]; then
   left=$(ls /dev/shm 2>/dev/null | grep -E "^tutti-shm-($(echo "${pids[*]}" | tr ' ' '|'))-")
-  if [ -n "$left" ]; then echo "FAIL: left in /dev/shm: $left"; fail=1; fi
+  [ -n "$left" ] && problem "left in /dev/shm: $(echo $left)"
 fi
 
-[ $fail = 0 ] && echo "PASS" || echo "FAIL"
-exit $fail
+if [ $fail = 0 ]; then echo "PASS"; exit 0; fi
+echo "FAIL (layout $layout)"
+for line in "${summary[@]}"; do echo "  $line"; done
+exit 1
