@@ -37,20 +37,37 @@ struct GroupState {
 };
 thread_local GroupState tGroup;
 
-ncclResult_t launchGroup(std::vector<Task> tasks) {
+// Containers one launch fills, kept per thread and reused so a call outside a group allocates nothing
+// here once warm. launchGroup never runs twice at once on one thread (work it starts on this thread
+// makes no API call), so one set suffices.
+struct LaunchScratch {
+  std::vector<host::CommLaunch> launches;  // [0, used) hold this launch; the rest keep their capacity
+  std::vector<host::WorkItem> items;
+};
+thread_local LaunchScratch tScratch;
+
+// Rebinds a recycled launch to `t`'s communicator; its vectors keep their capacity.
+void resetLaunch(host::CommLaunch& l, const Task& t) {
+  l.comm = t.comm;
+  l.stream = t.stream;
+  l.colls.clear();
+  l.p2p.clear();
+}
+
+ncclResult_t launchGroup(const Task* tasks, size_t nTasks) {
   // One launch per communicator, in order of first appearance.
-  std::vector<host::CommLaunch> launches;
-  launches.reserve(4);
-  for (const Task& t : tasks) {
+  std::vector<host::CommLaunch>& launches = tScratch.launches;
+  size_t used = 0;
+  for (size_t i = 0; i < nTasks; ++i) {
+    const Task& t = tasks[i];
     // Groups hold few communicators: a linear search beats a map here.
-    auto it = std::find_if(launches.begin(), launches.end(), [&](const host::CommLaunch& l) { return l.comm == t.comm; });
-    if (it == launches.end()) {
-      launches.emplace_back();
-      launches.back().comm = t.comm;
-      launches.back().stream = t.stream;
-      it = launches.end() - 1;
+    size_t li = 0;
+    while (li < used && launches[li].comm != t.comm) ++li;
+    if (li == used) {
+      if (used == launches.size()) launches.emplace_back();
+      resetLaunch(launches[used++], t);
     }
-    host::CommLaunch& l = *it;
+    host::CommLaunch& l = launches[li];
     if (!l.stream) l.stream = t.stream;
     if (t.func == ncclFuncSend || t.func == ncclFuncRecv) {
       l.p2p.push_back(t);
@@ -58,14 +75,18 @@ ncclResult_t launchGroup(std::vector<Task> tasks) {
       CollPlan plan;
       TUTTI_CHECK(planCollective(t.comm, t, &plan));
       plan.opCount = t.comm->collOpCount++;
-      TUTTI_INFO(NCCL_COLL, "{}: opCount {} count {} datatype {} op {} root {} comm {} [nranks={}] algo {} proto {} "
-                 "channels {}", funcName(t.func), plan.opCount, t.count, dataTypeName(t.datatype),
-                 static_cast<int>(t.op), t.root, static_cast<void*>(t.comm), t.comm->nRanks,
-                 algorithmName(plan.algorithm), protocolName(plan.protocol), plan.work.size());
+      // Checked first so the names are not even looked up when the line is off.
+      if (logEnabled(NCCL_LOG_INFO, NCCL_COLL)) {
+        TUTTI_INFO(NCCL_COLL, "{}: opCount {} count {} datatype {} op {} root {} comm {} [nranks={}] algo {} proto {} "
+                   "channels {}", funcName(t.func), plan.opCount, t.count, dataTypeName(t.datatype),
+                   static_cast<int>(t.op), t.root, static_cast<void*>(t.comm), t.comm->nRanks,
+                   algorithmName(plan.algorithm), protocolName(plan.protocol), plan.work.size());
+      }
       l.colls.push_back(std::move(plan));
     }
   }
-  for (host::CommLaunch& l : launches) {
+  for (size_t li = 0; li < used; ++li) {
+    const host::CommLaunch& l = launches[li];
     if (l.stream && !host::HostStream::fromHandle(l.stream))
       TUTTI_FAIL(ncclInvalidArgument, "rank {}: stream {} is not a host stream created with tuttiStreamCreate (the "
                  "host backend runs without CUDA streams)", l.comm->rank, static_cast<void*>(l.stream));
@@ -73,23 +94,33 @@ ncclResult_t launchGroup(std::vector<Task> tasks) {
 
   // Connections are set up through the bootstrap, collectively per communicator: with several
   // communicators (one thread driving several ranks) they must progress concurrently.
-  if (launches.size() == 1) {
+  if (used == 1) {
     TUTTI_CHECK(host::launchConnect(launches[0]));
   } else {
     std::vector<host::WorkItem> jobs;
-    for (host::CommLaunch& l : launches) jobs.push_back([&l] { return host::launchConnect(l); });
+    for (size_t li = 0; li < used; ++li) {
+      host::CommLaunch* l = &launches[li];
+      jobs.push_back([l] { return host::launchConnect(*l); });
+    }
     TUTTI_CHECK(host::runConcurrently(jobs));
   }
 
-  std::vector<host::WorkItem> now;
-  for (host::CommLaunch& l : launches) {
-    std::vector<host::WorkItem> items;
-    TUTTI_CHECK(host::launchItems(l, &items));
+  // Work that runs now, for every communicator without a stream. Cleared when done so the items (and the
+  // plans they hold) do not outlive the call.
+  std::vector<host::WorkItem>& now = tScratch.items;
+  now.clear();
+  struct ClearOnExit {
+    std::vector<host::WorkItem>& v;
+    ~ClearOnExit() { v.clear(); }
+  } clearNow{now};
+  for (size_t li = 0; li < used; ++li) {
+    host::CommLaunch& l = launches[li];
     if (!l.stream) {
-      for (auto& i : items) now.push_back(std::move(i));
+      TUTTI_CHECK(host::launchItems(l, &now));
     } else {
-      auto shared = std::make_shared<std::vector<host::WorkItem>>(std::move(items));
-      host::HostStream::fromHandle(l.stream)->enqueue([shared] { return host::runConcurrently(*shared); });
+      auto items = std::make_shared<std::vector<host::WorkItem>>();
+      TUTTI_CHECK(host::launchItems(l, items.get()));
+      host::HostStream::fromHandle(l.stream)->enqueue([items] { return host::runConcurrently(*items); });
     }
   }
   return host::runConcurrently(now);
@@ -113,7 +144,7 @@ ncclResult_t groupEnd() {
   tGroup.initJobs.clear();
   if (!inits.empty()) TUTTI_CHECK(host::runConcurrently(inits));
   if (tasks.empty()) return ncclSuccess;
-  return launchGroup(std::move(tasks));
+  return launchGroup(tasks.data(), tasks.size());
 }
 
 ncclResult_t groupEnqueue(const Task& task) {
@@ -121,7 +152,7 @@ ncclResult_t groupEnqueue(const Task& task) {
     tGroup.tasks.push_back(task);
     return ncclSuccess;
   }
-  return launchGroup({task});
+  return launchGroup(&task, 1);
 }
 
 ncclResult_t groupAddInitJob(std::function<ncclResult_t()> job) {

@@ -91,6 +91,15 @@ void executorSubmit(WorkItem item, WorkGroup* group) { pool().submit(Job{std::mo
 
 ncclResult_t runConcurrently(std::vector<WorkItem>& items) {
   if (items.empty()) return ncclSuccess;
+  // A lone item (one channel, no point-to-point: every small collective) runs right here; no completion
+  // object, lock or wake-up is needed for an error that can only be its own.
+  if (items.size() == 1) {
+    try {
+      return items[0]();
+    } catch (...) {
+      return ncclInternalError;
+    }
+  }
   // Every item, the inline one included, reports to the group, which keeps the first error in time:
   // a failure on one channel makes the others fail as a consequence, and the cause is what to report.
   WorkGroup group;

@@ -14,14 +14,6 @@
 namespace tutti::host {
 namespace {
 
-inline void cpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
 void futexWait(uint32_t* word, uint32_t expected, int64_t ns, bool shared) {
   timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
   syscall(SYS_futex, word, shared ? FUTEX_WAIT : FUTEX_WAIT_PRIVATE, expected, &ts, nullptr, 0);
@@ -41,15 +33,21 @@ constexpr int64_t kSliceNs = 50 * 1000 * 1000;
 
 }  // namespace
 
+void SpinPacer::yieldCore() { sched_yield(); }
+
 WaitStatus waitAtLeast(uint64_t* counter, uint32_t* waiters, uint32_t* seq, const uint32_t* closed,
                        uint64_t target, const WaitContext& ctx) {
   std::atomic_ref<uint64_t> value(*counter);
+  if (value.load(std::memory_order_acquire) >= target) return WaitStatus::Ready;
+  SpinPacer pacer(ctx.spinCount);
   for (int i = 0; i < ctx.spinCount; ++i) {
+    const bool yielded = pacer.pause();
     if (value.load(std::memory_order_acquire) >= target) return WaitStatus::Ready;
-    cpuRelax();
-    // Now and then let a runnable peer have this core: with more ranks than cores the peer we wait for
-    // may be queued behind us, and a yield reaches it far sooner than a futex sleep and wake-up.
-    if ((i & 127) == 127) sched_yield();
+    if (!yielded) continue;
+    // A yield may hand the core away for a whole time slice: notice abort and a closed peer while spinning.
+    if (ctx.abortFlag && ctx.abortFlag->load(std::memory_order_relaxed)) return WaitStatus::Aborted;
+    if (closed && std::atomic_ref<const uint32_t>(*closed).load(std::memory_order_acquire))
+      return value.load(std::memory_order_acquire) >= target ? WaitStatus::Ready : WaitStatus::PeerClosed;
   }
   std::atomic_ref<uint32_t> nWaiters(*waiters);
   std::atomic_ref<uint32_t> seqWord(*seq);

@@ -5,6 +5,7 @@
 
 #include <tutti/transport.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 
@@ -20,6 +21,39 @@ struct WaitContext {
 };
 
 enum class WaitStatus { Ready, Aborted, TimedOut, PeerClosed };
+
+// Paces a polling loop: a pause after every poll and, every few polls, a yield of the core. How often
+// depends on the spin budget, which says how scarce cores are (long while every local rank has a core,
+// short when ranks outnumber cores; see commInitRank). With a long budget yields are rare system calls;
+// with a short one the rank being waited for may be queued behind the poller on its core, so the core is
+// handed over after a few polls (~0.1 us) rather than after ~1.5 us. waitAtLeast spins with one; custom
+// polling loops (LL line flags) use one too so they give way as promptly.
+class SpinPacer {
+ public:
+  explicit SpinPacer(int spinCount) : period_(std::clamp(spinCount / 128, 1, 128)), untilYield_(period_) {}
+  // Call after a poll that found nothing. Returns true when it yielded the core (a good moment to check
+  // abort and closed flags, since the yield may have lasted a whole time slice).
+  bool pause() {
+    cpuRelax();
+    if (--untilYield_ > 0) return false;
+    untilYield_ = period_;
+    yieldCore();
+    return true;
+  }
+
+  static void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+  }
+
+ private:
+  static void yieldCore();
+  int period_;
+  int untilYield_;
+};
 
 // Waits until *counter >= target (acquire). `waiters`/`seq` are the counter's futex pair; `closed` is the
 // other end's closed flag (checked while sleeping).
