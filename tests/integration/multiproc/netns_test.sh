@@ -85,7 +85,8 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/tutti-netns.XXXXXX")
 pids=()
 watchdog=
 on_exit() {
-  [ -n "$watchdog" ] && kill "$watchdog" 2>/dev/null
+  exec 2>/dev/null  # the shell's "Killed" notices for ranks stopped here add nothing
+  [ -n "$watchdog" ] && kill "$watchdog"
   cleanup_run "$tag" "$work" "$bin"
 }
 trap on_exit EXIT
@@ -140,8 +141,9 @@ if command -v ping >/dev/null 2>&1; then
   done
 fi
 
-echo "layout $layout: $nranks ranks on $nnodes nodes, suites: ${suites[*]:-all}" \
-  "${NCCL_ALGO:+NCCL_ALGO=$NCCL_ALGO }${NCCL_PROTO:+NCCL_PROTO=$NCCL_PROTO}"
+forced=
+for v in NCCL_ALGO NCCL_PROTO; do [ -n "${!v:-}" ] && forced+=" $v=${!v}"; done
+echo "layout $layout: $nranks ranks on $nnodes nodes, suites: ${suites[*]:-all}$forced"
 start=$(date +%s.%N)
 for r in $(seq 0 $((nranks - 1))); do
   node=${node_of[$r]}
@@ -150,8 +152,8 @@ for r in $(seq 0 $((nranks - 1))); do
     NCCL_COMM_ID="$(addr_of 0):$port" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT NCCL_DEBUG_FILE="$work/log.$r" \
     "$bin" "$r" "$nranks" "${suites[@]}" >"$work/out.$r" 2>&1 &
   pids+=($!)
+  printf '%s ' "$!" >>"$work/pids"  # at once, so a cleanup at any point finds every rank started so far
 done
-echo "${pids[*]}" >"$work/pids"
 # Watchdog: kills the ranks still running at the deadline. Its own sleep is killed with it, and it holds
 # no output pipe, so a passing run does not wait for it. Once the work directory is gone (this script was
 # killed and the janitor cleaned up) the pids may belong to someone else: then it does nothing.
