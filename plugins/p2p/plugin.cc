@@ -50,6 +50,7 @@ tuttiTransport_v1_t makeTable() {
   t.recvConnect = recvConnect;
   t.sendConnect = sendConnect;
   t.free = freeEnd;
+  t.caps = TUTTI_TRANSPORT_CAP_LL128;  // host stores: the flag is written with release after the data
   t.proxyProgress = nullptr;
   t.finalize = nullptr;
   return t;

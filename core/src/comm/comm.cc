@@ -96,6 +96,13 @@ ncclResult_t commInitRank(ncclComm** out, int nRanks, const ncclUniqueId& id, in
   if (ll < TUTTI_STEPS * 64)
     TUTTI_FAIL(ncclInvalidArgument, "NCCL_LL_BUFFSIZE={} is too small (at least {} bytes)", ll, TUTTI_STEPS * 64);
   comm->buffSizes[TUTTI_PROTO_LL] = static_cast<size_t>(ll) & ~size_t{TUTTI_STEPS * 64 - 1};
+  // LL128 slots hold whole 128-byte lines.
+  int64_t ll128 = paramInt("NCCL_LL128_BUFFSIZE");
+  if (ll128 < TUTTI_STEPS * 128)
+    TUTTI_FAIL(ncclInvalidArgument, "NCCL_LL128_BUFFSIZE={} is too small (at least {} bytes)", ll128,
+               TUTTI_STEPS * 128);
+  comm->buffSizes[TUTTI_PROTO_LL128] = static_cast<size_t>(ll128) & ~size_t{TUTTI_STEPS * 128 - 1};
+  TUTTI_CHECK(commLL128Vote(comm.get(), &comm->ll128));
   TUTTI_CHECK(tunerChainCreate(comm.get()));
 
   TUTTI_INFO(NCCL_INIT, "comm {} rank {} nRanks {} nNodes {} channels {} buffSize {} - init done",
@@ -122,6 +129,7 @@ void commSignalAbort(ncclComm* comm) {
   // Peers reached over the network only see a closed socket: tell them why, before closing anything.
   if (const int failure = comm->failure.load(); failure >= 0 && comm->bootstrap && !comm->abortFlag.load()) {
     std::vector<int> told;
+    LastErrorKeeper keep;  // a note to a dead peer fails: that must not hide the error being reported
     std::lock_guard<std::mutex> lock(comm->connMutex);
     for (auto& [key, c] : comm->connections) {
       const int peer = std::get<2>(key);

@@ -77,6 +77,7 @@ struct ncclComm {
   std::vector<tutti::ChannelRing> rings;  // per channel
   tutti::DoubleTree trees;                // channel c follows tree c % kTreeCount
   size_t buffSizes[TUTTI_NUM_PROTOCOLS] = {};
+  bool ll128 = false;  // every pair's transport guarantees LL128 ordering (same answer on every rank)
 
   // (channel, connIndex, peer, isSend) -> connection, created lazily on first use.
   std::map<std::tuple<int, int, int, bool>, std::unique_ptr<tutti::Connection>> connections;
@@ -116,6 +117,9 @@ struct ConnRequest {
   bool isSend;
 };
 ncclResult_t commConnect(ncclComm* comm, const std::vector<ConnRequest>& wanted);
+// Whether every rank's transports to all its peers declare TUTTI_TRANSPORT_CAP_LL128. Collective (one
+// bootstrap allGather), so every rank gets the same answer.
+ncclResult_t commLL128Vote(ncclComm* comm, bool* out);
 Connection* commFindConnection(ncclComm* comm, int channel, int connIndex, int peer, bool isSend);
 
 // Wait policy for this communicator's operations (spin count, TUTTI_TIMEOUT, abort flag).

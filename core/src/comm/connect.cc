@@ -5,9 +5,11 @@
 #include "plugin/transport_plugin.h"
 #include "util/check.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 namespace tutti {
 namespace {
@@ -39,6 +41,23 @@ ncclResult_t pickTransport(ncclComm* comm, int peer, TransportPlugin** out) {
 }
 
 }  // namespace
+
+ncclResult_t commLL128Vote(ncclComm* comm, bool* out) {
+  std::vector<int> votes(comm->nRanks, 1);
+  for (int p = 0; p < comm->nRanks && votes[comm->rank]; ++p) {
+    if (p == comm->rank) continue;
+    TransportPlugin* t = nullptr;
+    TUTTI_CHECK(pickTransport(comm, p, &t));
+    if (!(t->api().caps & TUTTI_TRANSPORT_CAP_LL128)) {
+      TUTTI_INFO(NCCL_INIT, "rank {}: transport {} to rank {} does not guarantee LL128 ordering: LL128 disabled",
+                 comm->rank, t->name(), p);
+      votes[comm->rank] = 0;
+    }
+  }
+  if (comm->nRanks > 1) TUTTI_CHECK(comm->bootstrap->allGather(votes.data(), sizeof(int)));
+  *out = std::all_of(votes.begin(), votes.end(), [](int v) { return v != 0; });
+  return ncclSuccess;
+}
 
 Connection* commFindConnection(ncclComm* comm, int channel, int connIndex, int peer, bool isSend) {
   std::lock_guard<std::mutex> lock(comm->connMutex);

@@ -36,8 +36,10 @@ ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out) {
   const size_t align = std::max<size_t>(1, 64 / plan.eltSize);
   const size_t perChannel = alignUp(divUp(count, nc), align);
   const size_t slotBytes = comm->buffSizes[plan.protocol] / TUTTI_STEPS;
-  const size_t slotElems =
-      (plan.protocol == TUTTI_PROTO_LL ? llSlotData(slotBytes) : slotBytes) / plan.eltSize;
+  const size_t slotData = plan.protocol == TUTTI_PROTO_LL      ? llSlotData(slotBytes)
+                          : plan.protocol == TUTTI_PROTO_LL128 ? ll128SlotData(slotBytes)
+                                                               : slotBytes;
+  const size_t slotElems = slotData / plan.eltSize;
   const size_t chunkCount = std::max<size_t>(align, slotElems - slotElems % align);
 
   for (int c = 0; c < nc; ++c) {

@@ -192,12 +192,13 @@ ncclResult_t parseAlgoProtoFilter(const std::string& algoText, const std::string
   return ncclSuccess;
 }
 
-void engineSupport(ncclFunc_t func, bool (&supported)[kA][kP]) {
+void engineSupport(ncclFunc_t func, bool ll128, bool (&supported)[kA][kP]) {
   // The host engine runs ring for all five collectives and the double binary tree for AllReduce, each
-  // over Simple and LL FIFOs.
+  // over Simple, LL and (where every connection guarantees its ordering) LL128 FIFOs.
   for (int a = 0; a < kA; ++a) {
     const bool algo = a == NCCL_ALGO_RING || (a == NCCL_ALGO_TREE && func == ncclFuncAllReduce);
-    for (int p = 0; p < kP; ++p) supported[a][p] = algo && (p == NCCL_PROTO_SIMPLE || p == NCCL_PROTO_LL);
+    for (int p = 0; p < kP; ++p)
+      supported[a][p] = algo && (p == NCCL_PROTO_SIMPLE || p == NCCL_PROTO_LL || (p == NCCL_PROTO_LL128 && ll128));
   }
 }
 
@@ -212,7 +213,10 @@ float coreBaseCost(ncclFunc_t f, size_t nBytes, int nRanks, int algo, int proto)
   } else if (f == ncclFuncBroadcast || f == ncclFuncReduce) {
     factor = 1;
   }
-  if (algo == NCCL_ALGO_TREE) steps = 2 * std::ceil(std::log2(k));
+  if (algo == NCCL_ALGO_TREE) {  // up then down a binary tree: fewer steps, but every byte crosses two links
+    steps = 2 * std::ceil(std::log2(k));
+    factor = 2;
+  }
   const double latencyUs = proto == NCCL_PROTO_SIMPLE ? 10.0 : 5.0;
   // LL moves 4 data bytes per 8-byte line, LL128 120 per 128: their wire bandwidth is that much lower.
   const double wire = proto == NCCL_PROTO_LL ? 2.0 : proto == NCCL_PROTO_LL128 ? 128.0 / 120.0 : 1.0;
@@ -387,7 +391,7 @@ ncclResult_t tunerChainCreate(ncclComm* comm) {
 
 ncclResult_t tuningSelect(ncclComm* comm, ncclFunc_t f, size_t nBytes, int coreChannels, TuningDecision* out) {
   bool supported[kA][kP];
-  engineSupport(f, supported);
+  engineSupport(f, comm->ll128, supported);
   TuningDecision d;
   if (comm->tuners) {
     TUTTI_CHECK(comm->tuners->select(f, nBytes, supported, coreChannels, comm->nChannels, &d));

@@ -99,7 +99,7 @@ class TunerChain {
 float coreBaseCost(ncclFunc_t f, size_t nBytes, int nRanks, int algo, int proto);
 
 // Which (algorithm, protocol) pairs the engine runs for `f` today.
-void engineSupport(ncclFunc_t f, bool (&supported)[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS]);
+void engineSupport(ncclFunc_t f, bool ll128, bool (&supported)[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS]);
 
 // Builds comm->tuners from the process config (plugins in order, then the YAML overrides) and parses
 // NCCL_ALGO / NCCL_PROTO. Fails on a bad filter or on a `required` tuner that cannot load or init.

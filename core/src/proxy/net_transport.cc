@@ -10,6 +10,7 @@
 
 #include <strings.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -100,12 +101,16 @@ struct NetEnd {
   int peer = -1;
   void* listenComm = nullptr;
   void* comm = nullptr;  // sendComm or recvComm
-  void* mhandle = nullptr;
-  char* mem = nullptr;   // control page + Simple FIFO + LL FIFO
-  size_t slotBytes = 0;  // Simple slot: every received slot lands in one, whatever its protocol
-  size_t buffBytes = 0;
-  size_t llBuffBytes = 0;
-  void* llMhandle = nullptr;
+  // Control page, then one region per protocol. A send end has every protocol's FIFO (the ranks write
+  // their slots there, the proxy sends them as they are). A receive end has one landing region in the
+  // SIMPLE slot, spaced by the largest slot of any protocol (TUTTI_CONN_PROXIED): the proxy does not know
+  // which protocol the next step uses, so each step lands in a slot that fits any of them.
+  char* mem = nullptr;
+  size_t geometry[TUTTI_NUM_PROTOCOLS] = {};  // the communicator's buffer sizes (what the ranks slice by)
+  size_t regionOffset[TUTTI_NUM_PROTOCOLS] = {};
+  size_t regionBytes[TUTTI_NUM_PROTOCOLS] = {};
+  void* mhandles[TUTTI_NUM_PROTOCOLS] = {};
+  size_t slotBytes = 0;  // receive end: the landing stride
   unsigned char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
   bool handleCopied = false;
   // Proxy state: steps handed to the plugin and steps completed; requests of outstanding steps.
@@ -113,9 +118,12 @@ struct NetEnd {
   void* requests[TUTTI_STEPS] = {};
   std::shared_ptr<NetProxyTask> task;
   tuttiConnCtrl_t* ctrl() { return reinterpret_cast<tuttiConnCtrl_t*>(mem); }
-  char* slot(uint64_t step) { return mem + kCtrlBytes + (step % TUTTI_STEPS) * slotBytes; }
-  char* llBuff() { return mem + kCtrlBytes + ((buffBytes + 4095) & ~size_t{4095}); }
-  char* llSlot(uint64_t step) { return llBuff() + (step % TUTTI_STEPS) * (llBuffBytes / TUTTI_STEPS); }
+  char* region(int proto) { return regionBytes[proto] ? mem + regionOffset[proto] : nullptr; }
+  // Receive end: where step `step` lands. Send end: the slot of `step` in protocol `proto`'s FIFO.
+  char* landing(uint64_t step) { return mem + regionOffset[TUTTI_PROTO_SIMPLE] + (step % TUTTI_STEPS) * slotBytes; }
+  char* sendSlot(int proto, uint64_t step) {
+    return mem + regionOffset[proto] + (step % TUTTI_STEPS) * (regionBytes[proto] / TUTTI_STEPS);
+  }
 };
 
 void publishCounter(uint64_t* counter, uint32_t* waiters, uint32_t* seq, uint64_t value) {
@@ -148,12 +156,14 @@ ncclResult_t NetProxyTask::progress(bool* active) {
       const int slot = static_cast<int>(e->posted % TUTTI_STEPS);
       const int64_t bytes = std::atomic_ref<int64_t>(ctrl->sizes[slot]).load(std::memory_order_relaxed);
       const int32_t proto = std::atomic_ref<int32_t>(ctrl->protos[slot]).load(std::memory_order_relaxed);
-      // An LL slot goes out as its lines (flags included); the receiver reads them once tail says so.
-      const bool ll = proto == TUTTI_PROTO_LL;
-      void* data = ll ? e->llSlot(e->posted) : e->slot(e->posted);
-      const size_t wire = ll ? divUp(static_cast<size_t>(bytes), kLLDataPerLine) * kLLLineBytes : static_cast<size_t>(bytes);
+      // An LL / LL128 slot goes out as its lines (flags included); the receiver reads them once tail says so.
+      if (proto < 0 || proto >= TUTTI_NUM_PROTOCOLS || !e->regionBytes[proto]) return fail("send (bad protocol)");
+      void* data = e->sendSlot(proto, e->posted);
+      size_t wire = static_cast<size_t>(bytes);
+      if (proto == TUTTI_PROTO_LL) wire = divUp(wire, kLLDataPerLine) * kLLLineBytes;
+      if (proto == TUTTI_PROTO_LL128) wire = divUp(wire, kLL128DataPerLine) * kLL128LineBytes;
       void* req = nullptr;
-      if (api.isend(e->comm, data, wire, 0, ll ? e->llMhandle : e->mhandle, nullptr, &req) != ncclSuccess)
+      if (api.isend(e->comm, data, wire, 0, e->mhandles[proto], nullptr, &req) != ncclSuccess)
         return fail("isend");
       if (!req) break;  // plugin busy: retry later
       e->requests[slot] = req;
@@ -174,11 +184,11 @@ ncclResult_t NetProxyTask::progress(bool* active) {
     const uint64_t head = std::atomic_ref<uint64_t>(ctrl->head).load(std::memory_order_acquire);
     const uint64_t wanted = std::atomic_ref<uint64_t>(ctrl->recvWanted).load(std::memory_order_relaxed);
     while (e->posted < head + TUTTI_STEPS && e->posted < wanted && e->posted - e->done < TUTTI_STEPS) {
-      void* data = e->slot(e->posted);
+      void* data = e->landing(e->posted);
       size_t size = e->slotBytes;
       int tag = 0;
       void* req = nullptr;
-      if (api.irecv(e->comm, 1, &data, &size, &tag, &e->mhandle, nullptr, &req) != ncclSuccess)
+      if (api.irecv(e->comm, 1, &data, &size, &tag, &e->mhandles[TUTTI_PROTO_SIMPLE], nullptr, &req) != ncclSuccess)
         return fail("irecv");
       if (!req) break;
       e->requests[e->posted % TUTTI_STEPS] = req;
@@ -213,13 +223,17 @@ ncclResult_t allocEnd(const tuttiConnectRequest_t* req, bool recv, NetEnd** out)
   e->recv = recv;
   e->peer = req->peer;
   e->dev = loadNet()->nDevs > 0 ? req->channel % loadNet()->nDevs : 0;
-  e->buffBytes = req->buffSizes[TUTTI_PROTO_SIMPLE];
-  e->llBuffBytes = req->buffSizes[TUTTI_PROTO_LL];
-  e->slotBytes = e->buffBytes / TUTTI_STEPS;
-  if (e->llBuffBytes / TUTTI_STEPS > e->slotBytes)
-    TUTTI_FAIL(ncclInvalidArgument, "net: an LL slot ({} bytes) must fit in a Simple slot ({} bytes); raise "
-               "NCCL_BUFFSIZE or lower NCCL_LL_BUFFSIZE", e->llBuffBytes / TUTTI_STEPS, e->slotBytes);
-  const size_t total = kCtrlBytes + ((e->buffBytes + 4095) & ~size_t{4095}) + ((e->llBuffBytes + 4095) & ~size_t{4095});
+  size_t total = kCtrlBytes;
+  for (int p = 0; p < TUTTI_NUM_PROTOCOLS; ++p) {
+    e->geometry[p] = req->buffSizes[p];
+    e->slotBytes = std::max(e->slotBytes, req->buffSizes[p] / TUTTI_STEPS);
+  }
+  for (int p = 0; p < TUTTI_NUM_PROTOCOLS; ++p) {
+    const size_t bytes = recv ? (p == TUTTI_PROTO_SIMPLE ? e->slotBytes * TUTTI_STEPS : 0) : req->buffSizes[p];
+    e->regionOffset[p] = total;
+    e->regionBytes[p] = bytes;
+    total += (bytes + 4095) & ~size_t{4095};
+  }
   e->mem = static_cast<char*>(std::aligned_alloc(4096, total));
   if (!e->mem) TUTTI_FAIL(ncclSystemError, "net: cannot allocate {} bytes of FIFO", total);
   std::memset(e->mem, 0, kCtrlBytes);
@@ -229,19 +243,22 @@ ncclResult_t allocEnd(const tuttiConnectRequest_t* req, bool recv, NetEnd** out)
 
 ncclResult_t registerAndStart(NetEnd* e, tuttiConnector_t* conn) {
   const ncclNet_v12_t& api = loadNet()->plugin->net;
-  if (api.regMr(e->comm, e->mem + kCtrlBytes, e->buffBytes, NCCL_PTR_HOST, &e->mhandle) != ncclSuccess)
-    TUTTI_FAIL(ncclSystemError, "net: {} could not register {} bytes of host memory", loadNet()->name, e->buffBytes);
-  if (e->llBuffBytes &&
-      api.regMr(e->comm, e->llBuff(), e->llBuffBytes, NCCL_PTR_HOST, &e->llMhandle) != ncclSuccess)
-    TUTTI_FAIL(ncclSystemError, "net: {} could not register {} bytes of host memory", loadNet()->name, e->llBuffBytes);
+  for (int p = 0; p < TUTTI_NUM_PROTOCOLS; ++p) {
+    if (!e->regionBytes[p]) continue;
+    if (api.regMr(e->comm, e->region(p), e->regionBytes[p], NCCL_PTR_HOST, &e->mhandles[p]) != ncclSuccess)
+      TUTTI_FAIL(ncclSystemError, "net: {} could not register {} bytes of host memory", loadNet()->name,
+                 e->regionBytes[p]);
+  }
   std::memset(conn, 0, sizeof *conn);
-  conn->buffs[TUTTI_PROTO_SIMPLE] = e->mem + kCtrlBytes;
-  conn->buffSizes[TUTTI_PROTO_SIMPLE] = e->buffBytes;
-  conn->buffs[TUTTI_PROTO_LL] = e->llBuffBytes ? e->llBuff() : nullptr;
-  conn->buffSizes[TUTTI_PROTO_LL] = e->llBuffBytes;
+  // Sizes are the communicator's geometry on both ends; a receive end's buffers all point at the landing
+  // region (prims read every proxied slot there).
+  for (int p = 0; p < TUTTI_NUM_PROTOCOLS; ++p) {
+    conn->buffSizes[p] = e->geometry[p];
+    conn->buffs[p] = e->geometry[p] ? (e->recv ? e->region(TUTTI_PROTO_SIMPLE) : e->region(p)) : nullptr;
+  }
   conn->ctrl = e->ctrl();
   conn->shared = 0;
-  // Whole slots arrive through the proxy: readers wait for tail; no LL128 guarantee on raw lines.
+  // Whole slots arrive through the proxy: readers wait for tail, then every line is complete.
   conn->flags = TUTTI_CONN_PROXIED;
   e->task = std::make_shared<NetProxyTask>(e);
   proxyAdd(e->task);
@@ -333,8 +350,8 @@ ncclResult_t netFree(void* res) {
   const ncclNet_v12_t& api = loadNet()->plugin->net;
   if (e->task && !e->recv) drainSends(e);
   if (e->task) proxyRemove(e->task.get());
-  if (e->mhandle) api.deregMr(e->comm, e->mhandle);
-  if (e->llMhandle) api.deregMr(e->comm, e->llMhandle);
+  for (void* mh : e->mhandles)
+    if (mh) api.deregMr(e->comm, mh);
   if (e->comm) (e->recv ? api.closeRecv : api.closeSend)(e->comm);
   if (e->listenComm) api.closeListen(e->listenComm);
   std::free(e->mem);
@@ -355,6 +372,7 @@ tuttiTransport_v1_t makeTable() {
   t.recvConnect = netRecvConnect;
   t.sendConnect = netSendConnect;
   t.free = netFree;
+  t.caps = TUTTI_TRANSPORT_CAP_LL128;  // whole slots are moved after tail, never a partial line
   return t;
 }
 

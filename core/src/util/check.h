@@ -14,6 +14,21 @@ void reportError(ncclResult_t code, const char* file, int line, std::string msg)
 // Text for ncclGetLastError (the most recent error of any thread).
 const char* lastErrorText();
 void clearLastError();
+// Puts back a text saved from lastErrorText() (no log line).
+void restoreLastError(const std::string& text);
+
+// Keeps ncclGetLastError's text across best-effort work whose own failures are only consequences of the
+// error being reported (e.g. telling a dead peer why we abort).
+class LastErrorKeeper {
+ public:
+  LastErrorKeeper() : saved_(lastErrorText()) {}
+  ~LastErrorKeeper() { restoreLastError(saved_); }
+  LastErrorKeeper(const LastErrorKeeper&) = delete;
+  LastErrorKeeper& operator=(const LastErrorKeeper&) = delete;
+
+ private:
+  std::string saved_;
+};
 
 }  // namespace tutti
 

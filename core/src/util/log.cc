@@ -202,6 +202,11 @@ const char* lastErrorText() {
   return copy;
 }
 
+void restoreLastError(const std::string& text) {
+  std::lock_guard<std::mutex> lock(gErrMutex);
+  std::snprintf(gLastError, sizeof gLastError, "%s", text.c_str());
+}
+
 void clearLastError() {
   std::lock_guard<std::mutex> lock(gErrMutex);
   gLastError[0] = '\0';

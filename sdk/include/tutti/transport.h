@@ -89,8 +89,9 @@ typedef struct {
 
 /* The transport guarantees a reader never sees an LL128 flag before its 120 data bytes. */
 #define TUTTI_CONN_LL128_SAFE 0x1
-/* Data reaches the receiver through a proxy (network): each slot arrives whole in the SIMPLE buffer, and
- * tail (not the line flags) says when it is complete. */
+/* Data reaches the receiver through a proxy (network): each slot arrives whole, whatever its protocol, in
+ * the receiver's SIMPLE buffer, slot i at i x (largest buffSizes[p] / TUTTI_STEPS); tail (not the line
+ * flags) says when it is complete. The sender writes its slots in each protocol's own buffer as usual. */
 #define TUTTI_CONN_PROXIED 0x2
 
 typedef struct {
@@ -134,7 +135,16 @@ typedef struct {
 
   /* Called once at process teardown (may be NULL). */
   ncclResult_t (*finalize)(void* ctx);
+
+  /* TUTTI_TRANSPORT_CAP_* bits. A plugin built before this field existed reads as 0 (its `size` ends
+   * before it). */
+  uint32_t caps;
 } tuttiTransport_v1_t;
+
+/* Every connector this transport returns guarantees LL128 ordering (TUTTI_CONN_LL128_SAFE or
+ * TUTTI_CONN_PROXIED). A communicator offers LL128 only when the transport chosen for every pair of its
+ * ranks declares this, so every rank reaches the same answer before any connection exists. */
+#define TUTTI_TRANSPORT_CAP_LL128 0x1u
 
 typedef tuttiTransport_v1_t tuttiTransport_t;
 

@@ -76,9 +76,12 @@ TEST_F(TuningLog, DecisionLineNamesEveryField) {
   }
   reportFailures(report);
   const std::string log = readFile(logPath_);
-  const auto lines = linesWith(log, "AllReduce: 1048576 bytes -> algo Ring proto Simple channels ");
+  // The default tuner's pick depends on its calibration; the line's shape does not.
+  const auto lines = linesWith(log, "AllReduce: 1048576 bytes -> algo ");
   ASSERT_EQ(lines.size(), size_t{kRanks}) << log;  // one decision per rank
   for (const std::string& l : lines) {
+    EXPECT_NE(l.find(" proto "), std::string::npos) << l;
+    EXPECT_NE(l.find(" channels "), std::string::npos) << l;
     EXPECT_NE(l.find("decider default"), std::string::npos) << l;
     EXPECT_NE(l.find("NCCL INFO"), std::string::npos) << l;
   }
@@ -114,8 +117,8 @@ TEST_F(TuningLog, ExampleTunerDecidesInsideItsRange) {
     EXPECT_EQ(l.size(), size_t{kRanks}) << bytes << "\n" << log;
   }
   for (size_t bytes : {65536, 1048576}) {
-    // Outside the CSV's range the default tuner decides (whichever protocol it prefers there).
-    auto l = linesWith(log, "AllReduce: " + std::to_string(bytes) + " bytes -> algo Ring proto ");
+    // Outside the CSV's range the default tuner decides (whichever pair it prefers there).
+    auto l = linesWith(log, "AllReduce: " + std::to_string(bytes) + " bytes -> algo ");
     ASSERT_EQ(l.size(), size_t{kRanks}) << bytes << "\n" << log;
     for (const std::string& x : l) EXPECT_NE(x.find("decider default"), std::string::npos) << x;
   }
@@ -157,7 +160,7 @@ TEST_F(TuningLog, YamlOverridesAndPluginOptions) {
   auto small = linesWith(log, "AllReduce: 64 bytes -> algo Ring proto Simple channels 1 decider yaml-overrides "
                               "(channels by yaml-overrides)");
   EXPECT_EQ(small.size(), size_t{kRanks}) << log;
-  auto large = linesWith(log, "AllReduce: 16384 bytes -> algo Ring proto ");
+  auto large = linesWith(log, "AllReduce: 16384 bytes -> algo ");
   ASSERT_EQ(large.size(), size_t{kRanks}) << log;
   for (const std::string& l : large) {
     EXPECT_NE(l.find("decider default (channels by default)"), std::string::npos) << l;

@@ -90,7 +90,7 @@ struct Supported {
 TEST(TuningSelect, NoTunersUsesCoreCostsAndChannels) {
   TunerChain chain(4, 1);
   bool ringOnly[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
-  engineSupport(ncclFuncAllReduce, ringOnly);
+  engineSupport(ncclFuncAllReduce, false, ringOnly);
   TuningDecision d;
   ASSERT_EQ(chain.select(ncclFuncAllReduce, 1 << 20, ringOnly, 2, 2, &d), ncclSuccess);
   EXPECT_EQ(d.algorithm, NCCL_ALGO_RING);
@@ -163,7 +163,7 @@ TEST(TuningSelect, EverythingIgnoredIsAnErrorNamingTheCollective) {
 
 TEST(TuningSelect, UnsupportedStaysUnsupportedAndBadChannelsIgnored) {
   bool ringOnly[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
-  engineSupport(ncclFuncAllGather, ringOnly);
+  engineSupport(ncclFuncAllGather, false, ringOnly);
   TunerChain chain(4, 1);
   ASSERT_EQ(chain.add("enables-unsupported", nullptr, &kUnsupported, false), ncclSuccess);
   TuningDecision d;
@@ -261,8 +261,8 @@ TEST(TuningOverrides, ProtocolOnlyChannelsOnlyAndLaterRules) {
 }
 
 TEST(TuningOverrides, RankRangeAndUnavailablePairs) {
-  bool ringOnly[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
-  engineSupport(ncclFuncAllReduce, ringOnly);
+  bool ringOnly[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS] = {};
+  ringOnly[NCCL_ALGO_RING][NCCL_PROTO_SIMPLE] = ringOnly[NCCL_ALGO_RING][NCCL_PROTO_LL] = true;
   TuningRule big = rule(ncclFuncAllReduce, 0, INT64_MAX, -1, -1, 1);
   big.minRanks = 8;
   TunerChain chain(4, 1);
@@ -272,6 +272,25 @@ TEST(TuningOverrides, RankRangeAndUnavailablePairs) {
   EXPECT_EQ(d.algorithm, NCCL_ALGO_RING);  // tree/LL unavailable: the rule's pair is ignored
   EXPECT_EQ(d.nChannels, 2);               // its channel count still applies; the 8+ rank rule does not
   EXPECT_EQ(d.decider, "core");
+}
+
+TEST(TuningSupport, TreeOnlyForAllReduceAndLL128OnlyWhenEveryTransportGuaranteesIt) {
+  bool s[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
+  engineSupport(ncclFuncAllReduce, true, s);
+  for (int p : {NCCL_PROTO_LL, NCCL_PROTO_LL128, NCCL_PROTO_SIMPLE}) {
+    EXPECT_TRUE(s[NCCL_ALGO_RING][p]) << p;
+    EXPECT_TRUE(s[NCCL_ALGO_TREE][p]) << p;
+    EXPECT_FALSE(s[NCCL_ALGO_NVLS][p]) << p;
+  }
+  engineSupport(ncclFuncAllReduce, false, s);
+  EXPECT_FALSE(s[NCCL_ALGO_RING][NCCL_PROTO_LL128]);
+  EXPECT_FALSE(s[NCCL_ALGO_TREE][NCCL_PROTO_LL128]);
+  EXPECT_TRUE(s[NCCL_ALGO_TREE][NCCL_PROTO_LL]);
+  for (ncclFunc_t f : {ncclFuncAllGather, ncclFuncReduceScatter, ncclFuncBroadcast, ncclFuncReduce}) {
+    engineSupport(f, true, s);
+    EXPECT_FALSE(s[NCCL_ALGO_TREE][NCCL_PROTO_SIMPLE]) << f;
+    EXPECT_TRUE(s[NCCL_ALGO_RING][NCCL_PROTO_LL128]) << f;
+  }
 }
 
 }  // namespace

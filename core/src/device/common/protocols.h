@@ -20,6 +20,9 @@ inline constexpr size_t kLL128DataPerLine = 120;
 // Flag value of step `step` (never 0, so a zeroed buffer reads as "not ready").
 TUTTI_HOST_DEVICE inline uint32_t llFlag(uint64_t step) { return static_cast<uint32_t>(step + 1) | (step + 1 == 0); }
 
+// LL128 flag word of step `step`: the last 8 bytes of each line (never 0).
+TUTTI_HOST_DEVICE inline uint64_t ll128Flag(uint64_t step) { return step + 1 + (step + 1 == 0); }
+
 TUTTI_HOST_DEVICE inline uint64_t llLine(uint32_t data, uint32_t flag) {
   return static_cast<uint64_t>(data) | (static_cast<uint64_t>(flag) << 32);
 }

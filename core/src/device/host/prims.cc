@@ -19,12 +19,31 @@ struct LLStaging {
 };
 thread_local LLStaging tStaging;
 
+// Where slot `slot` of a proxied receive connection lands (TUTTI_CONN_PROXIED): in the SIMPLE buffer,
+// spaced by the largest slot of any protocol.
+const char* proxiedSlot(const tuttiConnector_t& conn, int slot) {
+  size_t stride = 0;
+  for (size_t bytes : conn.buffSizes) stride = std::max(stride, bytes / TUTTI_STEPS);
+  return static_cast<const char*>(conn.buffs[TUTTI_PROTO_SIMPLE]) + slot * stride;
+}
+
 }  // namespace
 
 size_t HostPrims::slotDataBytes(const tuttiConnector_t& conn, int proto) {
   const size_t slotBytes = conn.buffSizes[proto] / TUTTI_STEPS;
-  return proto == TUTTI_PROTO_LL ? llSlotData(slotBytes) : slotBytes;
+  if (proto == TUTTI_PROTO_LL) return llSlotData(slotBytes);
+  if (proto == TUTTI_PROTO_LL128) return ll128SlotData(slotBytes);
+  return slotBytes;
 }
+
+namespace {
+// Bytes on the wire (lines, flags included) of a slot carrying `bytes` of data.
+size_t lineWireBytes(int proto, size_t bytes) {
+  if (proto == TUTTI_PROTO_LL) return divUp(bytes, kLLDataPerLine) * kLLLineBytes;
+  if (proto == TUTTI_PROTO_LL128) return divUp(bytes, kLL128DataPerLine) * kLL128LineBytes;
+  return bytes;
+}
+}  // namespace
 
 HostPrims::HostPrims(HostConn* const* recvs, int nRecv, HostConn* const* sends, int nSend, const void* input,
                      void* output, size_t eltSize, const ResolvedRedOp& op, const WaitContext& wait,
@@ -39,7 +58,7 @@ HostPrims::HostPrims(HostConn* const* recvs, int nRecv, HostConn* const* sends, 
   const HostConn* c = nSend_ ? sends_[0] : nRecv_ ? recvs_[0] : nullptr;
   slotData_ = c ? slotDataBytes(c->conn, proto_) : 0;
   slotData_ -= slotData_ % eltSize_;
-  if (proto_ == TUTTI_PROTO_LL) {
+  if (proto_ != TUTTI_PROTO_SIMPLE) {
     for (int i = 0; i < nRecv_; ++i)
       if (tStaging.recv[i].size() < slotData_) tStaging.recv[i].resize(slotData_);
     if (tStaging.send.size() < slotData_) tStaging.send.resize(slotData_);
@@ -99,9 +118,9 @@ ncclResult_t HostPrims::checkSize(const HostConn* c, size_t bytes) const {
   const int slot = static_cast<int>(c->step % TUTTI_STEPS);
   const int64_t got = std::atomic_ref<const int64_t>(ctrl->sizes[slot]).load(std::memory_order_relaxed);
   const int32_t proto = std::atomic_ref<const int32_t>(ctrl->protos[slot]).load(std::memory_order_relaxed);
-  // A proxy records what arrived on the wire: LL lines are 8 bytes per 4 bytes of data, protocol unknown.
+  // A proxy records what arrived on the wire (LL / LL128 lines with their flags), protocol unknown.
   const bool proxied = (c->conn.flags & TUTTI_CONN_PROXIED) != 0;
-  const size_t want = proxied && proto_ == TUTTI_PROTO_LL ? divUp(bytes, kLLDataPerLine) * kLLLineBytes : bytes;
+  const size_t want = proxied ? lineWireBytes(proto_, bytes) : bytes;
   if (got != static_cast<int64_t>(want) || (!proxied && proto != proto_)) {
     TUTTI_FAIL(ncclInvalidUsage,
                "rank {}: {} (opCount {}, channel {}): rank {} sent {} bytes (protocol {}) where {} bytes (protocol {}) "
@@ -129,46 +148,67 @@ ncclResult_t HostPrims::waitRecv(int peer, size_t bytes, const char** data) {
   if (proto_ == TUTTI_PROTO_SIMPLE) {
     TUTTI_CHECK(waitTail());
     TUTTI_CHECK(checkSize(rc, bytes));
-    *data = static_cast<const char*>(conn.buffs[TUTTI_PROTO_SIMPLE]) + slot * (conn.buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS);
+    *data = (conn.flags & TUTTI_CONN_PROXIED)
+                ? proxiedSlot(conn, slot)
+                : static_cast<const char*>(conn.buffs[TUTTI_PROTO_SIMPLE]) + slot * (conn.buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS);
     return ncclSuccess;
   }
-  // LL: a proxied slot arrives whole in the Simple buffer; a direct one is read line by line as flags appear.
+  // LL / LL128: a proxied slot arrives whole in the landing slot; a direct one is read line by line as the
+  // flags appear.
+  const bool ll = proto_ == TUTTI_PROTO_LL;
+  const size_t lineBytes = ll ? kLLLineBytes : kLL128LineBytes;
+  const size_t perLine = ll ? kLLDataPerLine : kLL128DataPerLine;
   const bool proxied = (conn.flags & TUTTI_CONN_PROXIED) != 0;
-  const char* lines = proxied
-      ? static_cast<const char*>(conn.buffs[TUTTI_PROTO_SIMPLE]) + slot * (conn.buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS)
-      : static_cast<const char*>(conn.buffs[TUTTI_PROTO_LL]) + slot * (conn.buffSizes[TUTTI_PROTO_LL] / TUTTI_STEPS);
-  const size_t nLines = divUp(bytes, kLLDataPerLine);
-  const uint32_t flag = llFlag(step);
+  const char* lines = proxied ? proxiedSlot(conn, slot)
+                              : static_cast<const char*>(conn.buffs[proto_]) + slot * (conn.buffSizes[proto_] / TUTTI_STEPS);
+  const size_t nLines = divUp(bytes, perLine);
+  const uint64_t flag = ll ? llFlag(step) : ll128Flag(step);
+  // The flag of line i as the reader sees it (acquire: the line's data is visible once it matches).
+  auto lineFlag = [&](size_t i, uint64_t* word) {
+    const char* line = lines + i * lineBytes;
+    if (ll) {
+      *word = std::atomic_ref<const uint64_t>(*reinterpret_cast<const uint64_t*>(line)).load(std::memory_order_acquire);
+      return *word >> 32;
+    }
+    return std::atomic_ref<const uint64_t>(*reinterpret_cast<const uint64_t*>(line + kLL128DataPerLine))
+        .load(std::memory_order_acquire);
+  };
   char* out = tStaging.recv[peer].data();
   if (proxied || nLines == 0) {
     TUTTI_CHECK(waitTail());  // an empty step has no line to carry a flag: tail alone marks it
   } else if (nLines > 1) {
     // The sender writes lines in order and the last one with release: once its flag shows, every line of
     // the slot is visible. Polling only the last line keeps the two cores from bouncing each cache line.
-    const auto* last = reinterpret_cast<const uint64_t*>(lines + (nLines - 1) * kLLLineBytes);
+    uint64_t word = 0;
     int spins = 0;
-    while (static_cast<uint32_t>(std::atomic_ref<const uint64_t>(*last).load(std::memory_order_acquire) >> 32) !=
-           flag) {
+    while (lineFlag(nLines - 1, &word) != (ll ? (flag & 0xffffffffu) : flag)) {
       if (++spins > wait_.spinCount) {
         TUTTI_CHECK(waitTail());
         break;
       }
     }
   }
+  const uint64_t want = ll ? (flag & 0xffffffffu) : flag;
   size_t i = 0;
   int spins = 0;
   while (i < nLines) {
-    const uint64_t v = std::atomic_ref<const uint64_t>(*reinterpret_cast<const uint64_t*>(lines + i * kLLLineBytes))
-                           .load(std::memory_order_acquire);
-    if (static_cast<uint32_t>(v >> 32) == flag) {
-      const uint32_t d = static_cast<uint32_t>(v);
-      const size_t take = minSize(kLLDataPerLine, bytes - i * kLLDataPerLine);
-      std::memcpy(out + i * kLLDataPerLine, &d, take);
+    uint64_t word = 0;
+    if (lineFlag(i, &word) == want) {
+      // A line is read only after its own flag showed: never a half-written line.
+      const size_t take = minSize(perLine, bytes - i * perLine);
+      if (ll) {
+        const uint32_t d = static_cast<uint32_t>(word);
+        std::memcpy(out + i * perLine, &d, take);
+      } else {
+        std::memcpy(out + i * perLine, lines + i * lineBytes, take);
+      }
       ++i;
       spins = 0;
       continue;
     }
-    if (proxied) TUTTI_FAIL(ncclInternalError, "rank {}: LL slot from rank {} is incomplete", label_.rank, rc->peer);
+    if (proxied)
+      TUTTI_FAIL(ncclInternalError, "rank {}: {} slot from rank {} is incomplete (line {} of {})", label_.rank,
+                 ll ? "LL" : "LL128", rc->peer, i, nLines);
     // The sender publishes tail once the slot is written: sleep on it after spinning, then finish reading.
     if (++spins > wait_.spinCount) {
       TUTTI_CHECK(waitTail());
@@ -178,6 +218,19 @@ ncclResult_t HostPrims::waitRecv(int peer, size_t bytes, const char** data) {
   TUTTI_CHECK(checkSize(rc, bytes));
   *data = out;
   return ncclSuccess;
+}
+
+void HostPrims::ll128Write(char* slot, const char* src, size_t bytes, uint64_t step) {
+  const uint64_t flag = ll128Flag(step);
+  const size_t nLines = divUp(bytes, kLL128DataPerLine);
+  for (size_t i = 0; i < nLines; ++i) {
+    char* line = slot + i * kLL128LineBytes;
+    std::memcpy(line, src + i * kLL128DataPerLine, minSize(kLL128DataPerLine, bytes - i * kLL128DataPerLine));
+    // Release: a reader that sees this flag sees the 120 bytes before it (host stores; on the GPU the
+    // same guarantee needs the transport's LL128 capability).
+    std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(line + kLL128DataPerLine))
+        .store(flag, std::memory_order_release);
+  }
 }
 
 void HostPrims::llWrite(char* slot, const char* src, size_t bytes, uint64_t step) {
@@ -216,8 +269,19 @@ ncclResult_t HostPrims::waitSend(int peer, char** slot) {
 }
 
 ncclResult_t HostPrims::run(unsigned mode, size_t in, size_t out, size_t n, bool postOp) {
+  if (proto_ == TUTTI_PROTO_LL128) {
+    // The communicator offers LL128 only where every transport declared the guarantee; a connector that
+    // breaks that promise is refused rather than risking torn lines.
+    for (int i = 0; i < nRecv_ + nSend_; ++i) {
+      const HostConn* c = i < nRecv_ ? recvs_[i] : sends_[i - nRecv_];
+      if (!(c->conn.flags & (TUTTI_CONN_LL128_SAFE | TUTTI_CONN_PROXIED)))
+        TUTTI_FAIL(ncclInvalidUsage, "rank {}: {} (opCount {}, channel {}): the connection with rank {} does not "
+                   "guarantee LL128 ordering; exclude it with NCCL_PROTO=^LL128", label_.rank, label_.opName,
+                   label_.opCount, label_.channel, c->peer);
+    }
+  }
   const size_t slotElems = slotData_ / eltSize_;
-  const bool ll = proto_ == TUTTI_PROTO_LL;
+  const bool lines = proto_ != TUTTI_PROTO_SIMPLE;  // LL / LL128: staged, then written as lines
   const int nRecv = (mode & kRecv) ? nRecv_ : 0;
   const int nSend = (mode & kSend) ? nSend_ : 0;
   size_t done = 0;
@@ -239,10 +303,10 @@ ncclResult_t HostPrims::run(unsigned mode, size_t in, size_t out, size_t n, bool
     }
     for (int i = 0; i < nSend; ++i) {
       TUTTI_CHECK(waitSend(i, &sendSlots[i]));
-      if (!ll) dsts[nDsts++] = sendSlots[i];
+      if (!lines) dsts[nDsts++] = sendSlots[i];
     }
-    // LL: the data is staged once, then written as lines to every send slot.
-    if (ll && nSend > 0) dsts[nDsts++] = tStaging.send.data();
+    // LL / LL128: the data is staged once, then written as lines to every send slot.
+    if (lines && nSend > 0) dsts[nDsts++] = tStaging.send.data();
 
     if (elems > 0) {
       // The rank's own input enters the reduction through the pre-op (premulsum scalar), unless it is
@@ -256,7 +320,8 @@ ncclResult_t HostPrims::run(unsigned mode, size_t in, size_t out, size_t n, bool
       const int slot = static_cast<int>(sc->step % TUTTI_STEPS);
       std::atomic_ref<int64_t>(ctrl->sizes[slot]).store(static_cast<int64_t>(bytes), std::memory_order_relaxed);
       std::atomic_ref<int32_t>(ctrl->protos[slot]).store(proto_, std::memory_order_relaxed);
-      if (ll) llWrite(sendSlots[i], tStaging.send.data(), bytes, sc->step);
+      if (proto_ == TUTTI_PROTO_LL) llWrite(sendSlots[i], tStaging.send.data(), bytes, sc->step);
+      if (proto_ == TUTTI_PROTO_LL128) ll128Write(sendSlots[i], tStaging.send.data(), bytes, sc->step);
       publish(&ctrl->tail, &ctrl->tailWaiters, &ctrl->tailSeq, ++sc->step, sc->conn.shared);
       if (sc->conn.flags & TUTTI_CONN_PROXIED) proxyRing();
     }

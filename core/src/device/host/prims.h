@@ -87,6 +87,7 @@ class HostPrims {
   ncclResult_t waitSend(int peer, char** slot);
   ncclResult_t checkSize(const HostConn* c, size_t bytes) const;
   void llWrite(char* slot, const char* src, size_t bytes, uint64_t step);
+  void ll128Write(char* slot, const char* src, size_t bytes, uint64_t step);
 
   HostConn* recvs_[kMaxPrimsPeers] = {};
   HostConn* sends_[kMaxPrimsPeers] = {};
