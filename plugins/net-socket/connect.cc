@@ -7,6 +7,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/random.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -190,6 +191,34 @@ Io progressIo(int fd, bool send, void* buf, size_t size, size_t* offset, ncclRes
     int err = errno;
     bool remote = err == ECONNRESET || err == EPIPE || err == ETIMEDOUT || err == EHOSTUNREACH;
     SOCK_WARN("NET/Socket : %s failed: %s", send ? "send" : "recv", std::strerror(err));
+    *code = remote ? ncclRemoteError : ncclSystemError;
+    return Io::Error;
+  }
+  return Io::Done;
+}
+
+Io progressIo2(int fd, const void* a, size_t aSize, const void* b, size_t bSize, size_t* offset, ncclResult_t* code) {
+  const size_t total = aSize + bSize;
+  while (*offset < total) {
+    iovec iov[2];
+    int n = 0;
+    if (*offset < aSize) iov[n++] = {const_cast<char*>(static_cast<const char*>(a)) + *offset, aSize - *offset};
+    const size_t bOff = *offset > aSize ? *offset - aSize : 0;
+    if (bSize > bOff) iov[n++] = {const_cast<char*>(static_cast<const char*>(b)) + bOff, bSize - bOff};
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = n;
+    ssize_t sent = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent > 0) {
+      *offset += static_cast<size_t>(sent);
+      continue;
+    }
+    if (sent == 0) return Io::Again;  // not expected for a non-empty stream write; retried on the next call
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return Io::Again;
+    int err = errno;
+    bool remote = err == ECONNRESET || err == EPIPE || err == ETIMEDOUT || err == EHOSTUNREACH;
+    SOCK_WARN("NET/Socket : send failed: %s", std::strerror(err));
     *code = remote ? ncclRemoteError : ncclSystemError;
     return Io::Error;
   }

@@ -60,7 +60,7 @@ struct Request {
   char* data = nullptr;
   size_t size = 0;        // send: message size; recv: posted capacity, then the size received
   MsgHeader hdr{};
-  size_t hdrOffset = 0;   // bytes of hdr moved so far
+  size_t hdrOffset = 0;   // bytes of hdr moved so far (inline sends: of hdr and payload together)
   size_t inlineOffset = 0;
   std::atomic<int> pendingTasks{0};  // chunks still in flight on helper threads
   Task tasks[kMaxSockets];
@@ -87,6 +87,7 @@ struct Comm {
   size_t minChunkBytes = 0;
   std::atomic<int> error{ncclSuccess};  // first failure; every later call on the comm reports it
   std::deque<Request*> ctrlQueue;       // requests whose header/inline phase is not finished, in post order
+  uint32_t pollsSincePeerCheck = 0;     // test() calls on unfinished sends since the last peerGone()
   std::vector<std::unique_ptr<Worker>> workers;  // started on the first chunked message
   Request requests[NCCL_NET_MAX_REQUESTS];
 };
@@ -121,6 +122,8 @@ enum class Io { Done, Again, Error };
 // Moves bytes [*offset, size) of buf on a non-blocking socket; advances *offset. Error sets *code
 // (ncclRemoteError when the peer closed or reset, ncclSystemError otherwise) and logs.
 Io progressIo(int fd, bool send, void* buf, size_t size, size_t* offset, ncclResult_t* code);
+// Sends bytes [*offset, aSize + bSize) of the concatenation a|b with one sendmsg per try; advances *offset.
+Io progressIo2(int fd, const void* a, size_t aSize, const void* b, size_t bSize, size_t* offset, ncclResult_t* code);
 // True when the peer of a socket we only write to has closed or reset it.
 bool peerGone(int fd);
 

@@ -12,8 +12,11 @@ namespace tutti::netsock {
 struct Options {
   std::string ifname;           // NCCL_SOCKET_IFNAME: prefix list, leading ^ excludes, leading = exact
   int family = 0;               // NCCL_SOCKET_FAMILY: AF_INET / AF_INET6; 0 (AF_UNSPEC) takes either
-  int nThreads = 1;             // NCCL_SOCKET_NTHREADS: helper threads per comm (0: no data sockets)
-  int nSocksPerThread = 2;      // NCCL_NSOCKS_PERTHREAD: data sockets per helper thread
+  // NCCL's defaults: no helper threads, every message moves on the control socket in the caller's thread
+  // (the proxy). Helper threads pay two thread wake-ups per chunk, which loses on loopback and on hosts with
+  // few cores; fast NICs on many-core hosts may want NCCL_SOCKET_NTHREADS=2..4.
+  int nThreads = 0;             // NCCL_SOCKET_NTHREADS: helper threads per comm (0: no data sockets)
+  int nSocksPerThread = 1;      // NCCL_NSOCKS_PERTHREAD: data sockets per helper thread
   size_t inlineBytes = 128;     // NCCL_SOCKET_INLINE: messages up to this size travel on the control socket
   size_t minChunkBytes = 65536; // NCCL_SOCKET_MIN_TASKSIZE: smallest piece a large message is cut into
   int maxDevices = 16;          // NCCL_SOCKET_MAX_IFS: most interfaces exposed as devices

@@ -5,6 +5,7 @@
 #include <linux/futex.h>
 #include <sched.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -71,23 +72,51 @@ class Proxy {
       }
       if (active) {
         idleRounds = 0;
+        idleSince = 0;
       } else if (busy) {
-        // Data is expected: keep polling, but let the ranks' threads run on a crowded machine.
-        if (++idleRounds % 16 == 0) sched_yield();
-      } else if (++idleRounds > 256) {
-        // Nothing in flight: sleep until a rank rings (or a while passes, as a safety net).
-        sleepUntilRung();
-        idleRounds = 0;
+        // Data is expected: keep polling. The thread that acts on what arrives (a rank waiting for tail, or
+        // the peer's proxy) often shares our core, so once polling finds nothing, give the core away every
+        // round: a yield costs well under a microsecond when nobody else is runnable, while waiting for the
+        // scheduler tick costs milliseconds. After a long silence (a late peer), nap on the doorbell so that
+        // an oversubscribed host runs the ranks instead of us.
+        if (++idleRounds >= kSpinRounds) {
+          if (idleSince == 0) idleSince = nowNs();
+          if (nowNs() - idleSince > kNapAfterNs) {
+            sleepUntilRung(kNapNs);
+          } else {
+            sched_yield();
+          }
+        }
+      } else {
+        idleSince = 0;
+        if (++idleRounds > 256) {
+          // Nothing in flight: sleep until a rank rings (or a while passes, as a safety net).
+          sleepUntilRung(kIdleSleepNs);
+          idleRounds = 0;
+        }
       }
     }
   }
 
-  void sleepUntilRung() {
+  // Polls of a busy, silent proxy before it starts yielding; how long it yields before napping; the nap.
+  static constexpr int kSpinRounds = 8;
+  static constexpr int64_t kNapAfterNs = 2'000'000;
+  static constexpr int64_t kNapNs = 100'000;
+  static constexpr int64_t kIdleSleepNs = 5'000'000;
+  int64_t idleSince = 0;  // when the current busy-but-silent stretch began (0: none)
+
+  static int64_t nowNs() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+  }
+
+  void sleepUntilRung(int64_t ns) {
     const uint32_t seen = doorbell_.load(std::memory_order_acquire);
     sleeping_.store(true, std::memory_order_seq_cst);
     // Re-check after announcing the sleep: a ring between the load above and here bumped the doorbell.
     if (doorbell_.load(std::memory_order_seq_cst) == seen) {
-      timespec ts{0, 5 * 1000 * 1000};
+      timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
       syscall(SYS_futex, reinterpret_cast<uint32_t*>(&doorbell_), FUTEX_WAIT_PRIVATE, seen, &ts, nullptr, 0);
     }
     sleeping_.store(false, std::memory_order_relaxed);

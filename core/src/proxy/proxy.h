@@ -1,7 +1,8 @@
 // The proxy thread: one per process, progressing every network connection's transfers (the NCCL paper's
 // sendProxyProgress / recvProxyProgress). A connection registers a ProxyTask for its lifetime; the thread
-// calls progress() on each in turn, spinning while anything moves and backing off to short sleeps when
-// idle, so an idle process costs nothing measurable.
+// calls progress() on each in turn: it spins while anything moves, yields its core between polls while data
+// is expected but silent (naps after a long silence), and sleeps on a doorbell the ranks ring when nothing
+// is in flight, so an idle process costs nothing measurable.
 #pragma once
 
 #include <tutti/common.h>
