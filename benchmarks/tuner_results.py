@@ -245,7 +245,7 @@ def sweep(raw, header, out_md):
                    f"({wrong10} of them with a pick other than the best forced pair)")
     lines = [open(header).read().rstrip(), "", "## Summary", "", f"- {summary}",
              f"- pairs the engine ran: {', '.join(sorted(available)) or 'none'} (n/a: refused at init or on the "
-             "first call; -: not measured, because the run hit its time limit or the pair was more than 4x "
+             "first call; -: not measured, because the run hit its time limit or the pair was more than 2x "
              "slower than the fastest at the last size before the largest segment)",
              "- times: slowest rank's average per call (us), out-of-place, fastest of the repeats (rows above 1.10 "
              "are measured again and keep their fastest); auto pick: the TUNING log of a separate short run "

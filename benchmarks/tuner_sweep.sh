@@ -7,7 +7,8 @@
 # (tuner_results.py sweep) and prints the summary line; raw outputs go to <build>/tuner-sweep/.
 #
 # usage: benchmarks/tuner_sweep.sh BUILD_DIR       (all_reduce_perf and the plugins must be built)
-#   RANKS="2 4" PATHS="shm net" narrow the sweep; QUICK=1 stops at 1 MiB (a smoke run, ~1 minute).
+#   RANKS="2 4" PATHS="shm net" narrow the sweep; QUICK=1 stops at 1 MiB (a smoke run, ~1 minute);
+#   BUDGET=S (default 720) stops measuring doubtful rows again once the sweep has run S seconds.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,6 +23,7 @@ ranks=${RANKS:-"2 4"}
 paths=${PATHS:-"shm net"}
 algos="ring tree"
 protos="Simple LL LL128"
+budget=${BUDGET:-720}
 socket_env=(NCCL_SHM_DISABLE=1 NCCL_P2P_DISABLE=1 NCCL_SOCKET_IFNAME=lo)
 mkdir -p "$raw"
 rm -f "$raw"/*.txt "$raw"/*.log
@@ -30,12 +32,12 @@ rm -f "$raw"/*.txt "$raw"/*.log
 # twice and keep each size's fastest sweep (a rank losing its core for a time slice spoils one sweep).
 # `limit` bounds one run in seconds: LL on a socket at 256 MiB would take minutes, so such a run is cut
 # and its missing rows show as "-" (the rows printed before the cut count). The largest segment measures
-# only the pairs within 4x of the fastest at the size before it (LL would spend minutes there, and lose).
+# only the pairs within 2x of the fastest at the size before it (LL would spend minutes there, and lose).
 #        min   max   factor iters warmup repeats limit
 segments=("8    8     4 200 20 2 20"
           "16   64K   4  30  5 2 30"
           "256K 4M    4   5  1 2 30"
-          "16M  256M  4   2  1 1 25")
+          "16M  256M  4   1  1 1 30")
 [ "${QUICK:-0}" = 1 ] && segments=("8 8 4 50 5 1 20" "16 64K 4 10 2 1 20" "256K 1M 4 4 1 1 30")
 
 # run FILE ENV... -- ARGS...: appends one run (command first). A failure is recorded and the sweep goes on.
@@ -80,7 +82,7 @@ for path in $paths; do
       if [ "$seg" = "${segments[-1]}" ] && [ "${#segments[@]}" -gt 1 ]; then
         prev=$(echo "${segments[-2]}" | awk '{print $2}')
         read -r -a pairs <<< "$(python3 "$root/benchmarks/tuner_results.py" keep "$raw" "$path" "$np" \
-          "$(numfmt --from=iec "$prev")" 4)"
+          "$(numfmt --from=iec "$prev")" 2)"
         echo "   from $b: ${pairs[*]:-none}" >&2
       fi
       sweep=(-P "$np" -b "$b" -e "$e" -f "$f" -n "$n" -w "$w")
@@ -112,6 +114,10 @@ for rep in 1 2; do
   [ "${#redo[@]}" -gt 0 ] || break
   echo "== again (pass $rep): ${#redo[@]} rows above 1.10" >&2
   for row in "${redo[@]}"; do
+    if [ $(( $(date +%s) - start )) -ge "$budget" ]; then
+      echo "   time budget (${budget} s) spent: the remaining rows keep the times they have" >&2
+      break 2
+    fi
     read -r path np size <<< "$row"
     read -r n w limit <<< "$(seg_for "$size")"
     base_env=(TUTTI_SWEEP=1)

@@ -13,7 +13,7 @@ struct Shape {
   double traffic = 0;
 };
 
-Shape shapeOf(ncclFunc_t f, int algo, int nRanks) {
+Shape shapeOf(ncclFunc_t f, int algo, int nRanks, int nNodes) {
   const double k = nRanks;
   const double log2k = std::ceil(std::log2(std::max(k, 1.0)));
   Shape s;
@@ -28,8 +28,14 @@ Shape shapeOf(ncclFunc_t f, int algo, int nRanks) {
       }
       break;
     case NCCL_ALGO_TREE:
-      // Reduce up then broadcast down a binary tree: each byte crosses a link twice.
-      if (f == ncclFuncAllReduce) s = {2 * log2k, 2};
+      // Reduce up then broadcast down: a binary tree across nodes and a chain inside each node, so the
+      // depth is log2(nodes) plus the chain's length (on one node the "tree" is a chain of k ranks). Each
+      // byte crosses a link twice.
+      if (f == ncclFuncAllReduce) {
+        const double nodes = std::clamp(nNodes, 1, std::max(nRanks, 1));
+        const double chain = std::ceil(k / nodes) - 1;
+        s = {2 * (std::ceil(std::log2(nodes)) + chain), 2};
+      }
       break;
     case NCCL_ALGO_PAT:
       if (f == ncclFuncAllGather || f == ncclFuncReduceScatter) s = {log2k, (k - 1) / k};
@@ -45,7 +51,7 @@ Shape shapeOf(ncclFunc_t f, int algo, int nRanks) {
 double Model::time(ncclFunc_t f, int algo, int proto, size_t nBytes) const {
   if (proto < 0 || proto >= NCCL_NUM_PROTOCOLS) return -1;
   if (nRanks <= 1) return options.overheadUs[kLinkProcess][proto] + options.latencyUs[kLinkProcess][proto];
-  const Shape s = shapeOf(f, algo, nRanks);
+  const Shape s = shapeOf(f, algo, nRanks, nNodes);
   if (s.steps < 0) return -1;
   const Link l = link();
   // GB/s = 1e3 bytes per microsecond. The overhead is paid once per call whatever the rank count (launch,

@@ -45,9 +45,9 @@ class DefaultTunerTerms : public ::testing::Test {
   struct Costs {
     float ring = -1, tree = -1;
   };
-  Costs costs(int nRanks, size_t bytes) {
+  Costs costs(int nRanks, size_t bytes, int nNodes = 1) {
     void* ctx = nullptr;
-    if (plugin_->tuner.init(&ctx, 1, nRanks, 1, tuttiPluginLogger, nullptr, nullptr) != ncclSuccess) return {};
+    if (plugin_->tuner.init(&ctx, 1, nRanks, nNodes, tuttiPluginLogger, nullptr, nullptr) != ncclSuccess) return {};
     float t[kA][kP];
     for (auto& row : t)
       for (float& e : row) e = NCCL_ALGO_PROTO_IGNORE;
@@ -81,19 +81,33 @@ TEST_F(DefaultTunerTerms, TreeFactorsScaleOnlyTree) {
   env.set("TUTTI_TUNER_OVERHEAD_SHM", "0,0,0");
   env.set("TUTTI_TUNER_LATENCY_SHM", "1,1,10");
   env.set("TUTTI_TUNER_BANDWIDTH_SHM", "1,1,1");
+  env.set("TUTTI_TUNER_TREE_LATENCY_FACTOR", "1");
+  env.set("TUTTI_TUNER_TREE_BANDWIDTH_FACTOR", "1");
   const Costs base = costs(8, 0), baseBig = costs(8, size_t{1} << 20);
-  // 8 ranks: tree 2 ceil(log2 8) = 6 steps of 10 us at 0 bytes.
-  EXPECT_NEAR(base.tree, 60.0f, 1e-3f);
+  // 8 ranks on one node: the tree is a chain of 8, 2 x 7 = 14 steps of 10 us at 0 bytes, like the ring.
+  EXPECT_NEAR(base.tree, 140.0f, 1e-3f);
   EXPECT_NEAR(base.ring, 140.0f, 1e-3f);  // 2(k-1) = 14 steps
   env.set("TUTTI_TUNER_TREE_LATENCY_FACTOR", "3");
   env.set("TUTTI_TUNER_TREE_BANDWIDTH_FACTOR", "4");
   const Costs scaled = costs(8, 0), scaledBig = costs(8, size_t{1} << 20);
-  EXPECT_NEAR(scaled.tree, 180.0f, 1e-3f);
+  EXPECT_NEAR(scaled.tree, 420.0f, 1e-3f);
   EXPECT_FLOAT_EQ(scaled.ring, base.ring);
   EXPECT_FLOAT_EQ(scaledBig.ring, baseBig.ring);
   // Traffic 2 x 1 MiB at 1 GB/s = 2097.152 us, a quarter of it at 4x the bandwidth.
   EXPECT_NEAR(baseBig.tree - base.tree, 2097.152f, 0.01f);
   EXPECT_NEAR(scaledBig.tree - scaled.tree, 2097.152f / 4, 0.01f);
+}
+
+TEST_F(DefaultTunerTerms, TreeIsAChainInsideANodeAndATreeAcrossNodes) {
+  Env env;
+  env.set("TUTTI_TUNER_OVERHEAD_NET", "0,0,0");
+  env.set("TUTTI_TUNER_LATENCY_NET", "1,1,1");
+  env.set("TUTTI_TUNER_TREE_LATENCY_FACTOR", "1");
+  // 16 ranks: 16 nodes of 1 (depth log2 16 = 4), 4 nodes of 4 (2 + a chain of 3), 2 nodes of 8 (1 + 7).
+  EXPECT_NEAR(costs(16, 0, 16).tree, 8.0f, 1e-3f);
+  EXPECT_NEAR(costs(16, 0, 4).tree, 10.0f, 1e-3f);
+  EXPECT_NEAR(costs(16, 0, 2).tree, 16.0f, 1e-3f);
+  EXPECT_NEAR(costs(16, 0, 16).ring, 30.0f, 1e-3f);
 }
 
 TEST_F(DefaultTunerTerms, AutoLinkTakesTheNetworkWhenShmAndP2pAreDisabled) {
