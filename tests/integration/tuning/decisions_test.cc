@@ -221,5 +221,68 @@ TEST(TuningFilters, FilterWithoutSupportedChoiceFailsTheCall) {
   reportFailures(report);
 }
 
+// Send/recv pick LL up to NCCL_P2P_LL_THRESHOLD (default: channels x 16 KiB) and Simple above, on both
+// ends, and the data arrives intact either way.
+class P2pProtocol : public ::testing::Test {
+ protected:
+  void SetUp() override { std::remove(logPath_.c_str()); }
+  void TearDown() override { std::remove(logPath_.c_str()); }
+  // Rank 0 sends `bytes` to rank 1 (one group per call); returns the protocols rank 0 and rank 1 logged.
+  std::pair<std::string, std::string> exchange(size_t bytes, Report& report) {
+    const size_t logged = readFile(logPath_).size();  // the log stays open for the process: read what is new
+    {
+      CommSet set(2, InitMode::kInitRank);
+      if (!set.ok()) {
+        report.fail(set.error());
+        return {};
+      }
+      runPerRank(set, [&](int rank, ncclComm_t comm) {
+        std::vector<unsigned char> buf(bytes, 0);
+        if (rank == 0) {
+          for (size_t i = 0; i < bytes; ++i) buf[i] = static_cast<unsigned char>(i * 13 + 5);
+          report.ok(ncclSend(buf.data(), bytes, ncclUint8, 1, comm, nullptr), "ncclSend", comm);
+          return;
+        }
+        if (!report.ok(ncclRecv(buf.data(), bytes, ncclUint8, 0, comm, nullptr), "ncclRecv", comm)) return;
+        for (size_t i = 0; i < bytes; ++i)
+          if (buf[i] != static_cast<unsigned char>(i * 13 + 5)) {
+            report.fail("byte " + std::to_string(i) + " of " + std::to_string(bytes) + " is wrong");
+            return;
+          }
+      }, report, "SendRecv");
+    }
+    const std::string log = readFile(logPath_).substr(logged);
+    auto protoOf = [&](const std::string& what) {
+      auto l = linesWith(log, what + " " + std::to_string(bytes) + " bytes ");
+      if (l.size() != 1) return "(" + std::to_string(l.size()) + " lines)\n" + log;
+      const size_t at = l[0].find(" proto ");
+      return at == std::string::npos ? l[0] : l[0].substr(at + 7, l[0].find(' ', at + 7) - at - 7);
+    };
+    return {protoOf("Send"), protoOf("Recv")};
+  }
+  std::string logPath_ = tempPath("p2p_log");
+  ScopedEnv debug_{"NCCL_DEBUG", "INFO"};
+  ScopedEnv subsys_{"NCCL_DEBUG_SUBSYS", "P2P"};
+  ScopedEnv file_{"NCCL_DEBUG_FILE", logPath_};
+};
+
+TEST_F(P2pProtocol, LLUpToTheThresholdSimpleAbove) {
+  Report report;
+  ScopedEnv channels("NCCL_MAX_NCHANNELS", "2");  // default threshold 2 x 16 KiB
+  for (auto [bytes, want] : {std::pair<size_t, const char*>{0, "LL"}, {4096, "LL"}, {32768, "LL"},
+                             {32769, "Simple"}, {size_t{1} << 20, "Simple"}}) {
+    auto [send, recv] = exchange(bytes, report);
+    EXPECT_EQ(send, want) << bytes << " bytes";
+    EXPECT_EQ(recv, want) << bytes << " bytes";
+  }
+  {
+    ScopedEnv threshold("NCCL_P2P_LL_THRESHOLD", "0");
+    auto [send, recv] = exchange(4096, report);
+    EXPECT_EQ(send, "Simple");
+    EXPECT_EQ(recv, "Simple");
+  }
+  reportFailures(report);
+}
+
 }  // namespace
 }  // namespace tutti::itest

@@ -5,6 +5,7 @@
 #include "device/common/tree.h"
 #include "device/host/prims.h"
 #include "device/host/reduce_copy.h"
+#include "plugin/params.h"
 #include "util/check.h"
 
 #include <tutti/tuner.h>
@@ -107,6 +108,14 @@ ncclResult_t countChannelSteps(ncclComm* comm, const std::vector<CollPlan>& coll
   return ncclSuccess;
 }
 
+// Protocol of one send or receive of `bytes`: LL up to the threshold (latency), Simple above (bandwidth).
+// Both ends decide from the byte count alone, so matching calls agree; mismatched ones are reported.
+int p2pProtocol(const ncclComm* comm, size_t bytes) {
+  const int64_t set = paramInt("NCCL_P2P_LL_THRESHOLD");
+  const size_t threshold = set >= 0 ? static_cast<size_t>(set) : static_cast<size_t>(comm->nChannels) * 16384;
+  return bytes <= threshold ? TUTTI_PROTO_LL : TUTTI_PROTO_SIMPLE;
+}
+
 ncclResult_t runP2pList(ncclComm* comm, const std::vector<Task>& tasks, bool sending) {
   ResolvedRedOp copyOp{};
   resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &copyOp);  // byte copy
@@ -117,13 +126,17 @@ ncclResult_t runP2pList(ncclComm* comm, const std::vector<Task>& tasks, bool sen
     HostConn* conn = connOf(comm, 0, kConnP2p, t.root, sending);
     if (!conn) TUTTI_FAIL(ncclInternalError, "rank {}: no p2p connection to rank {}", comm->rank, t.root);
     OpLabel label{comm->rank, sending ? "Send" : "Recv", comm->p2pOpCount, 0, &comm->failure, commAskFailure, comm};
+    const int proto = p2pProtocol(comm, bytes);
+    TUTTI_INFO(NCCL_P2P, "{} {} bytes {} rank {} proto {} (opCount {})", sending ? "Send" : "Recv", bytes,
+               sending ? "to" : "from", t.root, proto == TUTTI_PROTO_LL ? "LL" : "Simple", comm->p2pOpCount);
     if (sending) {
-      HostPrims prims(nullptr, conn, t.sendbuff, nullptr, 1, *copy, wait, label);
+      HostPrims prims(nullptr, conn, t.sendbuff, nullptr, 1, *copy, wait, label, proto);
       TUTTI_CHECK(prims.send(0, bytes));
     } else {
-      const size_t slotBytes = conn->conn.buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS;
-      announceRecvSteps(conn, bytes == 0 ? 1 : (bytes + slotBytes - 1) / slotBytes);
-      HostPrims prims(conn, nullptr, nullptr, t.recvbuff, 1, *copy, wait, label);
+      HostStepCounter steps(conn, proto, 1);
+      steps.recv(0, bytes);
+      announceRecvSteps(conn, steps.recvSteps());
+      HostPrims prims(conn, nullptr, nullptr, t.recvbuff, 1, *copy, wait, label, proto);
       TUTTI_CHECK(prims.recv(0, bytes));
     }
   }
