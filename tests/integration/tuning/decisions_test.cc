@@ -284,5 +284,26 @@ TEST_F(P2pProtocol, LLUpToTheThresholdSimpleAbove) {
   reportFailures(report);
 }
 
+// A receive that expects another size than was sent may also expect another protocol (one side of the
+// threshold each): the receiver must report the mismatch, whichever side is LL, and never wait forever.
+TEST_F(P2pProtocol, SizesOnBothSidesOfTheThresholdAreAMismatchNotAHang) {
+  for (auto [sent, expected] : {std::pair<size_t, size_t>{65536, 4096}, {4096, 65536}}) {
+    CommSet set(2, InitMode::kInitRank);
+    ASSERT_TRUE(set.ok()) << set.error();
+    std::vector<ncclResult_t> results(2, ncclSuccess);
+    std::string recvError;
+    Report report;
+    runPerRank(set, [&](int rank, ncclComm_t comm) {
+      std::vector<unsigned char> buf(std::max(sent, expected), 1);
+      results[rank] = rank == 0 ? ncclSend(buf.data(), sent, ncclUint8, 1, comm, nullptr)
+                                : ncclRecv(buf.data(), expected, ncclUint8, 0, comm, nullptr);
+      if (rank == 1) recvError = ncclGetLastError(comm);
+    }, report, "SendRecv");
+    EXPECT_EQ(results[1], ncclInvalidUsage) << sent << " sent, " << expected << " expected";
+    EXPECT_TRUE(results[0] == ncclSuccess || results[0] == ncclRemoteError) << results[0];
+    EXPECT_NE(recvError.find("were expected"), std::string::npos) << recvError;
+  }
+}
+
 }  // namespace
 }  // namespace tutti::itest

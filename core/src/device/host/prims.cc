@@ -174,8 +174,12 @@ ncclResult_t HostPrims::waitRecv(int peer, size_t bytes, const char** data) {
         .load(std::memory_order_acquire);
   };
   char* out = tStaging.recv[peer].data();
+  // Once tail covers this step every line of it is visible: a line still missing then means the sender
+  // wrote something else (another protocol or size: a mismatched call), never "wait longer".
+  bool tailSeen = false;
   if (proxied || nLines == 0) {
     TUTTI_CHECK(waitTail());  // an empty step has no line to carry a flag: tail alone marks it
+    tailSeen = true;
   } else if (nLines > 1) {
     // The sender writes lines in order and the last one with release: once its flag shows, every line of
     // the slot is visible. Polling only the last line keeps the two cores from bouncing each cache line.
@@ -184,6 +188,7 @@ ncclResult_t HostPrims::waitRecv(int peer, size_t bytes, const char** data) {
     while (lineFlag(nLines - 1, &word) != (ll ? (flag & 0xffffffffu) : flag)) {
       if (++spins > wait_.spinCount) {
         TUTTI_CHECK(waitTail());
+        tailSeen = true;
         break;
       }
     }
@@ -206,12 +211,16 @@ ncclResult_t HostPrims::waitRecv(int peer, size_t bytes, const char** data) {
       spins = 0;
       continue;
     }
-    if (proxied)
-      TUTTI_FAIL(ncclInternalError, "rank {}: {} slot from rank {} is incomplete (line {} of {})", label_.rank,
-                 ll ? "LL" : "LL128", rc->peer, i, nLines);
+    if (tailSeen) {
+      TUTTI_CHECK(checkSize(rc, bytes));  // names the mismatch when sizes or protocols differ
+      TUTTI_FAIL(ncclInternalError, "rank {}: {} (opCount {}, channel {}): {} slot from rank {} is incomplete "
+                 "(line {} of {})", label_.rank, label_.opName, label_.opCount, label_.channel, ll ? "LL" : "LL128",
+                 rc->peer, i, nLines);
+    }
     // The sender publishes tail once the slot is written: sleep on it after spinning, then finish reading.
     if (++spins > wait_.spinCount) {
       TUTTI_CHECK(waitTail());
+      tailSeen = true;
       spins = 0;
     }
   }
