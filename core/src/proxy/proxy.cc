@@ -78,7 +78,7 @@ class Proxy {
         // the peer's proxy) often shares our core, so once polling finds nothing, give the core away every
         // round: a yield costs well under a microsecond when nobody else is runnable, while waiting for the
         // scheduler tick costs milliseconds. After a long silence (a late peer), nap on the doorbell so that
-        // an oversubscribed host runs the ranks instead of us.
+        // an oversubscribed host runs the ranks instead of us (a rank that posts work rings us awake).
         if (++idleRounds >= kSpinRounds) {
           if (idleSince == 0) idleSince = nowNs();
           if (nowNs() - idleSince > kNapAfterNs) {
@@ -100,7 +100,7 @@ class Proxy {
 
   // Polls of a busy, silent proxy before it starts yielding; how long it yields before napping; the nap.
   static constexpr int kSpinRounds = 8;
-  static constexpr int64_t kNapAfterNs = 2'000'000;
+  static constexpr int64_t kNapAfterNs = 10'000'000;  // beyond a scheduler tick or two: the peer is late
   static constexpr int64_t kNapNs = 100'000;
   static constexpr int64_t kIdleSleepNs = 5'000'000;
   int64_t idleSince = 0;  // when the current busy-but-silent stretch began (0: none)

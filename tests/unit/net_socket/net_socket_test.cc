@@ -2,6 +2,8 @@
 // loopback, message sizes, many outstanding requests, and the option variants (in child processes).
 #include "net_socket_fixture.h"
 
+#include <dirent.h>
+
 #include <atomic>
 
 namespace nstest {
@@ -154,6 +156,46 @@ TEST_F(NetSocket, BackToBackMessagesKeepOrder) {
     ASSERT_EQ(transfer(src.data(), size, dst.data(), size, &got), ncclSuccess) << "round " << round;
     ASSERT_EQ(src, dst) << "round " << round;
   }
+}
+
+// Threads of this process (helper threads show up here once started).
+int threadCount() {
+  int n = 0;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+    closedir(d);
+  }
+  return n;
+}
+
+// Defaults: messages up to one chunk (64 KiB) stay on the control socket in the caller's thread; only larger
+// ones start the helper threads (one per comm). The listener's choice travels in the handle.
+TEST_F(NetSocket, DefaultsKeepOneChunkMessagesInline) {
+  for (const char* v : {"NCCL_SOCKET_NTHREADS", "NCCL_NSOCKS_PERTHREAD", "NCCL_SOCKET_INLINE"})
+    if (std::getenv(v)) GTEST_SKIP() << v << " is set in the environment";
+  listen();
+  tutti::netsock::Handle h;
+  std::memcpy(&h, handle, sizeof h);
+  EXPECT_EQ(h.nThreads, 1u);
+  EXPECT_EQ(h.nSocks, 2u);
+  ASSERT_TRUE(establish([&](void** s) { return n->connect(ctx, 0, handle, s, nullptr); },
+                        [&](void** r) { return n->accept(listenComm, r, nullptr); }, &sendComm, &recvComm));
+  const int before = threadCount();
+  // Sizes around the header boundary and the largest inline message, which may need several sendmsg calls.
+  for (size_t size : {size_t{0}, size_t{1}, size_t{23}, size_t{24}, size_t{4097}, size_t{65536}}) {
+    std::vector<char> src(size), dst(size + 7, 0);
+    fillPattern(src, static_cast<unsigned>(size));
+    int got = -1;
+    ASSERT_EQ(transfer(src.data(), size, dst.data(), dst.size(), &got), ncclSuccess) << size;
+    EXPECT_EQ(static_cast<size_t>(got), size);
+    EXPECT_TRUE(std::equal(src.begin(), src.end(), dst.begin())) << size;
+  }
+  EXPECT_EQ(threadCount(), before) << "a message of at most 64 KiB started helper threads";
+  std::vector<char> src(65537), dst(65537, 0);
+  fillPattern(src, 7);
+  ASSERT_EQ(transfer(src.data(), src.size(), dst.data(), dst.size(), nullptr), ncclSuccess);
+  EXPECT_EQ(src, dst);
+  EXPECT_EQ(threadCount(), before + 2) << "a chunked message should start one helper thread per comm";
 }
 
 TEST_F(NetSocket, RegMrAndFlush) {
