@@ -59,8 +59,8 @@ double Model::time(ncclFunc_t f, int algo, int proto, size_t nBytes) const {
   // Tree steps cost more than ring steps where a rank serves several peers (parent and two children, in two
   // trees at once) on few cores: the factors scale the link's ring-fitted constants.
   const bool tree = algo == NCCL_ALGO_TREE;
-  const double latency = options.latencyUs[l][proto] * (tree ? options.treeLatencyFactor : 1.0);
-  const double bandwidth = options.bandwidthGBs[l][proto] * (tree ? options.treeBandwidthFactor : 1.0);
+  const double latency = options.latencyUs[l][proto] * (tree ? options.treeLatencyFactor[l] : 1.0);
+  const double bandwidth = options.bandwidthGBs[l][proto] * (tree ? options.treeBandwidthFactor[l] : 1.0);
   return options.overheadUs[l][proto] + latency * s.steps + s.traffic * static_cast<double>(nBytes) / (bandwidth * 1e3);
 }
 

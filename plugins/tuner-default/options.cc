@@ -26,8 +26,10 @@ const OptionInfo kOptions[] = {
     {"TUTTI_TUNER_BANDWIDTH_PROCESS", "0.0265,0.133,0.197", "Data bandwidth (GB/s) inside one process, LL,LL128,Simple"},
     {"TUTTI_TUNER_BANDWIDTH_SHM", "0.0186,0.093,0.16", "Data bandwidth (GB/s) over shared memory, LL,LL128,Simple"},
     {"TUTTI_TUNER_BANDWIDTH_NET", "0.0285,0.208,0.217", "Data bandwidth (GB/s) over the network, LL,LL128,Simple"},
-    {"TUTTI_TUNER_TREE_LATENCY_FACTOR", "3", "Tree per-step latency as a multiple of the link's (ring) latency"},
-    {"TUTTI_TUNER_TREE_BANDWIDTH_FACTOR", "1.3", "Tree bandwidth as a multiple of the link's (ring) bandwidth"},
+    {"TUTTI_TUNER_TREE_LATENCY_FACTOR", "3,3,0.6",
+     "Tree per-step latency as a multiple of the link's (ring) latency: one number, or process,shm,net"},
+    {"TUTTI_TUNER_TREE_BANDWIDTH_FACTOR", "1.3,1.3,1",
+     "Tree bandwidth as a multiple of the link's (ring) bandwidth: one number, or process,shm,net"},
     {"TUTTI_TUNER_CHANNEL_BYTES", "262144", "Bytes of a collective per suggested channel (>= 1)"},
     {"TUTTI_TUNER_MAX_CHANNELS", "64", "Most channels suggested, 1..64 (the core clamps to its own limit)"},
 };
@@ -72,17 +74,29 @@ bool parseTriple(const char* name, double* out, std::string* error, bool allowZe
   return true;
 }
 
-// One finite number > 0.
-bool parseFactor(const char* name, double* out, std::string* error) {
+// One finite number > 0 for every link, or three comma-separated ones: process,shm,net.
+bool parseFactor(const char* name, double (&out)[kNumLinks], std::string* error) {
   const char* text = valueOf(name);
-  errno = 0;
-  char* end = nullptr;
-  double x = std::strtod(text, &end);
-  if (end == text || *end != '\0' || errno != 0 || !std::isfinite(x) || x <= 0) {
-    *error = std::string(name) + "=\"" + text + "\": expected a positive number";
+  const char* p = text;
+  double x[kNumLinks];
+  int n = 0;
+  for (; n < kNumLinks; ++n) {
+    errno = 0;
+    char* end = nullptr;
+    x[n] = std::strtod(p, &end);
+    if (end == p || errno != 0 || !std::isfinite(x[n]) || x[n] <= 0) break;
+    p = end;
+    if (*p != ',') {
+      ++n;
+      break;
+    }
+    ++p;
+  }
+  if (*p != '\0' || (n != 1 && n != kNumLinks)) {
+    *error = std::string(name) + "=\"" + text + "\": expected a positive number, or three for process,shm,net";
     return false;
   }
-  *out = x;
+  for (int l = 0; l < kNumLinks; ++l) out[l] = n == 1 ? x[0] : x[l];
   return true;
 }
 
@@ -140,8 +154,8 @@ ncclResult_t readOptions(Options* out, std::string* error) {
     if (!parseTriple(kLat[l], o.latencyUs[l], error)) return ncclInvalidUsage;
     if (!parseTriple(kBw[l], o.bandwidthGBs[l], error)) return ncclInvalidUsage;
   }
-  if (!parseFactor("TUTTI_TUNER_TREE_LATENCY_FACTOR", &o.treeLatencyFactor, error)) return ncclInvalidUsage;
-  if (!parseFactor("TUTTI_TUNER_TREE_BANDWIDTH_FACTOR", &o.treeBandwidthFactor, error)) return ncclInvalidUsage;
+  if (!parseFactor("TUTTI_TUNER_TREE_LATENCY_FACTOR", o.treeLatencyFactor, error)) return ncclInvalidUsage;
+  if (!parseFactor("TUTTI_TUNER_TREE_BANDWIDTH_FACTOR", o.treeBandwidthFactor, error)) return ncclInvalidUsage;
   long long x = 0;
   if (!parseInt("TUTTI_TUNER_CHANNEL_BYTES", 1, 1ll << 40, &x, error)) return ncclInvalidUsage;
   o.channelBytes = x;

@@ -18,8 +18,8 @@ struct Options {
   double overheadUs[kNumLinks][NCCL_NUM_PROTOCOLS];  // TUTTI_TUNER_OVERHEAD_{...}: per call, >= 0
   double latencyUs[kNumLinks][NCCL_NUM_PROTOCOLS];  // TUTTI_TUNER_LATENCY_{PROCESS,SHM,NET}: per step
   double bandwidthGBs[kNumLinks][NCCL_NUM_PROTOCOLS];  // TUTTI_TUNER_BANDWIDTH_{...}: data GB/s per link
-  double treeLatencyFactor = 1;                    // TUTTI_TUNER_TREE_LATENCY_FACTOR: tree step vs ring step
-  double treeBandwidthFactor = 1;                  // TUTTI_TUNER_TREE_BANDWIDTH_FACTOR: tree vs ring GB/s
+  double treeLatencyFactor[kNumLinks] = {1, 1, 1};    // TUTTI_TUNER_TREE_LATENCY_FACTOR: tree vs ring step
+  double treeBandwidthFactor[kNumLinks] = {1, 1, 1};  // TUTTI_TUNER_TREE_BANDWIDTH_FACTOR: tree vs ring GB/s
   long long channelBytes = 262144;                 // TUTTI_TUNER_CHANNEL_BYTES: bytes per extra channel
   int maxChannels = 64;                            // TUTTI_TUNER_MAX_CHANNELS (the core clamps further)
 };

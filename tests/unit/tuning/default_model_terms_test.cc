@@ -110,6 +110,20 @@ TEST_F(DefaultTunerTerms, TreeIsAChainInsideANodeAndATreeAcrossNodes) {
   EXPECT_NEAR(costs(16, 0, 16).ring, 30.0f, 1e-3f);
 }
 
+TEST_F(DefaultTunerTerms, TreeFactorsPerLink) {
+  Env env;
+  env.set("TUTTI_TUNER_OVERHEAD_SHM", "0,0,0");
+  env.set("TUTTI_TUNER_OVERHEAD_NET", "0,0,0");
+  env.set("TUTTI_TUNER_LATENCY_SHM", "1,1,1");
+  env.set("TUTTI_TUNER_LATENCY_NET", "1,1,1");
+  env.set("TUTTI_TUNER_TREE_LATENCY_FACTOR", "7,3,0.5");  // process,shm,net
+  env.set("TUTTI_TUNER_INTRA_LINK", "shm");
+  EXPECT_NEAR(costs(4, 0).tree, 18.0f, 1e-3f);      // a chain of 4: 6 steps x 3
+  EXPECT_NEAR(costs(4, 0, 4).tree, 2.0f, 1e-3f);    // 4 nodes: 2 log2 4 = 4 steps x 0.5
+  env.set("TUTTI_TUNER_INTRA_LINK", "process");
+  EXPECT_NEAR(costs(4, 0).tree, 42.0f, 1e-3f);
+}
+
 TEST_F(DefaultTunerTerms, AutoLinkTakesTheNetworkWhenShmAndP2pAreDisabled) {
   Env env;
   env.set("TUTTI_TUNER_INTRA_LINK", "auto");
@@ -132,7 +146,7 @@ TEST_F(DefaultTunerTerms, BadTermValuesFailInit) {
     env.set("TUTTI_TUNER_OVERHEAD_NET", bad);
     EXPECT_LT(costs(2, 8).ring, 0) << "TUTTI_TUNER_OVERHEAD_NET=" << bad;
   }
-  for (const char* bad : {"0", "-2", "x", "1.5x", ""}) {
+  for (const char* bad : {"0", "-2", "x", "1.5x", "1,2", "1,2,3,4", "1,0,1", "1,2,", ""}) {
     Env env;
     env.set("TUTTI_TUNER_TREE_LATENCY_FACTOR", bad);
     // An empty value means "unset": the default applies.
