@@ -116,6 +116,8 @@ TEST_F(DefaultTunerTerms, TreeFactorsPerLink) {
   env.set("TUTTI_TUNER_OVERHEAD_NET", "0,0,0");
   env.set("TUTTI_TUNER_LATENCY_SHM", "1,1,1");
   env.set("TUTTI_TUNER_LATENCY_NET", "1,1,1");
+  env.set("TUTTI_TUNER_OVERHEAD_PROCESS", "0,0,0");
+  env.set("TUTTI_TUNER_LATENCY_PROCESS", "1,1,1");
   env.set("TUTTI_TUNER_TREE_LATENCY_FACTOR", "7,3,0.5");  // process,shm,net
   env.set("TUTTI_TUNER_INTRA_LINK", "shm");
   EXPECT_NEAR(costs(4, 0).tree, 18.0f, 1e-3f);      // a chain of 4: 6 steps x 3
