@@ -46,12 +46,18 @@ struct LaunchScratch {
 };
 thread_local LaunchScratch tScratch;
 
-// Rebinds a recycled launch to `t`'s communicator; its vectors keep their capacity.
+// Rebinds a recycled launch to `t`'s communicator: every field back to its default (whatever fields
+// CommLaunch grows), but its vectors keep their capacity.
 void resetLaunch(host::CommLaunch& l, const Task& t) {
+  std::vector<CollPlan> colls = std::move(l.colls);
+  std::vector<Task> p2p = std::move(l.p2p);
+  colls.clear();
+  p2p.clear();
+  l = host::CommLaunch{};
   l.comm = t.comm;
   l.stream = t.stream;
-  l.colls.clear();
-  l.p2p.clear();
+  l.colls = std::move(colls);
+  l.p2p = std::move(p2p);
 }
 
 ncclResult_t launchGroup(const Task* tasks, size_t nTasks) {
