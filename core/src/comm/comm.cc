@@ -103,6 +103,8 @@ ncclResult_t commInitRank(ncclComm** out, int nRanks, const ncclUniqueId& id, in
                TUTTI_STEPS * 128);
   comm->buffSizes[TUTTI_PROTO_LL128] = static_cast<size_t>(ll128) & ~size_t{TUTTI_STEPS * 128 - 1};
   TUTTI_CHECK(commLL128Vote(comm.get(), &comm->ll128));
+  const int64_t p2pLL = paramInt("NCCL_P2P_LL_THRESHOLD");
+  comm->p2pLLThreshold = p2pLL >= 0 ? static_cast<size_t>(p2pLL) : static_cast<size_t>(comm->nChannels) * 16384;
   TUTTI_CHECK(tunerChainCreate(comm.get()));
 
   TUTTI_INFO(NCCL_INIT, "comm {} rank {} nRanks {} nNodes {} channels {} buffSize {} - init done",

@@ -5,7 +5,6 @@
 #include "device/common/tree.h"
 #include "device/host/prims.h"
 #include "device/host/reduce_copy.h"
-#include "plugin/params.h"
 #include "util/check.h"
 
 #include <tutti/tuner.h>
@@ -111,9 +110,7 @@ ncclResult_t countChannelSteps(ncclComm* comm, const std::vector<CollPlan>& coll
 // Protocol of one send or receive of `bytes`: LL up to the threshold (latency), Simple above (bandwidth).
 // Both ends decide from the byte count alone, so matching calls agree; mismatched ones are reported.
 int p2pProtocol(const ncclComm* comm, size_t bytes) {
-  const int64_t set = paramInt("NCCL_P2P_LL_THRESHOLD");
-  const size_t threshold = set >= 0 ? static_cast<size_t>(set) : static_cast<size_t>(comm->nChannels) * 16384;
-  return bytes <= threshold ? TUTTI_PROTO_LL : TUTTI_PROTO_SIMPLE;
+  return bytes <= comm->p2pLLThreshold ? TUTTI_PROTO_LL : TUTTI_PROTO_SIMPLE;
 }
 
 ncclResult_t runP2pList(ncclComm* comm, const std::vector<Task>& tasks, bool sending) {

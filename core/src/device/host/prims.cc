@@ -185,7 +185,9 @@ ncclResult_t HostPrims::waitRecv(int peer, size_t bytes, const char** data) {
     // the slot is visible. Polling only the last line keeps the two cores from bouncing each cache line.
     uint64_t word = 0;
     int spins = 0;
+    SpinPacer pacer(wait_.spinCount);  // ranks outnumbering cores hand the core over early
     while (lineFlag(nLines - 1, &word) != (ll ? (flag & 0xffffffffu) : flag)) {
+      pacer.pause();
       if (++spins > wait_.spinCount) {
         TUTTI_CHECK(waitTail());
         tailSeen = true;
@@ -196,6 +198,7 @@ ncclResult_t HostPrims::waitRecv(int peer, size_t bytes, const char** data) {
   const uint64_t want = ll ? (flag & 0xffffffffu) : flag;
   size_t i = 0;
   int spins = 0;
+  SpinPacer pacer(wait_.spinCount);
   while (i < nLines) {
     uint64_t word = 0;
     if (lineFlag(i, &word) == want) {
@@ -218,6 +221,7 @@ ncclResult_t HostPrims::waitRecv(int peer, size_t bytes, const char** data) {
                  rc->peer, i, nLines);
     }
     // The sender publishes tail once the slot is written: sleep on it after spinning, then finish reading.
+    pacer.pause();
     if (++spins > wait_.spinCount) {
       TUTTI_CHECK(waitTail());
       tailSeen = true;
@@ -261,16 +265,19 @@ void HostPrims::llWrite(char* slot, const char* src, size_t bytes, uint64_t step
 // Waits until the current send slot of sends_[peer] is free (the receiver released it) and points *slot
 // at it in the protocol's buffer.
 ncclResult_t HostPrims::waitSend(int peer, char** slot) {
-  const HostConn* sc = sends_[peer];
+  HostConn* sc = sends_[peer];
   tuttiConnCtrl_t* ctrl = sc->conn.ctrl;
   const uint64_t step = sc->step;
-  if (step + 1 > TUTTI_STEPS) {
+  // The slot is free once head passed step - NCCL_STEPS. A head read earlier often already says so: reading
+  // it again would pull the receiver's cache line across cores on every step.
+  if (step + 1 > TUTTI_STEPS && sc->headSeen < step + 1 - TUTTI_STEPS) {
     WaitContext w = wait_;
     w.shared = sc->conn.shared != 0;
     w.peerPid = sc->peerPid;
     WaitStatus st = waitAtLeast(&ctrl->head, &ctrl->headWaiters, &ctrl->headSeq, &ctrl->receiverClosed,
                                 step + 1 - TUTTI_STEPS, w);
     if (st != WaitStatus::Ready) return waitFailed(st, sc, true, step);
+    sc->headSeen = std::atomic_ref<uint64_t>(ctrl->head).load(std::memory_order_acquire);
   }
   *slot = static_cast<char*>(sc->conn.buffs[proto_]) +
           (step % TUTTI_STEPS) * (sc->conn.buffSizes[proto_] / TUTTI_STEPS);

@@ -23,6 +23,7 @@ namespace tutti::host {
 struct HostConn {
   tuttiConnector_t conn{};
   uint64_t step = 0;
+  uint64_t headSeen = 0;  // send end: the receiver's head as last read (it only grows), saves re-reading it
   int peer = -1;
   int peerPid = 0;  // the peer's process when it is another process on this host (liveness checks)
 };
