@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <thread>
 
 namespace tutti::stress {
@@ -169,7 +170,9 @@ std::string forwardSteps(Link* link, uint64_t steps, const host::WaitContext& wa
 std::vector<PlannedOp> makePlan(int proto, size_t slotData, int nOps, int nThreads, uint64_t seed, int bigEvery) {
   std::mt19937_64 rng(seed);
   const size_t line = proto == TUTTI_PROTO_LL ? kLLDataPerLine : proto == TUTTI_PROTO_LL128 ? kLL128DataPerLine : 64;
-  static constexpr int kSpins[] = {0, 1, 4, 16, 64};
+  // Short budgets send waits to the futex sleep paths; long ones keep a reader polling line flags while
+  // the writer is still writing the slot, which is where a line read too early would show.
+  static constexpr int kSpins[] = {0, 1, 16, 2000, 20000};
   std::vector<PlannedOp> plan(nOps);
   for (int i = 0; i < nOps; ++i) {
     PlannedOp& op = plan[i];
@@ -194,13 +197,33 @@ std::vector<PlannedOp> makePlan(int proto, size_t slotData, int nOps, int nThrea
         default: op.bytes = (r >> 16) % 4096; break;
       }
     }
-    op.spinCount = kSpins[(r >> 40) % 5];
+    op.spinCount = kSpins[(r >> 40) % std::size(kSpins)];
     if ((r >> 44) % 16 == 0) {
       // Now and then one thread arrives late, so the other end fills the FIFO or sleeps on the counter.
       op.pauser = static_cast<int>((r >> 48) % nThreads);
       op.pauseUs = 20 + static_cast<int>((r >> 52) % 200);
     }
     op.copyOut = (r >> 62) & 1;
+    if (rng() % 3 == 0) {
+      op.rendezvous = true;
+      op.spinCount = kSpins[std::size(kSpins) - 1];
+      op.pauser = -1;
+    }
+  }
+  return plan;
+}
+
+std::vector<PlannedOp> makeLinePlan(int proto, int nOps, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const size_t line = proto == TUTTI_PROTO_LL ? kLLDataPerLine : proto == TUTTI_PROTO_LL128 ? kLL128DataPerLine : 64;
+  const size_t sizes[] = {1, line - 1, line, line + 1, 2 * line};
+  std::vector<PlannedOp> plan(nOps);
+  for (int i = 0; i < nOps; ++i) {
+    PlannedOp& op = plan[i];
+    op.seed = mix64(seed ^ (static_cast<uint64_t>(i) << 20));
+    op.bytes = sizes[rng() % std::size(sizes)];
+    op.spinCount = 20000;
+    op.rendezvous = true;
   }
   return plan;
 }

@@ -73,11 +73,18 @@ struct PlannedOp {
   int pauseUs = 0;       // a thread whose turn it is (pauser) sleeps this long before the operation
   int pauser = -1;       // which thread pauses (index into the test's threads; -1: none)
   bool copyOut = false;  // tree middle: recvReduceCopySend (true) or recvReduceSend
+  // The sender starts only once the receiver is about to receive (and polls long): the reader is then
+  // polling the line flags while the lines are being written, the moment a line read too early would
+  // be caught by the data check on memory TSan cannot follow (the twice-mapped segment).
+  bool rendezvous = false;
 };
 // `nOps` operations with sizes around the protocol's line and slot boundaries: 0, 1, odd, k lines +- 1, a
 // full slot +- 1, several slots, random small. `bigEvery`: roughly one operation in that many spans a slot
 // or more (kept rare for the large-slot protocols so the run stays short under TSan).
 std::vector<PlannedOp> makePlan(int proto, size_t slotData, int nOps, int nThreads, uint64_t seed, int bigEvery);
+// `nOps` rendezvous operations of one or two lines (1 byte, a line -1/0/+1, two lines): the reader polls
+// the very line being written, where a writer-order bug has the widest window.
+std::vector<PlannedOp> makeLinePlan(int proto, int nOps, uint64_t seed);
 size_t maxBytes(const std::vector<PlannedOp>& plan);
 // Steps one connection makes for the whole plan (as HostPrims slices each call).
 uint64_t planSteps(const std::vector<PlannedOp>& plan, size_t slotData);

@@ -17,7 +17,7 @@
 namespace tutti::stress {
 namespace {
 
-constexpr int kOps = 800;
+constexpr int kOps = 500;
 constexpr int kOuts = 2;
 
 struct TreeCase {
