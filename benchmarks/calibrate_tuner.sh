@@ -7,7 +7,7 @@
 # raw outputs go to <build>/tuner-calibration/.
 #
 # usage: benchmarks/calibrate_tuner.sh BUILD_DIR     (all_reduce_perf and the plugins must be built)
-#   REPEATS=N (default 3) repeats every run and keeps the fastest; LINKS="shm net" limits the links.
+#   REPEATS=N (default 5) repeats every run and keeps the fastest; LINKS="shm net" limits the links.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,7 +18,7 @@ perf=$build/bin/all_reduce_perf
   "all_reduce_perf tutti_transport_shm tutti_transport_p2p tutti_net_socket tutti_tuner_default" >&2; exit 1; }
 raw=$build/tuner-calibration
 out=$root/benchmarks/results/tuner_calibration.md
-repeats=${REPEATS:-3}
+repeats=${REPEATS:-5}
 links=${LINKS:-"process shm net"}
 protos="LL LL128 Simple"
 socket_env=(NCCL_SHM_DISABLE=1 NCCL_P2P_DISABLE=1 NCCL_SOCKET_IFNAME=lo)
@@ -47,15 +47,15 @@ for link in $links; do
   for proto in $protos; do
     echo "== $link $proto" >&2
     # Latency: 8 B at 2 and 4 ranks. A failure at 2 ranks means the engine refuses the pair: skip the rest.
-    if ! run "$raw/$link-$proto-lat-np2.txt" 30 "$link" $(mode "$link" 2) -b 8 -e 8 -n 300 -w 30; then
+    if ! run "$raw/$link-$proto-lat-np2.txt" 30 "$link" $(mode "$link" 2) -b 8 -e 8 -n 100 -w 10; then
       echo "   $link $proto: not available (n/a)" >&2
       continue
     fi
     for ((r = 1; r < repeats; ++r)); do
-      run "$raw/$link-$proto-lat-np2.txt" 30 "$link" $(mode "$link" 2) -b 8 -e 8 -n 300 -w 30 || true
+      run "$raw/$link-$proto-lat-np2.txt" 30 "$link" $(mode "$link" 2) -b 8 -e 8 -n 100 -w 10 || true
     done
     for ((r = 0; r < repeats; ++r)); do
-      run "$raw/$link-$proto-lat-np4.txt" 60 "$link" $(mode "$link" 4) -b 8 -e 8 -n 200 -w 20 || true
+      run "$raw/$link-$proto-lat-np4.txt" 60 "$link" $(mode "$link" 4) -b 8 -e 8 -n 100 -w 10 || true
     done
     # Bandwidth: two sizes a factor 4 apart, large enough that latency is a small part; LL moves 8 B lines
     # for 4 B of data, so it gets smaller sizes to keep the run short.
@@ -81,7 +81,7 @@ trap 'rm -f "$header"' EXIT
        echo ' (+ local changes)'), host backend, default config, \`all_reduce_perf -c 0\`"
   echo "- links: process = \`-g N\` (threads, p2p); shm = \`-P N\` (processes); net = \`-P N\` with" \
        "\`${socket_env[*]}\`"
-  echo "- runs: 8 B with \`-n 300 -w 30\` (2 ranks) and \`-n 200 -w 20\` (4 ranks); large sizes \`-b 4M -e 16M" \
+  echo "- runs: 8 B with \`-n 100 -w 10\` (2 and 4 ranks); large sizes \`-b 4M -e 16M" \
        "-f 4 -n 6 -w 2\` (LL: \`-b 1M -e 4M -n 4 -w 1\`), each repeated $repeats times"
 } > "$header"
 python3 "$root/benchmarks/tuner_results.py" fit "$raw" "$header" "$out" "$root/plugins/tuner-default/options.cc"
