@@ -75,6 +75,9 @@ ncclResult_t recvSetup(const tuttiConnectRequest_t* req, const tuttiPeerInfo_t* 
     fifo->buffs[p] = std::aligned_alloc(4096, rounded);
     fifo->sizes[p] = bytes;
     ok = fifo->buffs[p] != nullptr;
+    // LL / LL128 readers trust a line whose flag matches the step, and steps restart at 0 on every
+    // connection: recycled memory holding an earlier connection's lines would read as fresh data.
+    if (ok && p != TUTTI_PROTO_SIMPLE) std::memset(fifo->buffs[p], 0, rounded);
   }
   if (!ok) {
     if (gLogger)

@@ -68,10 +68,8 @@ void checkReceiveEndsZeroed(const char* name) {
 
 TEST(FifoZeroed, ShmReceiveEndsStartZeroed) { checkReceiveEndsZeroed("shm"); }
 
-// Known failure: plugins/p2p/connect.cc recvSetup takes its buffers from std::aligned_alloc and never
-// clears them, so from the third connection of a process on (glibc then recycles heap chunks) the LL buffer
-// holds the previous connection's lines. Enable once recvSetup zeroes the LL and LL128 buffers; until then
-// run it with --gtest_also_run_disabled_tests.
-TEST(FifoZeroed, DISABLED_P2pReceiveEndsStartZeroed) { checkReceiveEndsZeroed("p2p"); }
+// p2p buffers come from the heap: from the third connection of a process on, glibc recycles chunks that
+// held an earlier connection's LL lines, so recvSetup must clear them.
+TEST(FifoZeroed, P2pReceiveEndsStartZeroed) { checkReceiveEndsZeroed("p2p"); }
 
 }  // namespace
