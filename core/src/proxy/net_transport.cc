@@ -159,9 +159,7 @@ ncclResult_t NetProxyTask::progress(bool* active) {
       // An LL / LL128 slot goes out as its lines (flags included); the receiver reads them once tail says so.
       if (proto < 0 || proto >= TUTTI_NUM_PROTOCOLS || !e->regionBytes[proto]) return fail("send (bad protocol)");
       void* data = e->sendSlot(proto, e->posted);
-      size_t wire = static_cast<size_t>(bytes);
-      if (proto == TUTTI_PROTO_LL) wire = divUp(wire, kLLDataPerLine) * kLLLineBytes;
-      if (proto == TUTTI_PROTO_LL128) wire = divUp(wire, kLL128DataPerLine) * kLL128LineBytes;
+      const size_t wire = lineWireBytes(proto, static_cast<size_t>(bytes));
       void* req = nullptr;
       if (api.isend(e->comm, data, wire, 0, e->mhandles[proto], nullptr, &req) != ncclSuccess)
         return fail("isend");

@@ -152,9 +152,7 @@ std::string forwardSteps(Link* link, uint64_t steps, const host::WaitContext& wa
     const int32_t proto = std::atomic_ref<int32_t>(from->protos[slot]).load(std::memory_order_relaxed);
     if (proto < 0 || proto >= TUTTI_NUM_PROTOCOLS || bytes < 0)
       return "wire: step " + std::to_string(s) + " has protocol " + std::to_string(proto);
-    size_t wire = static_cast<size_t>(bytes);
-    if (proto == TUTTI_PROTO_LL) wire = divUp(wire, kLLDataPerLine) * kLLLineBytes;
-    if (proto == TUTTI_PROTO_LL128) wire = divUp(wire, kLL128DataPerLine) * kLL128LineBytes;
+    const size_t wire = lineWireBytes(proto, static_cast<size_t>(bytes));
     if (wire > stride) return "wire: step " + std::to_string(s) + " carries " + std::to_string(wire) + " bytes";
     const char* src = link->sendMem->region(0, proto) + slot * (kGeometry[proto] / TUTTI_STEPS);
     std::memcpy(landing + slot * stride, src, wire);

@@ -1,6 +1,8 @@
 // Protocol line layouts shared by both backends (NCCL's geometry; DESIGN.md "Protocols").
 //   LL:    8-byte lines, 4 bytes of data + a 4-byte flag, written with one 8-byte store. A reader polls the
-//          flag: it equals (step + 1) of the slot's current use, so a reader never needs a fence.
+//          flag: it equals (step + 1) of the slot's current use, so a reader never needs a fence. Line 0 of
+//          a slot is a header whose 4 data bytes are the slot's byte count, stored (release) after the data
+//          lines: a reader polls it alone, and checks the size without touching another cache line.
 //   LL128: 128-byte lines, 120 bytes of data + an 8-byte flag in the last 8 bytes, written after the data.
 //          Only used on connections that guarantee the flag is never visible before the data.
 #pragma once
@@ -27,10 +29,20 @@ TUTTI_HOST_DEVICE inline uint64_t llLine(uint32_t data, uint32_t flag) {
   return static_cast<uint64_t>(data) | (static_cast<uint64_t>(flag) << 32);
 }
 
-// Data bytes one slot of `slotBytes` carries.
-TUTTI_HOST_DEVICE inline size_t llSlotData(size_t slotBytes) { return slotBytes / kLLLineBytes * kLLDataPerLine; }
+// Data bytes one slot of `slotBytes` carries (LL: less its header line).
+TUTTI_HOST_DEVICE inline size_t llSlotData(size_t slotBytes) {
+  return slotBytes < 2 * kLLLineBytes ? 0 : (slotBytes / kLLLineBytes - 1) * kLLDataPerLine;
+}
 TUTTI_HOST_DEVICE inline size_t ll128SlotData(size_t slotBytes) {
   return slotBytes / kLL128LineBytes * kLL128DataPerLine;
+}
+
+// Bytes a slot carrying `bytes` of data occupies in its protocol's buffer (what a proxy sends).
+// `proto` is TUTTI_PROTO_LL (0), TUTTI_PROTO_LL128 (1) or TUTTI_PROTO_SIMPLE (2).
+TUTTI_HOST_DEVICE inline size_t lineWireBytes(int proto, size_t bytes) {
+  if (proto == 0) return (divUp(bytes, kLLDataPerLine) + 1) * kLLLineBytes;
+  if (proto == 1) return divUp(bytes, kLL128DataPerLine) * kLL128LineBytes;
+  return bytes;
 }
 
 }  // namespace tutti

@@ -36,14 +36,6 @@ size_t HostPrims::slotDataBytes(const tuttiConnector_t& conn, int proto) {
   return slotBytes;
 }
 
-namespace {
-// Bytes on the wire (lines, flags included) of a slot carrying `bytes` of data.
-size_t lineWireBytes(int proto, size_t bytes) {
-  if (proto == TUTTI_PROTO_LL) return divUp(bytes, kLLDataPerLine) * kLLLineBytes;
-  if (proto == TUTTI_PROTO_LL128) return divUp(bytes, kLL128DataPerLine) * kLL128LineBytes;
-  return bytes;
-}
-}  // namespace
 
 HostPrims::HostPrims(HostConn* const* recvs, int nRecv, HostConn* const* sends, int nSend, const void* input,
                      void* output, size_t eltSize, const ResolvedRedOp& op, const WaitContext& wait,
@@ -153,24 +145,18 @@ ncclResult_t HostPrims::waitRecv(int peer, size_t bytes, const char** data) {
                 : static_cast<const char*>(conn.buffs[TUTTI_PROTO_SIMPLE]) + slot * (conn.buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS);
     return ncclSuccess;
   }
-  // LL / LL128: a proxied slot arrives whole in the landing slot; a direct one is read line by line as the
+  if (proto_ == TUTTI_PROTO_LL) return waitRecvLL(peer, bytes, data);
+  // LL128: a proxied slot arrives whole in the landing slot; a direct one is read line by line as the
   // flags appear.
-  const bool ll = proto_ == TUTTI_PROTO_LL;
-  const size_t lineBytes = ll ? kLLLineBytes : kLL128LineBytes;
-  const size_t perLine = ll ? kLLDataPerLine : kLL128DataPerLine;
   const bool proxied = (conn.flags & TUTTI_CONN_PROXIED) != 0;
   const char* lines = proxied ? proxiedSlot(conn, slot)
                               : static_cast<const char*>(conn.buffs[proto_]) + slot * (conn.buffSizes[proto_] / TUTTI_STEPS);
-  const size_t nLines = divUp(bytes, perLine);
-  const uint64_t flag = ll ? llFlag(step) : ll128Flag(step);
-  // The flag of line i as the reader sees it (acquire: the line's data is visible once it matches).
-  auto lineFlag = [&](size_t i, uint64_t* word) {
-    const char* line = lines + i * lineBytes;
-    if (ll) {
-      *word = std::atomic_ref<const uint64_t>(*reinterpret_cast<const uint64_t*>(line)).load(std::memory_order_acquire);
-      return *word >> 32;
-    }
-    return std::atomic_ref<const uint64_t>(*reinterpret_cast<const uint64_t*>(line + kLL128DataPerLine))
+  const size_t nLines = divUp(bytes, kLL128DataPerLine);
+  const uint64_t flag = ll128Flag(step);
+  // The flag word of line i as the reader sees it (acquire: the line's 120 bytes are visible once it matches).
+  auto lineFlag = [&](size_t i) {
+    return std::atomic_ref<const uint64_t>(
+               *reinterpret_cast<const uint64_t*>(lines + i * kLL128LineBytes + kLL128DataPerLine))
         .load(std::memory_order_acquire);
   };
   char* out = tStaging.recv[peer].data();
@@ -181,12 +167,11 @@ ncclResult_t HostPrims::waitRecv(int peer, size_t bytes, const char** data) {
     TUTTI_CHECK(waitTail());  // an empty step has no line to carry a flag: tail alone marks it
     tailSeen = true;
   } else if (nLines > 1) {
-    // The sender writes lines in order and the last one with release: once its flag shows, every line of
-    // the slot is visible. Polling only the last line keeps the two cores from bouncing each cache line.
-    uint64_t word = 0;
+    // The sender writes lines in order, each flag with release: once the last one shows, every line of the
+    // slot is visible. Polling only the last line keeps the two cores from bouncing each cache line.
     int spins = 0;
     SpinPacer pacer(wait_.spinCount);  // ranks outnumbering cores hand the core over early
-    while (lineFlag(nLines - 1, &word) != (ll ? (flag & 0xffffffffu) : flag)) {
+    while (lineFlag(nLines - 1) != flag) {
       pacer.pause();
       if (++spins > wait_.spinCount) {
         TUTTI_CHECK(waitTail());
@@ -195,30 +180,22 @@ ncclResult_t HostPrims::waitRecv(int peer, size_t bytes, const char** data) {
       }
     }
   }
-  const uint64_t want = ll ? (flag & 0xffffffffu) : flag;
   size_t i = 0;
   int spins = 0;
   SpinPacer pacer(wait_.spinCount);
   while (i < nLines) {
-    uint64_t word = 0;
-    if (lineFlag(i, &word) == want) {
+    if (lineFlag(i) == flag) {
       // A line is read only after its own flag showed: never a half-written line.
-      const size_t take = minSize(perLine, bytes - i * perLine);
-      if (ll) {
-        const uint32_t d = static_cast<uint32_t>(word);
-        std::memcpy(out + i * perLine, &d, take);
-      } else {
-        std::memcpy(out + i * perLine, lines + i * lineBytes, take);
-      }
+      std::memcpy(out + i * kLL128DataPerLine, lines + i * kLL128LineBytes,
+                  minSize(kLL128DataPerLine, bytes - i * kLL128DataPerLine));
       ++i;
       spins = 0;
       continue;
     }
     if (tailSeen) {
       TUTTI_CHECK(checkSize(rc, bytes));  // names the mismatch when sizes or protocols differ
-      TUTTI_FAIL(ncclInternalError, "rank {}: {} (opCount {}, channel {}): {} slot from rank {} is incomplete "
-                 "(line {} of {})", label_.rank, label_.opName, label_.opCount, label_.channel, ll ? "LL" : "LL128",
-                 rc->peer, i, nLines);
+      TUTTI_FAIL(ncclInternalError, "rank {}: {} (opCount {}, channel {}): LL128 slot from rank {} is incomplete "
+                 "(line {} of {})", label_.rank, label_.opName, label_.opCount, label_.channel, rc->peer, i, nLines);
     }
     // The sender publishes tail once the slot is written: sleep on it after spinning, then finish reading.
     pacer.pause();
@@ -246,20 +223,83 @@ void HostPrims::ll128Write(char* slot, const char* src, size_t bytes, uint64_t s
   }
 }
 
+// LL: a reader polls the slot's header line; once its flag shows, the header's release store made every
+// data line visible, and the header carries the byte count (no other cache line to read). Each data line
+// is still checked against its own flag.
+ncclResult_t HostPrims::waitRecvLL(int peer, size_t bytes, const char** data) {
+  const HostConn* rc = recvs_[peer];
+  tuttiConnCtrl_t* ctrl = rc->conn.ctrl;
+  const tuttiConnector_t& conn = rc->conn;
+  const uint64_t step = rc->step;
+  const int slot = static_cast<int>(step % TUTTI_STEPS);
+  const bool proxied = (conn.flags & TUTTI_CONN_PROXIED) != 0;
+  const auto* words = reinterpret_cast<const uint64_t*>(
+      proxied ? proxiedSlot(conn, slot)
+              : static_cast<const char*>(conn.buffs[TUTTI_PROTO_LL]) + slot * (conn.buffSizes[TUTTI_PROTO_LL] / TUTTI_STEPS));
+  auto load = [&](size_t i) { return std::atomic_ref<const uint64_t>(words[i]).load(std::memory_order_acquire); };
+  const uint32_t flag = llFlag(step);
+  auto waitTail = [&]() -> ncclResult_t {
+    WaitContext w = wait_;
+    w.shared = conn.shared != 0;
+    w.peerPid = rc->peerPid;
+    WaitStatus st = waitAtLeast(&ctrl->tail, &ctrl->tailWaiters, &ctrl->tailSeq, &ctrl->senderClosed, step + 1, w);
+    return st == WaitStatus::Ready ? ncclSuccess : waitFailed(st, rc, false, step);
+  };
+  // Once tail covers this step every line of it is visible: a header still missing then means the sender
+  // wrote something else (another protocol: a mismatched call), never "wait longer".
+  bool tailSeen = false;
+  if (proxied) {
+    TUTTI_CHECK(waitTail());
+    TUTTI_CHECK(checkSize(rc, bytes));  // the proxy recorded the wire bytes
+    tailSeen = true;
+  }
+  uint64_t header = 0;
+  SpinPacer pacer(wait_.spinCount);
+  for (int spins = 0;;) {
+    header = load(0);
+    if (static_cast<uint32_t>(header >> 32) == flag || tailSeen) break;
+    pacer.pause();
+    if (++spins > wait_.spinCount) {  // the sender publishes tail too: sleep on it
+      TUTTI_CHECK(waitTail());
+      tailSeen = true;
+    }
+  }
+  if (static_cast<uint32_t>(header >> 32) != flag) {
+    TUTTI_CHECK(checkSize(rc, bytes));  // names the mismatch when sizes or protocols differ
+    TUTTI_FAIL(ncclInternalError, "rank {}: {} (opCount {}, channel {}): LL slot from rank {} has no header",
+               label_.rank, label_.opName, label_.opCount, label_.channel, rc->peer);
+  }
+  if (static_cast<uint32_t>(header) != bytes)
+    TUTTI_FAIL(ncclInvalidUsage,
+               "rank {}: {} (opCount {}, channel {}): rank {} sent {} bytes (protocol LL) where {} bytes (protocol LL) "
+               "were expected (mismatched calls across ranks?)",
+               label_.rank, label_.opName, label_.opCount, label_.channel, rc->peer, static_cast<uint32_t>(header),
+               bytes, proto_);
+  char* out = tStaging.recv[peer].data();
+  const size_t nLines = divUp(bytes, kLLDataPerLine);
+  for (size_t i = 0; i < nLines; ++i) {
+    const uint64_t word = load(1 + i);
+    if (static_cast<uint32_t>(word >> 32) != flag)
+      TUTTI_FAIL(ncclInternalError, "rank {}: {} (opCount {}, channel {}): LL slot from rank {} is incomplete "
+                 "(line {} of {})", label_.rank, label_.opName, label_.opCount, label_.channel, rc->peer, i, nLines);
+    const uint32_t d = static_cast<uint32_t>(word);
+    std::memcpy(out + i * kLLDataPerLine, &d, minSize(kLLDataPerLine, bytes - i * kLLDataPerLine));
+  }
+  *data = out;
+  return ncclSuccess;
+}
+
 void HostPrims::llWrite(char* slot, const char* src, size_t bytes, uint64_t step) {
   const uint32_t flag = llFlag(step);
   const size_t nLines = divUp(bytes, kLLDataPerLine);
-  if (nLines == 0) return;
   auto* out = reinterpret_cast<uint64_t*>(slot);
-  auto lineData = [&](size_t i) {
+  for (size_t i = 0; i < nLines; ++i) {
     uint32_t d = 0;
     std::memcpy(&d, src + i * kLLDataPerLine, minSize(kLLDataPerLine, bytes - i * kLLDataPerLine));
-    return d;
-  };
-  for (size_t i = 0; i + 1 < nLines; ++i)
-    std::atomic_ref<uint64_t>(out[i]).store(llLine(lineData(i), flag), std::memory_order_relaxed);
-  // Readers poll the last line: its release store publishes every line before it.
-  std::atomic_ref<uint64_t>(out[nLines - 1]).store(llLine(lineData(nLines - 1), flag), std::memory_order_release);
+    std::atomic_ref<uint64_t>(out[1 + i]).store(llLine(d, flag), std::memory_order_relaxed);
+  }
+  // Readers poll the header: its release store publishes every data line before it.
+  std::atomic_ref<uint64_t>(out[0]).store(llLine(static_cast<uint32_t>(bytes), flag), std::memory_order_release);
 }
 
 // Waits until the current send slot of sends_[peer] is free (the receiver released it) and points *slot

@@ -85,6 +85,7 @@ class HostPrims {
   ncclResult_t run(unsigned mode, size_t in, size_t out, size_t n, bool postOp);
   ncclResult_t waitFailed(WaitStatus st, const HostConn* c, bool sending, uint64_t step) const;
   ncclResult_t waitRecv(int peer, size_t bytes, const char** data);
+  ncclResult_t waitRecvLL(int peer, size_t bytes, const char** data);
   ncclResult_t waitSend(int peer, char** slot);
   ncclResult_t checkSize(const HostConn* c, size_t bytes) const;
   void llWrite(char* slot, const char* src, size_t bytes, uint64_t step);
