@@ -75,15 +75,20 @@ TreeWork treeWorkOf(const ncclComm* comm, const CollWork& w, int channel) {
 
 // Steps the channel's collectives will take from each receive connection, so a network proxy can post
 // exactly those receives. A connection may serve several plans (ring and tree share them), so counts add up.
-using StepCounts = std::vector<std::pair<HostConn*, uint64_t>>;
+// A channel receives from its ring predecessor and its tree parent and children: a fixed, small set (no
+// allocation on the launch path).
+struct StepCounts {
+  std::pair<HostConn*, uint64_t> entries[2 + kTreeMaxArity] = {};
+  int n = 0;
+};
 void addSteps(StepCounts* counts, HostConn* conn, uint64_t steps) {
   if (!conn) return;
-  for (auto& [c, n] : *counts)
-    if (c == conn) {
-      n += steps;
+  for (int i = 0; i < counts->n; ++i)
+    if (counts->entries[i].first == conn) {
+      counts->entries[i].second += steps;
       return;
     }
-  counts->emplace_back(conn, steps);
+  counts->entries[counts->n++] = {conn, steps};
 }
 
 ncclResult_t countChannelSteps(ncclComm* comm, const std::vector<CollPlan>& colls, int c, HostConn* ringRecv,
@@ -201,7 +206,7 @@ ncclResult_t launchItems(CommLaunch& launch, std::vector<WorkItem>* items) {
         // Tell the receive sides (network proxies) how many steps this launch will take from them.
         StepCounts counts;
         TUTTI_CHECK(countChannelSteps(comm, *colls, c, recv, &counts));
-        for (auto& [conn, steps] : counts) announceRecvSteps(conn, steps);
+        for (int i = 0; i < counts.n; ++i) announceRecvSteps(counts.entries[i].first, counts.entries[i].second);
       }
       for (const CollPlan& p : *colls) {
         if (c >= static_cast<int>(p.work.size())) continue;

@@ -122,21 +122,24 @@ ncclResult_t HostPrims::checkSize(const HostConn* c, size_t bytes) const {
   return ncclSuccess;
 }
 
+// Waits (spin, then sleep) until the sender's tail covers rc's current step: the slot is complete.
+ncclResult_t HostPrims::waitTail(const HostConn* rc) const {
+  tuttiConnCtrl_t* ctrl = rc->conn.ctrl;
+  WaitContext w = wait_;
+  w.shared = rc->conn.shared != 0;
+  w.peerPid = rc->peerPid;
+  WaitStatus st = waitAtLeast(&ctrl->tail, &ctrl->tailWaiters, &ctrl->tailSeq, &ctrl->senderClosed, rc->step + 1, w);
+  return st == WaitStatus::Ready ? ncclSuccess : waitFailed(st, rc, false, rc->step);
+}
+
 // Waits until the current receive slot of recvs_[peer] holds `bytes` of data and points *data at it
 // (contiguous).
 ncclResult_t HostPrims::waitRecv(int peer, size_t bytes, const char** data) {
   const HostConn* rc = recvs_[peer];
-  tuttiConnCtrl_t* ctrl = rc->conn.ctrl;
   const tuttiConnector_t& conn = rc->conn;
   const uint64_t step = rc->step;
   const int slot = static_cast<int>(step % TUTTI_STEPS);
-  WaitContext w = wait_;
-  w.shared = conn.shared != 0;
-  w.peerPid = rc->peerPid;
-  auto waitTail = [&]() -> ncclResult_t {
-    WaitStatus st = waitAtLeast(&ctrl->tail, &ctrl->tailWaiters, &ctrl->tailSeq, &ctrl->senderClosed, step + 1, w);
-    return st == WaitStatus::Ready ? ncclSuccess : waitFailed(st, rc, false, step);
-  };
+  auto waitTail = [&] { return HostPrims::waitTail(rc); };
   if (proto_ == TUTTI_PROTO_SIMPLE) {
     TUTTI_CHECK(waitTail());
     TUTTI_CHECK(checkSize(rc, bytes));
@@ -228,7 +231,6 @@ void HostPrims::ll128Write(char* slot, const char* src, size_t bytes, uint64_t s
 // is still checked against its own flag.
 ncclResult_t HostPrims::waitRecvLL(int peer, size_t bytes, const char** data) {
   const HostConn* rc = recvs_[peer];
-  tuttiConnCtrl_t* ctrl = rc->conn.ctrl;
   const tuttiConnector_t& conn = rc->conn;
   const uint64_t step = rc->step;
   const int slot = static_cast<int>(step % TUTTI_STEPS);
@@ -238,13 +240,7 @@ ncclResult_t HostPrims::waitRecvLL(int peer, size_t bytes, const char** data) {
               : static_cast<const char*>(conn.buffs[TUTTI_PROTO_LL]) + slot * (conn.buffSizes[TUTTI_PROTO_LL] / TUTTI_STEPS));
   auto load = [&](size_t i) { return std::atomic_ref<const uint64_t>(words[i]).load(std::memory_order_acquire); };
   const uint32_t flag = llFlag(step);
-  auto waitTail = [&]() -> ncclResult_t {
-    WaitContext w = wait_;
-    w.shared = conn.shared != 0;
-    w.peerPid = rc->peerPid;
-    WaitStatus st = waitAtLeast(&ctrl->tail, &ctrl->tailWaiters, &ctrl->tailSeq, &ctrl->senderClosed, step + 1, w);
-    return st == WaitStatus::Ready ? ncclSuccess : waitFailed(st, rc, false, step);
-  };
+  auto waitTail = [&] { return HostPrims::waitTail(rc); };
   // Once tail covers this step every line of it is visible: a header still missing then means the sender
   // wrote something else (another protocol: a mismatched call), never "wait longer".
   bool tailSeen = false;

@@ -84,6 +84,7 @@ class HostPrims {
   enum : unsigned { kSrcInput = 1, kRecv = 2, kDstOutput = 4, kSend = 8, kSrcOutput = 16 };
   ncclResult_t run(unsigned mode, size_t in, size_t out, size_t n, bool postOp);
   ncclResult_t waitFailed(WaitStatus st, const HostConn* c, bool sending, uint64_t step) const;
+  ncclResult_t waitTail(const HostConn* rc) const;
   ncclResult_t waitRecv(int peer, size_t bytes, const char** data);
   ncclResult_t waitRecvLL(int peer, size_t bytes, const char** data);
   ncclResult_t waitSend(int peer, char** slot);
