@@ -31,6 +31,7 @@ struct Options {
   ncclDataType_t dtype = ncclFloat32;
   ncclRedOp_t op = ncclSum;
   int root = 0;
+  bool predict = false;  // --predict: add ncclGroupSimulateEnd's estimate as a last column
 };
 
 const struct {
@@ -231,10 +232,25 @@ ncclResult_t runOnce(Coll c, const Options& o, ncclComm_t comm, int r, size_t co
   return ncclInternalError;
 }
 
+// The library's prediction for one call of this rank (ncclGroupSimulateEnd around the same call), in
+// microseconds; nothing runs and the buffers are untouched.
+ncclResult_t predictOnce(Coll c, const Options& o, ncclComm_t comm, int r, size_t count, RankBuffers& b, float* us) {
+  ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+  if (ncclResult_t res = ncclGroupStart(); res != ncclSuccess) return res;
+  ncclResult_t res = runOnce(c, o, comm, r, count, b, false);
+  ncclResult_t end = ncclGroupSimulateEnd(&info);
+  if (res != ncclSuccess) return res;
+  if (end != ncclSuccess) return end;
+  *us = info.estimatedTime;
+  return ncclSuccess;
+}
+
 void usage(const char* prog) {
   std::printf("usage: %s [-b minbytes] [-e maxbytes] [-f factor | -i increment] [-g|-t nranks] [-P nprocs]\n"
               "          [-n iters] [-w warmup] [-c check 0/1] [-d dtype] [-o op] [-r root]\n"
-              "          [-z blocking (host calls always block)]\n"
+              "          [-z blocking (host calls always block)] [--predict]\n"
+              "  --predict: one more column, the time the library predicts for the call (ncclGroupSimulateEnd,\n"
+              "  the tuner chain's estimate for the algorithm/protocol it picks); compare it with the time column.\n"
               "  -g N: N ranks as threads of this process; -P N (or TUTTI_PERF_PROCS=N): N forked processes,\n"
               "  one rank each; under mpirun (OMPI_COMM_WORLD_* or PMI_*): one rank per process, the unique id\n"
               "  passed through the file TUTTI_PERF_ID_FILE (default /tmp/tutti-perf-id-<job>).\n", prog);
@@ -250,6 +266,7 @@ struct Run {
 
 struct Sample {
   double us = 0;
+  float predictedUs = 0;
   size_t wrong = 0;
   ncclResult_t res = ncclSuccess;
 };
@@ -260,6 +277,7 @@ template <typename Sync>
 Sample measure(Coll coll, const Options& o, ncclComm_t comm, int r, size_t count, RankBuffers& b, bool inPlace,
                Sync&& sync) {
   Sample s;
+  if (o.predict && !inPlace) s.res = predictOnce(coll, o, comm, r, count, b, &s.predictedUs);
   for (int i = 0; i < o.warmup && s.res == ncclSuccess; ++i) s.res = runOnce(coll, o, comm, r, count, b, inPlace);
   if (ncclResult_t res = sync(); s.res == ncclSuccess) s.res = res;
   auto start = std::chrono::steady_clock::now();
@@ -329,10 +347,10 @@ void printHeader(const Options& o, const Run& run, const char* prog) {
               run.localRanks > 1 ? "s" : "", o.iters, o.warmup, o.check, version);
   std::printf("# env:%s\n", envSummary().c_str());
   std::printf("#\n#%59s%s\n", "", "out-of-place                       in-place");
-  std::printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s\n", "size", "count", "type", "redop", "root",
-              "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-  std::printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s\n", "(B)", "(elements)", "", "", "", "(us)",
-              "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+  std::printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s%s\n", "size", "count", "type", "redop", "root",
+              "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong", o.predict ? "   predict" : "");
+  std::printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s%s\n", "(B)", "(elements)", "", "", "", "(us)",
+              "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", o.predict ? "      (us)" : "");
 }
 
 // Runs the sweep on this process's communicators (comms[i] is rank run.firstRank + i). Only the process
@@ -371,6 +389,7 @@ int sweep(Coll coll, const Options& o, const Run& run, const std::vector<ncclCom
     const size_t count = countOf(coll, bytes, ts, n);
     double t[2] = {0, 0};
     uint64_t w[2] = {0, 0};
+    float predicted = 0;  // rank 0's prediction (every rank decides identically)
     for (int place = 0; place < 2; ++place) {
       if (place == 1 && !canInPlace) continue;
       if (run.mode == Mode::Threads) {
@@ -389,6 +408,7 @@ int sweep(Coll coll, const Options& o, const Run& run, const std::vector<ncclCom
           failed = true;
         }
         t[place] = std::max(t[place], samples[i].us);
+        if (place == 0 && i == 0) predicted = samples[i].predictedUs;
         w[place] += samples[i].wrong;
       }
       // A failed rank cannot take part in the gathers below; its peers notice it leaving.
@@ -413,9 +433,11 @@ int sweep(Coll coll, const Options& o, const Run& run, const std::vector<ncclCom
       std::snprintf(buf, sizeof buf, " %9.2f %7.2f %7.2f %6s", t[place], algbw, algbw * busFactor(coll, n), wr.c_str());
       return std::string(buf);
     };
-    std::printf("  %10zu %12zu %8s %6s %6d%s%s\n", bytes, count, typeName(o.dtype),
+    char pred[32] = "";
+    if (o.predict) std::snprintf(pred, sizeof pred, " %9.2f", predicted);
+    std::printf("  %10zu %12zu %8s %6s %6d%s%s%s\n", bytes, count, typeName(o.dtype),
                 isReduction(coll) ? kOps[o.op] : "none", hasRoot(coll) ? o.root : -1, cols(0).c_str(),
-                cols(1).c_str());
+                cols(1).c_str(), pred);
     std::fflush(stdout);
   }
   if (printer) std::printf("# Out of bounds values : %zu %s\n", totalWrong, totalWrong ? "FAILED" : "OK");
@@ -456,8 +478,11 @@ int perfMain(Coll coll, int argc, char** argv) {
   Options o;
   if (const char* p = std::getenv("TUTTI_PERF_PROCS"); p != nullptr && *p) o.procs = std::atoi(p) > 0 ? std::atoi(p) : -1;
   int opt;
-  while ((opt = getopt(argc, argv, "b:e:f:i:g:t:P:n:w:c:d:o:r:z:m:a:h")) != -1) {
+  const struct option longOpts[] = {{"predict", no_argument, nullptr, 'p'}, {"help", no_argument, nullptr, 'h'},
+                                    {nullptr, 0, nullptr, 0}};
+  while ((opt = getopt_long(argc, argv, "b:e:f:i:g:t:P:n:w:c:d:o:r:z:m:a:h", longOpts, nullptr)) != -1) {
     switch (opt) {
+      case 'p': o.predict = true; break;
       case 'b': o.minBytes = parseSize(optarg); break;
       case 'e': o.maxBytes = parseSize(optarg); break;
       case 'f': o.factor = std::atof(optarg); break;

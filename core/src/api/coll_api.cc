@@ -197,10 +197,7 @@ NCCL_API(ncclResult_t, ncclGroupEnd) {
 }
 
 NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {
-  (void)simInfo;
-  return apiGuard("ncclGroupSimulateEnd", []() -> ncclResult_t {
-    TUTTI_FAIL(ncclInvalidUsage, "ncclGroupSimulateEnd is not supported by this version of Tutti yet");
-  });
+  return apiGuard("ncclGroupSimulateEnd", [simInfo] { return groupSimulateEnd(simInfo); });
 }
 
 NCCL_API(ncclResult_t, ncclPutSignal, const void* localbuff, size_t count, ncclDataType_t datatype, int peer,

@@ -4,6 +4,8 @@
 #include "device/host/launch.h"
 #include "device/common/dtypes.h"
 #include "device/host/stream.h"
+#include "plan/simulate.h"
+#include "plan/tuning.h"
 #include "plugin/config.h"
 #include "util/check.h"
 
@@ -83,10 +85,11 @@ ncclResult_t launchGroup(const Task* tasks, size_t nTasks) {
       plan.opCount = t.comm->collOpCount++;
       // Checked first so the names are not even looked up when the line is off.
       if (logEnabled(NCCL_LOG_INFO, NCCL_COLL)) {
-        TUTTI_INFO(NCCL_COLL, "{}: opCount {} count {} datatype {} op {} root {} comm {} [nranks={}] algo {} proto {} "
-                   "channels {}", funcName(t.func), plan.opCount, t.count, dataTypeName(t.datatype),
-                   static_cast<int>(t.op), t.root, static_cast<void*>(t.comm), t.comm->nRanks,
-                   algorithmName(plan.algorithm), protocolName(plan.protocol), plan.work.size());
+        TUTTI_INFO(NCCL_COLL, "{}: opCount {} count {} bytes {} datatype {} op {} root {} comm {} [nranks={}] algo {} "
+                   "proto {} channels {} tuner {}", funcName(t.func), plan.opCount, t.count, plan.nBytes,
+                   dataTypeName(t.datatype), static_cast<int>(t.op), t.root, static_cast<void*>(t.comm),
+                   t.comm->nRanks, tunedAlgoName(plan.algorithm), tunedProtoName(plan.protocol), plan.work.size(),
+                   plan.decider);
       }
       l.colls.push_back(std::move(plan));
     }
@@ -151,6 +154,26 @@ ncclResult_t groupEnd() {
   if (!inits.empty()) TUTTI_CHECK(host::runConcurrently(inits));
   if (tasks.empty()) return ncclSuccess;
   return launchGroup(tasks.data(), tasks.size());
+}
+
+ncclResult_t groupSimulateEnd(ncclSimInfo_t* simInfo) {
+  // Like ncclGroupEnd this closes one level even when simInfo is bad; at the outermost level the queued
+  // tasks are then discarded (NCCL does the same), so a failed call never leaves a half-open group.
+  if (tGroup.depth == 0)
+    TUTTI_FAIL(ncclInvalidUsage, "ncclGroupSimulateEnd called without a matching ncclGroupStart");
+  const ncclResult_t valid = simInfoCheck(simInfo);
+  if (--tGroup.depth > 0) return valid;
+  std::vector<Task> tasks = std::move(tGroup.tasks);
+  std::vector<host::WorkItem> inits = std::move(tGroup.initJobs);
+  tGroup.tasks.clear();
+  tGroup.initJobs.clear();
+  if (valid != ncclSuccess) return valid;
+  // Deferred communicator inits are real (as in NCCL); only the collectives are simulated.
+  if (!inits.empty()) TUTTI_CHECK(host::runConcurrently(inits));
+  float us = 0;
+  TUTTI_CHECK(simulateTasks(tasks.data(), tasks.size(), &us));
+  simInfo->estimatedTime = us;
+  return ncclSuccess;
 }
 
 ncclResult_t groupEnqueue(const Task& task) {

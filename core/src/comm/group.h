@@ -10,6 +10,9 @@ namespace tutti {
 
 ncclResult_t groupStart();
 ncclResult_t groupEnd();
+// ncclGroupSimulateEnd: ends the group like groupEnd, but only plans its collectives and writes their
+// predicted time to simInfo->estimatedTime (see plan/simulate.h); the tasks are then discarded.
+ncclResult_t groupSimulateEnd(ncclSimInfo_t* simInfo);
 bool groupActive();
 
 // Adds a task to the current group, or runs it as a group of one.

@@ -32,6 +32,9 @@ ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out) {
   TUTTI_CHECK(tuningSelect(comm, task.func, totalBytes, nc, &tuning));
   plan.algorithm = tuning.algorithm;
   plan.protocol = tuning.protocol;
+  plan.nBytes = totalBytes;
+  plan.costUs = tuning.cost;
+  plan.decider = std::move(tuning.decider);
   if (tuning.channelsFromTuner) nc = std::clamp(tuning.nChannels, 1, comm->nChannels);
   const size_t align = std::max<size_t>(1, 64 / plan.eltSize);
   const size_t perChannel = alignUp(divUp(count, nc), align);

@@ -7,6 +7,7 @@
 #include "device/common/reduce_ops.h"
 #include "device/common/work.h"
 
+#include <string>
 #include <vector>
 
 namespace tutti {
@@ -18,6 +19,9 @@ struct CollPlan {
   uint64_t opCount = 0;
   int algorithm = 1;      // NCCL_ALGO_RING
   int protocol = 2;       // NCCL_PROTO_SIMPLE
+  size_t nBytes = 0;      // the size the tuner chain was asked about
+  float costUs = 0;       // the chain's estimate for (algorithm, protocol), microseconds
+  std::string decider;    // the tuner whose cost made the choice ("core" when none changed it)
   std::vector<CollWork> work;  // one per channel used
 };
 

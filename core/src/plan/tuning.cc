@@ -356,6 +356,7 @@ ncclResult_t TunerChain::select(ncclFunc_t f, size_t nBytes, const bool (&suppor
   d.protocol = bestP;
   d.nChannels = std::clamp(channels, 1, std::max(maxChannels, 1));
   d.channelsFromTuner = channelsBy != &kCore;
+  d.cost = table[bestA][bestP];
   d.decider = *writer[bestA][bestP];
   d.channelsBy = *channelsBy;
   *out = std::move(d);
@@ -399,9 +400,9 @@ ncclResult_t tuningSelect(ncclComm* comm, ncclFunc_t f, size_t nBytes, int coreC
     TunerChain bare(comm->nRanks, comm->nNodes);
     TUTTI_CHECK(bare.select(f, nBytes, supported, coreChannels, comm->nChannels, &d));
   }
-  TUTTI_INFO(NCCL_TUNING, "{}: {} bytes -> algo {} proto {} channels {} decider {} (channels by {})",
+  TUTTI_INFO(NCCL_TUNING, "{}: {} bytes -> algo {} proto {} channels {} decider {} (channels by {}) time {} us",
              tunedFuncName(f), nBytes, tunedAlgoName(d.algorithm), tunedProtoName(d.protocol), d.nChannels,
-             d.decider, d.channelsBy);
+             d.decider, d.channelsBy, d.cost);
   *out = std::move(d);
   return ncclSuccess;
 }

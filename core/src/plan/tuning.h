@@ -61,6 +61,7 @@ struct TuningDecision {
   int protocol = NCCL_PROTO_UNDEF;
   int nChannels = 0;             // the count to use (already clamped by the caller's limits)
   bool channelsFromTuner = false;
+  float cost = 0;                // the chosen entry of the cost table after the whole chain (microseconds)
   std::string decider = "core";  // the last tuner that changed the winning entry's cost
   std::string channelsBy = "core";  // the last tuner that changed the count (one that repeats the value
                                     // it was given cannot be told apart from one that left it alone)
