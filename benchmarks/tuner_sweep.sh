@@ -29,14 +29,14 @@ mkdir -p "$raw"
 rm -f "$raw"/*.txt "$raw"/*.log
 
 # Size segments as in side_by_side.sh: fewer iterations as sizes grow; segments below 16 MiB are swept
-# twice and keep each size's fastest sweep (a rank losing its core for a time slice spoils one sweep).
+# three times and keep each size's fastest sweep (a rank losing its core for a time slice spoils one sweep).
 # `limit` bounds one run in seconds: LL on a socket at 256 MiB would take minutes, so such a run is cut
 # and its missing rows show as "-" (the rows printed before the cut count). The largest segment measures
 # only the pairs within 2x of the fastest at the size before it (LL would spend minutes there, and lose).
 #        min   max   factor iters warmup repeats limit
-segments=("8    8     4 200 20 2 20"
-          "16   64K   4  30  5 2 30"
-          "256K 4M    4   5  1 2 30"
+segments=("8    8     4 200 20 3 20"
+          "16   64K   4  30  5 3 30"
+          "256K 4M    4   5  1 3 30"
           "16M  256M  4   1  1 1 30")
 [ "${QUICK:-0}" = 1 ] && segments=("8 8 4 50 5 1 20" "16 64K 4 10 2 1 20" "256K 1M 4 4 1 1 30")
 
@@ -98,8 +98,8 @@ for path in $paths; do
   done
 done
 
-# Doubtful rows (auto/best above 1.10): measured again, auto and every pair interleaved, twice; each keeps
-# its fastest time, so a row stays flagged only when the gap survives three runs.
+# Doubtful rows (auto/best above 1.10): measured again, auto and every pair interleaved, up to 3 times; each keeps
+# its fastest time, so a row stays flagged only when the gap survives six runs.
 # seg_for SIZE: the iterations of the segment a size belongs to.
 seg_for() {
   local s=$1 seg b e f n w reps lim
@@ -109,7 +109,7 @@ seg_for() {
   done
   echo "2 1 60"
 }
-for rep in 1 2; do
+for rep in 1 2 3; do
   mapfile -t redo < <(python3 "$root/benchmarks/tuner_results.py" doubtful "$raw")
   [ "${#redo[@]}" -gt 0 ] || break
   echo "== again (pass $rep): ${#redo[@]} rows above 1.10" >&2

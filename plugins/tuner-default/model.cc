@@ -48,7 +48,7 @@ Shape shapeOf(ncclFunc_t f, int algo, int nRanks, int nNodes) {
 
 }  // namespace
 
-double Model::time(ncclFunc_t f, int algo, int proto, size_t nBytes) const {
+double Model::time(ncclFunc_t f, int algo, int proto, size_t nBytes, int coreChannels) const {
   if (proto < 0 || proto >= NCCL_NUM_PROTOCOLS) return -1;
   if (nRanks <= 1) return options.overheadUs[kLinkProcess][proto] + options.latencyUs[kLinkProcess][proto];
   const Shape s = shapeOf(f, algo, nRanks, nNodes);
@@ -59,9 +59,32 @@ double Model::time(ncclFunc_t f, int algo, int proto, size_t nBytes) const {
   // Tree steps cost more than ring steps where a rank serves several peers (parent and two children, in two
   // trees at once) on few cores: the factors scale the link's ring-fitted constants.
   const bool tree = algo == NCCL_ALGO_TREE;
-  const double latency = options.latencyUs[l][proto] * (tree ? options.treeLatencyFactor[l] : 1.0);
-  const double bandwidth = options.bandwidthGBs[l][proto] * (tree ? options.treeBandwidthFactor[l] : 1.0);
-  return options.overheadUs[l][proto] + latency * s.steps + s.traffic * static_cast<double>(nBytes) / (bandwidth * 1e3);
+  // More ranks on a node than cores: a waiting rank gives its core away and is woken later (a longer step),
+  // and the ranks share the cores' copy and reduce throughput.
+  const double over = oversubscription();
+  const double latency = options.latencyUs[l][proto] * (tree ? options.treeLatencyFactor[l] : 1.0) *
+                         (over > 1 ? options.oversubLatencyFactor : 1.0);
+  const double bandwidth = options.bandwidthGBs[l][proto] * (tree ? options.treeBandwidthFactor[l] : 1.0) /
+                           std::pow(over, options.oversubBandwidthExponent);
+  const double bytes = static_cast<double>(nBytes);
+  double t = options.overheadUs[l][proto] + latency * s.steps + s.traffic * bytes / (bandwidth * 1e3);
+  if (tree && f == ncclFuncAllReduce) {
+    // Pipeline fill: a chunk (at most one FIFO slot of data per channel) goes up `depth` links and back
+    // down before the last one leaves, so the tree pays about 2 x depth - 1 chunk times beyond its steady
+    // state. With few slots per channel (1 MiB on 2 channels is one 512 KiB slot each) nothing overlaps and
+    // a tree costs several times a ring, even between 2 ranks; at many slots per channel the term fades.
+    const double depth = s.steps / 2;
+    const int channelsUsed = std::max(1, std::min(channels(nBytes), coreChannels > 0 ? coreChannels : 1));
+    const double chunk = std::min(bytes, static_cast<double>(options.slotDataBytes[proto]) * channelsUsed);
+    t += options.treeFillFactor[l] * std::max(0.0, 2 * depth - 1) * chunk / (bandwidth * 1e3);
+  }
+  return t;
+}
+
+double Model::oversubscription() const {
+  if (options.cores <= 0) return 1;
+  const double local = std::ceil(static_cast<double>(nRanks) / std::max(nNodes, 1));
+  return std::max(1.0, local / options.cores);
 }
 
 int Model::channels(size_t nBytes) const {
@@ -70,12 +93,13 @@ int Model::channels(size_t nBytes) const {
   return static_cast<int>(std::clamp<unsigned long long>(n, 1, options.maxChannels));
 }
 
-void modelFill(const Model& m, ncclFunc_t f, size_t nBytes, float* table, int numAlgo, int numProto) {
+void modelFill(const Model& m, ncclFunc_t f, size_t nBytes, int coreChannels, float* table, int numAlgo,
+               int numProto) {
   for (int a = 0; a < numAlgo && a < NCCL_NUM_ALGORITHMS; ++a) {
     for (int p = 0; p < numProto && p < NCCL_NUM_PROTOCOLS; ++p) {
       float& e = table[a * numProto + p];
       if (!(e >= 0)) continue;  // unavailable stays unavailable
-      const double t = m.time(f, a, p, nBytes);
+      const double t = m.time(f, a, p, nBytes, coreChannels);
       if (t >= 0) e = static_cast<float>(t);
     }
   }

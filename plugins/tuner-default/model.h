@@ -16,14 +16,18 @@ struct Model {
   // The link that bounds a collective spanning the communicator: the network when it crosses nodes.
   Link link() const { return nNodes > 1 ? kLinkNet : options.intraLink; }
   // Estimated microseconds, or a negative value when the model has no estimate for (f, algo) (the
-  // caller then leaves the core's entry as it is).
-  double time(ncclFunc_t f, int algo, int proto, size_t nBytes) const;
+  // caller then leaves the core's entry as it is). coreChannels: the channels the core offers (the most it
+  // will run), which bounds the chunks a tree pipelines at once.
+  double time(ncclFunc_t f, int algo, int proto, size_t nBytes, int coreChannels) const;
+  // Ranks per node over cores per node (>= 1; 1 when the ranks fit or the core count is unknown).
+  double oversubscription() const;
   // Channels worth using for nBytes: 1 for small collectives, one per channelBytes up to maxChannels.
   int channels(size_t nBytes) const;
 };
 
 // Fills the entries of table[numAlgo][numProto] that are >= 0 (leaves NCCL_ALGO_PROTO_IGNORE and
 // out-of-model entries untouched).
-void modelFill(const Model& m, ncclFunc_t f, size_t nBytes, float* table, int numAlgo, int numProto);
+void modelFill(const Model& m, ncclFunc_t f, size_t nBytes, int coreChannels, float* table, int numAlgo,
+               int numProto);
 
 }  // namespace tutti::tunerdefault

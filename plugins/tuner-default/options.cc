@@ -2,7 +2,9 @@
 #include "options.h"
 
 #include <strings.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -30,6 +32,13 @@ const OptionInfo kOptions[] = {
      "Tree per-step latency as a multiple of the link's (ring) latency: one number, or process,shm,net"},
     {"TUTTI_TUNER_TREE_BANDWIDTH_FACTOR", "1.3,1.3,1",
      "Tree bandwidth as a multiple of the link's (ring) bandwidth: one number, or process,shm,net"},
+    {"TUTTI_TUNER_TREE_FILL_FACTOR", "1",
+     "Weight of the tree's pipeline fill ((depth - 1) slots of data per channel): one number, or process,shm,net"},
+    {"TUTTI_TUNER_CORES", "auto",
+     "Cores the ranks of one node share, or auto (this process's CPU count); 0 ignores oversubscription"},
+    {"TUTTI_TUNER_OVERSUBSCRIBED", "2,0.5",
+     "With more ranks per node than cores: step latency factor, and exponent e of the bandwidth divisor "
+     "(ranks/cores)^e"},
     {"TUTTI_TUNER_CHANNEL_BYTES", "262144", "Bytes of a collective per suggested channel (>= 1)"},
     {"TUTTI_TUNER_MAX_CHANNELS", "64", "Most channels suggested, 1..64 (the core clamps to its own limit)"},
 };
@@ -75,7 +84,7 @@ bool parseTriple(const char* name, double* out, std::string* error, bool allowZe
 }
 
 // One finite number > 0 for every link, or three comma-separated ones: process,shm,net.
-bool parseFactor(const char* name, double (&out)[kNumLinks], std::string* error) {
+bool parseFactor(const char* name, double (&out)[kNumLinks], std::string* error, bool allowZero = false) {
   const char* text = valueOf(name);
   const char* p = text;
   double x[kNumLinks];
@@ -84,7 +93,7 @@ bool parseFactor(const char* name, double (&out)[kNumLinks], std::string* error)
     errno = 0;
     char* end = nullptr;
     x[n] = std::strtod(p, &end);
-    if (end == p || errno != 0 || !std::isfinite(x[n]) || x[n] <= 0) break;
+    if (end == p || errno != 0 || !std::isfinite(x[n]) || x[n] < 0 || (x[n] == 0 && !allowZero)) break;
     p = end;
     if (*p != ',') {
       ++n;
@@ -93,7 +102,8 @@ bool parseFactor(const char* name, double (&out)[kNumLinks], std::string* error)
     ++p;
   }
   if (*p != '\0' || (n != 1 && n != kNumLinks)) {
-    *error = std::string(name) + "=\"" + text + "\": expected a positive number, or three for process,shm,net";
+    *error = std::string(name) + "=\"" + text + "\": expected a " + (allowZero ? "non-negative" : "positive") +
+             " number, or three for process,shm,net";
     return false;
   }
   for (int l = 0; l < kNumLinks; ++l) out[l] = n == 1 ? x[0] : x[l];
@@ -156,7 +166,49 @@ ncclResult_t readOptions(Options* out, std::string* error) {
   }
   if (!parseFactor("TUTTI_TUNER_TREE_LATENCY_FACTOR", o.treeLatencyFactor, error)) return ncclInvalidUsage;
   if (!parseFactor("TUTTI_TUNER_TREE_BANDWIDTH_FACTOR", o.treeBandwidthFactor, error)) return ncclInvalidUsage;
+  if (!parseFactor("TUTTI_TUNER_TREE_FILL_FACTOR", o.treeFillFactor, error, true)) return ncclInvalidUsage;
   long long x = 0;
+  if (const char* cores = valueOf("TUTTI_TUNER_CORES"); strcasecmp(cores, "auto") == 0) {
+    o.cores = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  } else if (!parseInt("TUTTI_TUNER_CORES", 0, 1 << 20, &x, error)) {
+    return ncclInvalidUsage;
+  } else {
+    o.cores = static_cast<int>(x);
+  }
+  {
+    const char* text = valueOf("TUTTI_TUNER_OVERSUBSCRIBED");
+    char* end = nullptr;
+    errno = 0;
+    const double lat = std::strtod(text, &end);
+    double expo = -1;
+    if (end != text && *end == ',') {
+      const char* q = end + 1;
+      expo = std::strtod(q, &end);
+      if (end == q) expo = -1;
+    }
+    if (errno != 0 || *end != '\0' || !std::isfinite(lat) || lat <= 0 || !std::isfinite(expo) || expo < 0) {
+      *error = std::string("TUTTI_TUNER_OVERSUBSCRIBED=\"") + text +
+               "\": expected a positive latency factor and a non-negative exponent, as \"2,0.5\"";
+      return ncclInvalidUsage;
+    }
+    o.oversubLatencyFactor = lat;
+    o.oversubBandwidthExponent = expo;
+  }
+  // The FIFO geometry is the core's (NCCL's variables, 8 slots per buffer); read here only to size the
+  // tree's pipeline chunks. Unset or unparsable: the core's defaults.
+  static const char* const kBuff[NCCL_NUM_PROTOCOLS] = {"NCCL_LL_BUFFSIZE", "NCCL_LL128_BUFFSIZE", "NCCL_BUFFSIZE"};
+  static const long long kBuffDefault[NCCL_NUM_PROTOCOLS] = {262144, 4915200, 4194304};
+  for (int p = 0; p < NCCL_NUM_PROTOCOLS; ++p) {
+    long long buff = kBuffDefault[p];
+    if (const char* v = std::getenv(kBuff[p]); v && *v) {
+      char* end = nullptr;
+      const long long x = std::strtoll(v, &end, 0);
+      if (end != v && *end == '\0' && x > 0) buff = x;
+    }
+    const long long slot = buff / 8;
+    const long long data = p == NCCL_PROTO_LL ? slot / 2 : p == NCCL_PROTO_LL128 ? slot / 128 * 120 : slot;
+    o.slotDataBytes[p] = std::max(1LL, data);
+  }
   if (!parseInt("TUTTI_TUNER_CHANNEL_BYTES", 1, 1ll << 40, &x, error)) return ncclInvalidUsage;
   o.channelBytes = x;
   if (!parseInt("TUTTI_TUNER_MAX_CHANNELS", 1, 64, &x, error)) return ncclInvalidUsage;

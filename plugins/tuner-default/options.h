@@ -20,6 +20,13 @@ struct Options {
   double bandwidthGBs[kNumLinks][NCCL_NUM_PROTOCOLS];  // TUTTI_TUNER_BANDWIDTH_{...}: data GB/s per link
   double treeLatencyFactor[kNumLinks] = {1, 1, 1};    // TUTTI_TUNER_TREE_LATENCY_FACTOR: tree vs ring step
   double treeBandwidthFactor[kNumLinks] = {1, 1, 1};  // TUTTI_TUNER_TREE_BANDWIDTH_FACTOR: tree vs ring GB/s
+  double treeFillFactor[kNumLinks] = {1, 1, 1};       // TUTTI_TUNER_TREE_FILL_FACTOR: pipeline-fill weight
+  int cores = 0;                     // TUTTI_TUNER_CORES: cores a node's ranks share (0: ignore oversubscription)
+  double oversubLatencyFactor = 1;   // TUTTI_TUNER_OVERSUBSCRIBED: step latency factor when ranks > cores,
+  double oversubBandwidthExponent = 1;  // and bandwidth divided by (ranks / cores)^exponent
+  // Data bytes in one FIFO slot per protocol (LL, LL128, Simple), from NCCL_LL_BUFFSIZE, NCCL_LL128_BUFFSIZE
+  // and NCCL_BUFFSIZE as the core cuts them (8 slots; LL carries 4 data bytes per 8, LL128 120 per 128).
+  long long slotDataBytes[NCCL_NUM_PROTOCOLS] = {16384, 576000, 524288};
   long long channelBytes = 262144;                 // TUTTI_TUNER_CHANNEL_BYTES: bytes per extra channel
   int maxChannels = 64;                            // TUTTI_TUNER_MAX_CHANNELS (the core clamps further)
 };

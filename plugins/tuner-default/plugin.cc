@@ -56,7 +56,9 @@ ncclResult_t getCollInfo(void* context, ncclFunc_t collType, size_t nBytes, int 
   auto* ctx = static_cast<Context*>(context);
   if (ctx == nullptr || collCostTable == nullptr || numAlgo < 0 || numProto < 0) return ncclInvalidArgument;
   // One contiguous float[numAlgo][numProto] block handed over as float**.
-  modelFill(ctx->model, collType, nBytes, reinterpret_cast<float*>(collCostTable), numAlgo, numProto);
+  const int coreChannels = nChannels && *nChannels > 0 ? *nChannels : 1;
+  modelFill(ctx->model, collType, nBytes, coreChannels, reinterpret_cast<float*>(collCostTable), numAlgo,
+            numProto);
   if (nChannels) *nChannels = ctx->model.channels(nBytes);
   return ncclSuccess;
 }

@@ -40,25 +40,29 @@ class DefaultTunerTerms : public ::testing::Test {
   void SetUp() override {
     ASSERT_EQ(tunerPluginLoad(TUTTI_TUNER_DEFAULT_SO, &plugin_), ncclSuccess);
     ASSERT_TRUE(plugin_);
+    // The terms each test does not look at are switched off, so the expected values stay simple.
+    base_.set("TUTTI_TUNER_CORES", "0");
+    base_.set("TUTTI_TUNER_TREE_FILL_FACTOR", "0");
   }
   // Costs of ring and tree (Simple) for an AllReduce of `bytes` on a fresh context; -1 when init fails.
   struct Costs {
     float ring = -1, tree = -1;
   };
-  Costs costs(int nRanks, size_t bytes, int nNodes = 1) {
+  Costs costs(int nRanks, size_t bytes, int nNodes = 1, int coreChannels = 1) {
     void* ctx = nullptr;
     if (plugin_->tuner.init(&ctx, 1, nRanks, nNodes, tuttiPluginLogger, nullptr, nullptr) != ncclSuccess) return {};
     float t[kA][kP];
     for (auto& row : t)
       for (float& e : row) e = NCCL_ALGO_PROTO_IGNORE;
     t[NCCL_ALGO_RING][NCCL_PROTO_SIMPLE] = t[NCCL_ALGO_TREE][NCCL_PROTO_SIMPLE] = 1.0f;
-    int ch = 1;
+    int ch = coreChannels;
     EXPECT_EQ(plugin_->tuner.getCollInfo(ctx, ncclFuncAllReduce, bytes, 1, reinterpret_cast<float**>(&t[0][0]), kA,
                                          kP, 0, &ch), ncclSuccess);
     EXPECT_EQ(plugin_->tuner.finalize(ctx), ncclSuccess);
     return {t[NCCL_ALGO_RING][NCCL_PROTO_SIMPLE], t[NCCL_ALGO_TREE][NCCL_PROTO_SIMPLE]};
   }
   std::unique_ptr<TunerPlugin> plugin_;
+  Env base_;
 };
 
 TEST_F(DefaultTunerTerms, OverheadIsAddedOncePerCall) {
@@ -140,6 +144,62 @@ TEST_F(DefaultTunerTerms, AutoLinkTakesTheNetworkWhenShmAndP2pAreDisabled) {
   EXPECT_NEAR(costs(2, 0).ring, 2000.0f, 1e-3f) << "only the network is left";
   env.set("TUTTI_TUNER_INTRA_LINK", "shm");
   EXPECT_NEAR(costs(2, 0).ring, 2.0f, 1e-3f) << "an explicit link wins over auto";
+}
+
+TEST_F(DefaultTunerTerms, TreeFillIsSlotsOfDataTimesTheChainDepth) {
+  Env env;
+  env.set("TUTTI_TUNER_INTRA_LINK", "shm");
+  env.set("TUTTI_TUNER_OVERHEAD_SHM", "0,0,0");
+  env.set("TUTTI_TUNER_LATENCY_SHM", "1,1,1");
+  env.set("TUTTI_TUNER_BANDWIDTH_SHM", "1,1,1");
+  env.set("TUTTI_TUNER_TREE_LATENCY_FACTOR", "1");
+  env.set("TUTTI_TUNER_TREE_BANDWIDTH_FACTOR", "1");
+  const size_t mib = size_t{1} << 20;
+  const Costs none4 = costs(4, mib, 1, 2), none2 = costs(2, mib, 1, 2), noneBig = costs(4, 64 * mib, 1, 2);
+  env.set("TUTTI_TUNER_TREE_FILL_FACTOR", "1");
+  // A chain of 4 (depth 3) pays 2 x 3 - 1 = 5 chunk times. 1 MiB on 2 channels of 512 KiB slots is one
+  // chunk of 1 MiB: 5 x 1048.576 us at 1 GB/s.
+  EXPECT_NEAR(costs(4, mib, 1, 2).tree - none4.tree, 5 * 1048.576f, 0.05f);
+  EXPECT_FLOAT_EQ(costs(4, mib, 1, 2).ring, none4.ring) << "the ring has no fill term";
+  // Between 2 ranks (depth 1) one chunk: the reduce and the broadcast of one slot cannot overlap.
+  EXPECT_NEAR(costs(2, mib, 1, 2).tree - none2.tree, 1048.576f, 0.05f);
+  // Larger collectives: the chunk stays one slot per channel, so the fill stops growing.
+  EXPECT_NEAR(costs(4, 64 * mib, 1, 2).tree - noneBig.tree, 5 * 1048.576f, 0.5f);
+  // One channel offered by the core: half the chunk.
+  EXPECT_NEAR(costs(4, 64 * mib, 1, 1).tree - noneBig.tree, 5 * 524.288f, 0.5f);
+  // The slot follows NCCL_BUFFSIZE (8 slots per buffer): 1 MiB buffers give 128 KiB slots.
+  env.set("NCCL_BUFFSIZE", "1048576");
+  EXPECT_NEAR(costs(4, 64 * mib, 1, 2).tree - noneBig.tree, 5 * 262.144f, 0.5f);
+}
+
+TEST_F(DefaultTunerTerms, OversubscribedNodesPayLongerStepsAndShareBandwidth) {
+  Env env;
+  env.set("TUTTI_TUNER_INTRA_LINK", "shm");
+  env.set("TUTTI_TUNER_OVERHEAD_SHM", "0,0,0");
+  env.set("TUTTI_TUNER_LATENCY_SHM", "1,1,1");
+  env.set("TUTTI_TUNER_BANDWIDTH_SHM", "1,1,1");
+  const size_t mib = size_t{1} << 20;
+  const Costs lat8 = costs(8, 0), big8 = costs(8, mib), lat2 = costs(2, 0), big2 = costs(2, mib);
+  env.set("TUTTI_TUNER_CORES", "2");
+  env.set("TUTTI_TUNER_OVERSUBSCRIBED", "3,1");
+  // 8 ranks on 2 cores: 4x oversubscribed, steps 3x longer, bandwidth a quarter.
+  EXPECT_NEAR(costs(8, 0).ring, 3 * lat8.ring, 1e-3f);
+  EXPECT_NEAR(costs(8, mib).ring - costs(8, 0).ring, 4 * (big8.ring - lat8.ring), 0.05f);
+  // 2 ranks fit the 2 cores: nothing changes; nor do 8 ranks spread over 4 nodes (2 per node).
+  EXPECT_FLOAT_EQ(costs(2, 0).ring, lat2.ring);
+  EXPECT_FLOAT_EQ(costs(2, mib).ring, big2.ring);
+  env.set("TUTTI_TUNER_OVERSUBSCRIBED", "3,0.5");
+  EXPECT_NEAR(costs(8, mib).ring - costs(8, 0).ring, 2 * (big8.ring - lat8.ring), 0.05f) << "4^0.5 = 2";
+  for (const char* bad : {"x", "1", "0,1", "1,-1", "1,2,3", "2,"}) {
+    Env e;
+    e.set("TUTTI_TUNER_OVERSUBSCRIBED", bad);
+    EXPECT_LT(costs(2, 8).ring, 0) << "TUTTI_TUNER_OVERSUBSCRIBED=" << bad;
+  }
+  for (const char* bad : {"-1", "x", "2.5"}) {
+    Env e;
+    e.set("TUTTI_TUNER_CORES", bad);
+    EXPECT_LT(costs(2, 8).ring, 0) << "TUTTI_TUNER_CORES=" << bad;
+  }
 }
 
 TEST_F(DefaultTunerTerms, BadTermValuesFailInit) {
