@@ -5,7 +5,8 @@ pkgs=(build-essential cmake pkg-config git
       libyaml-cpp-dev libfmt-dev libboost-dev libboost-filesystem-dev
       libgtest-dev libgmock-dev
       libibverbs-dev rdma-core
-      iproute2 python3)
+      iproute2 python3
+      gnuplot-nox)  # benchmarks/plot.sh
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
