@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <barrier>
 #include <chrono>
 #include <cmath>
@@ -32,7 +33,39 @@ struct Options {
   ncclRedOp_t op = ncclSum;
   int root = 0;
   bool predict = false;  // --predict: add ncclGroupSimulateEnd's estimate as a last column
+  std::string plot;      // --plot OUT: also draw the table with benchmarks/plot.sh (OUT.svg / OUT.png)
 };
+
+#ifndef TUTTI_PLOT_SCRIPT
+#define TUTTI_PLOT_SCRIPT "benchmarks/plot.sh"
+#endif
+
+// Hands the table's rows to benchmarks/plot.sh (TUTTI_PLOT overrides its path); false with a message
+// when the script is missing or fails (gnuplot not installed, unwritable output).
+bool plotRows(const std::string& rows, const std::string& out, const std::string& title) {
+  const char* env = std::getenv("TUTTI_PLOT");
+  const std::string script = env && *env ? env : TUTTI_PLOT_SCRIPT;
+  if (access(script.c_str(), X_OK) != 0) {
+    std::fprintf(stderr, "--plot: %s not found or not executable; set TUTTI_PLOT to benchmarks/plot.sh\n",
+                 script.c_str());
+    return false;
+  }
+  auto quote = [](const std::string& v) {
+    std::string q = "'";
+    for (char c : v) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+  };
+  const std::string cmd = quote(script) + " -o " + quote(out) + " -t " + quote(title) + " -";
+  FILE* pipe = popen(cmd.c_str(), "w");
+  if (!pipe) {
+    std::fprintf(stderr, "--plot: cannot run %s: %s\n", script.c_str(), std::strerror(errno));
+    return false;
+  }
+  std::fwrite(rows.data(), 1, rows.size(), pipe);
+  const int status = pclose(pipe);
+  if (status != 0) std::fprintf(stderr, "--plot: %s failed (status %d)\n", script.c_str(), status);
+  return status == 0;
+}
 
 const struct {
   const char* name;
@@ -248,9 +281,11 @@ ncclResult_t predictOnce(Coll c, const Options& o, ncclComm_t comm, int r, size_
 void usage(const char* prog) {
   std::printf("usage: %s [-b minbytes] [-e maxbytes] [-f factor | -i increment] [-g|-t nranks] [-P nprocs]\n"
               "          [-n iters] [-w warmup] [-c check 0/1] [-d dtype] [-o op] [-r root]\n"
-              "          [-z blocking (host calls always block)] [--predict]\n"
+              "          [-z blocking (host calls always block)] [--predict] [--plot OUT]\n"
               "  --predict: one more column, the time the library predicts for the call (ncclGroupSimulateEnd,\n"
               "  the tuner chain's estimate for the algorithm/protocol it picks); compare it with the time column.\n"
+              "  --plot OUT: also draw busbw vs size into OUT.svg and OUT.png (or only OUT.svg / OUT.png) with\n"
+              "  benchmarks/plot.sh (gnuplot; TUTTI_PLOT overrides the script's path).\n"
               "  -g N: N ranks as threads of this process; -P N (or TUTTI_PERF_PROCS=N): N forked processes,\n"
               "  one rank each; under mpirun (OMPI_COMM_WORLD_* or PMI_*): one rank per process, the unique id\n"
               "  passed through the file TUTTI_PERF_ID_FILE (default /tmp/tutti-perf-id-<job>).\n", prog);
@@ -383,6 +418,7 @@ int sweep(Coll coll, const Options& o, const Run& run, const std::vector<ncclCom
   auto commSync = [&]() -> ncclResult_t { return ncclAllReduce(&token, &token, 1, ncclInt32, ncclMax, comms[0], nullptr); };
   std::vector<Sample> samples(local);
   size_t totalWrong = 0;
+  std::string rows = "# env:" + envSummary() + "\n";  // what --plot draws
   const bool canInPlace = coll != Coll::AlltoAll && coll != Coll::SendRecv;
 
   for (size_t bytes : sizes) {
@@ -435,12 +471,20 @@ int sweep(Coll coll, const Options& o, const Run& run, const std::vector<ncclCom
     };
     char pred[32] = "";
     if (o.predict) std::snprintf(pred, sizeof pred, " %9.2f", predicted);
-    std::printf("  %10zu %12zu %8s %6s %6d%s%s%s\n", bytes, count, typeName(o.dtype),
-                isReduction(coll) ? kOps[o.op] : "none", hasRoot(coll) ? o.root : -1, cols(0).c_str(),
-                cols(1).c_str(), pred);
+    char row[256];
+    std::snprintf(row, sizeof row, "  %10zu %12zu %8s %6s %6d%s%s%s\n", bytes, count, typeName(o.dtype),
+                  isReduction(coll) ? kOps[o.op] : "none", hasRoot(coll) ? o.root : -1, cols(0).c_str(),
+                  cols(1).c_str(), pred);
+    std::fputs(row, stdout);
     std::fflush(stdout);
+    rows += row;
   }
   if (printer) std::printf("# Out of bounds values : %zu %s\n", totalWrong, totalWrong ? "FAILED" : "OK");
+  if (printer && !o.plot.empty()) {
+    std::fflush(stdout);
+    const std::string name = std::string(prog).substr(std::string(prog).find_last_of('/') + 1);
+    if (!plotRows(rows, o.plot, name + ", " + std::to_string(n) + " ranks")) return 1;
+  }
   return totalWrong ? 1 : 0;
 }
 
@@ -478,11 +522,12 @@ int perfMain(Coll coll, int argc, char** argv) {
   Options o;
   if (const char* p = std::getenv("TUTTI_PERF_PROCS"); p != nullptr && *p) o.procs = std::atoi(p) > 0 ? std::atoi(p) : -1;
   int opt;
-  const struct option longOpts[] = {{"predict", no_argument, nullptr, 'p'}, {"help", no_argument, nullptr, 'h'},
-                                    {nullptr, 0, nullptr, 0}};
+  const struct option longOpts[] = {{"predict", no_argument, nullptr, 'p'}, {"plot", required_argument, nullptr, 'x'},
+                                    {"help", no_argument, nullptr, 'h'}, {nullptr, 0, nullptr, 0}};
   while ((opt = getopt_long(argc, argv, "b:e:f:i:g:t:P:n:w:c:d:o:r:z:m:a:h", longOpts, nullptr)) != -1) {
     switch (opt) {
       case 'p': o.predict = true; break;
+      case 'x': o.plot = optarg; break;
       case 'b': o.minBytes = parseSize(optarg); break;
       case 'e': o.maxBytes = parseSize(optarg); break;
       case 'f': o.factor = std::atof(optarg); break;
