@@ -106,6 +106,7 @@ ncclResult_t commInitRank(ncclComm** out, int nRanks, const ncclUniqueId& id, in
   const int64_t p2pLL = paramInt("NCCL_P2P_LL_THRESHOLD");
   comm->p2pLLThreshold = p2pLL >= 0 ? static_cast<size_t>(p2pLL) : static_cast<size_t>(comm->nChannels) * 16384;
   TUTTI_CHECK(tunerChainCreate(comm.get()));
+  TUTTI_CHECK(profilerCommInit(comm.get()));
 
   TUTTI_INFO(NCCL_INIT, "comm {} rank {} nRanks {} nNodes {} channels {} buffSize {} - init done",
              static_cast<void*>(comm.get()), rank, nRanks, comm->nNodes, comm->nChannels,
@@ -158,8 +159,9 @@ ncclResult_t commFree(ncclComm* comm) {
                                          c->transport->name());
       }
     }
-    comm->connections.clear();
+    comm->connections.clear();  // stops the proxy events still open on them
   }
+  comm->profiler.reset();  // finalizes every profiler context
   comm->tuners.reset();  // finalizes every tuner context
   comm->bootstrap.reset();
   comm->magic = kCommDeadMagic;

@@ -5,6 +5,7 @@
 #include <nccl.h>
 
 #include "bootstrap/bootstrap.h"
+#include "comm/profiler.h"
 #include "device/common/reduce_ops.h"
 #include "device/host/prims.h"
 #include "topo/topo.h"
@@ -86,6 +87,8 @@ struct ncclComm {
 
   std::unique_ptr<tutti::RedOpTable> redOps;  // created at init (needs nRanks)
   std::unique_ptr<tutti::TunerChain, tutti::TunerChainDeleter> tuners;  // created at init, finalized at free
+  // Active profilers (comm/profiler.h); null when none: every emission site tests this pointer only.
+  std::unique_ptr<tutti::CommProfiler> profiler;
   uint64_t collOpCount = 0;  // collectives launched, same sequence on every rank
   uint64_t p2pOpCount = 0;
 

@@ -66,6 +66,21 @@ ncclResult_t launchGroup(const Task* tasks, size_t nTasks) {
   // One launch per communicator, in order of first appearance.
   std::vector<host::CommLaunch>& launches = tScratch.launches;
   size_t used = 0;
+  // Profiling: the launches' own references to their events end with this call (work items hold theirs).
+  struct ReleaseEvents {
+    std::vector<host::CommLaunch>& launches;
+    size_t& used;
+    ~ReleaseEvents() {
+      for (size_t li = 0; li < used; ++li) {
+        host::CommLaunch& l = launches[li];
+        if (!l.profGroup) [[likely]] continue;
+        l.profLaunch = {};
+        l.colls.clear();
+        l.p2p.clear();
+        l.profGroup = {};
+      }
+    }
+  } releaseEvents{launches, used};
   for (size_t i = 0; i < nTasks; ++i) {
     const Task& t = tasks[i];
     // Groups hold few communicators: a linear search beats a map here.
@@ -74,11 +89,16 @@ ncclResult_t launchGroup(const Task* tasks, size_t nTasks) {
     if (li == used) {
       if (used == launches.size()) launches.emplace_back();
       resetLaunch(launches[used++], t);
+      if (t.comm->profiler) [[unlikely]] {
+        launches[li].profGroup = ProfRef(profGroupStart(t.comm));
+        launches[li].profLaunch = ProfRef(profKernelLaunchStart(t.comm, t.api ? t.api.get()->parent : nullptr));
+      }
     }
     host::CommLaunch& l = launches[li];
     if (!l.stream) l.stream = t.stream;
     if (t.func == ncclFuncSend || t.func == ncclFuncRecv) {
       l.p2p.push_back(t);
+      if (l.profGroup) [[unlikely]] profP2pStart(&l.p2p.back(), l.profGroup.get());
     } else {
       CollPlan plan;
       TUTTI_CHECK(planCollective(t.comm, t, &plan));
@@ -92,6 +112,7 @@ ncclResult_t launchGroup(const Task* tasks, size_t nTasks) {
                    plan.decider);
       }
       l.colls.push_back(std::move(plan));
+      if (l.profGroup) [[unlikely]] profCollStart(&l.colls.back(), l.profGroup.get());
     }
   }
   for (size_t li = 0; li < used; ++li) {
@@ -131,6 +152,7 @@ ncclResult_t launchGroup(const Task* tasks, size_t nTasks) {
       TUTTI_CHECK(host::launchItems(l, items.get()));
       host::HostStream::fromHandle(l.stream)->enqueue([items] { return host::runConcurrently(*items); });
     }
+    l.profLaunch = {};  // KernelLaunch: the work is handed to the executor (or the stream)
   }
   return host::runConcurrently(now);
 }
@@ -176,7 +198,34 @@ ncclResult_t groupSimulateEnd(ncclSimInfo_t* simInfo) {
   return ncclSuccess;
 }
 
+namespace {
+
+// A task of a profiled communicator: its API event (CollApi / P2pApi) under the communicator's GroupApi
+// event of this thread's group, started by the group's first task of that communicator (an implicit
+// group of one outside ncclGroupStart/End, groupDepth 1). The API events hold the GroupApi event, the tasks
+// hold the API events: all end when the tasks of the group have been launched and their work is done.
+ncclResult_t groupEnqueueProfiled(const Task& task) {
+  Task t = task;
+  ProfEvent* groupApi = nullptr;
+  for (auto it = tGroup.tasks.rbegin(); it != tGroup.tasks.rend() && !groupApi; ++it)
+    if (it->comm == t.comm && it->api) groupApi = it->api.get()->parent;
+  ProfRef fresh;
+  if (!groupApi) {
+    fresh = ProfRef(profGroupApiStart(t.comm, tGroup.depth + 1));
+    groupApi = fresh.get();
+  }
+  t.api = ProfRef(profApiCallStart(t.comm, groupApi, t));
+  if (tGroup.depth > 0) {
+    tGroup.tasks.push_back(std::move(t));
+    return ncclSuccess;
+  }
+  return launchGroup(&t, 1);
+}
+
+}  // namespace
+
 ncclResult_t groupEnqueue(const Task& task) {
+  if (task.comm->profiler) [[unlikely]] return groupEnqueueProfiled(task);
   if (tGroup.depth > 0) {
     tGroup.tasks.push_back(task);
     return ncclSuccess;

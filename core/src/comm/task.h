@@ -4,6 +4,8 @@
 #include <nccl.h>
 #include <tutti/common.h>
 
+#include "comm/profiler.h"
+
 #include <cstddef>
 
 namespace tutti {
@@ -18,6 +20,9 @@ struct Task {
   ncclRedOp_t op = ncclSum;
   int root = 0;            // Broadcast/Reduce root; Send/Recv peer
   cudaStream_t stream = nullptr;
+  // Profiling only (null otherwise): the API call's event (CollApi / P2pApi) and the Coll / P2p event.
+  ProfRef api;
+  ProfRef prof;
 };
 
 const char* funcName(ncclFunc_t func);

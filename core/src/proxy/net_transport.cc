@@ -1,5 +1,6 @@
 #include "proxy/net_transport.h"
 
+#include "comm/profiler.h"
 #include "plugin/config.h"
 #include "plugin/net_plugin.h"
 #include "plugin/params.h"
@@ -16,6 +17,7 @@
 #include <thread>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <mutex>
 
@@ -117,6 +119,20 @@ struct NetEnd {
   uint64_t posted = 0, done = 0;
   void* requests[TUTTI_STEPS] = {};
   std::shared_ptr<NetProxyTask> task;
+  // Profiling: ProxyOps the ranks queued (under profMutex, in step order) and the ProxyStep of each slot in
+  // flight. The counters belong to the proxy thread; `profiled` turns on with the first queued op.
+  struct ProfOp {
+    ProfEvent* ev;
+    uint64_t first, end;  // the op's steps [first, end)
+    bool begun;
+  };
+  std::atomic<bool> profiled{false};
+  std::mutex profMutex;
+  std::deque<ProfOp> profOps;
+  ProfEvent* stepEv[TUTTI_STEPS] = {};
+  bool profSynced = false;   // counters below aligned with posted / done
+  uint64_t profStarted = 0;  // steps whose ProxyStep was started (or that belong to no op)
+  uint64_t profStopped = 0;  // receive end: steps whose ProxyStep was stopped
   tuttiConnCtrl_t* ctrl() { return reinterpret_cast<tuttiConnCtrl_t*>(mem); }
   char* region(int proto) { return regionBytes[proto] ? mem + regionOffset[proto] : nullptr; }
   // Receive end: where step `step` lands. Send end: the slot of `step` in protocol `proto`'s FIFO.
@@ -139,6 +155,84 @@ void markClosed(NetEnd* e) {
                  std::atomic_ref<uint64_t>(e->ctrl()->head).load());
 }
 
+// ---- profiler ProxySteps (proxy thread; only once a ProxyOp was queued on the end) ------------------------
+
+// Starts the ProxyStep of step `s` (== e->profStarted) in `state` when a queued op covers it. A step no op
+// covers is passed over when `skipUncovered` (it is being posted: no op will come for it); otherwise the
+// call returns false and the step is retried later (its op may not be queued yet).
+bool profStepBegin(NetEnd* e, uint64_t s, ncclProfilerEventState_v6_t state, size_t bytes, bool skipUncovered) {
+  ProfEvent* op = nullptr;
+  bool first = false, last = false;
+  uint64_t index = 0;
+  {
+    std::lock_guard<std::mutex> lock(e->profMutex);
+    while (!e->profOps.empty() && e->profOps.front().end <= s) {  // steps that were never seen: op ends
+      profRelease(e->profOps.front().ev);
+      e->profOps.pop_front();
+    }
+    if (!e->profOps.empty() && e->profOps.front().first <= s) {
+      NetEnd::ProfOp& o = e->profOps.front();
+      op = o.ev;
+      first = !o.begun;
+      o.begun = true;
+      index = s - o.first;
+      last = s + 1 == o.end;
+      if (last) e->profOps.pop_front();  // the queue's reference is dropped once the step holds its own
+    }
+  }
+  if (!op) {
+    if (!skipUncovered) return false;
+    e->stepEv[s % TUTTI_STEPS] = nullptr;
+    e->profStarted = s + 1;
+    return true;
+  }
+  if (first) profRecordState(op, ncclProfilerProxyOpInProgress_v4, nullptr);
+  ncclProfilerEventDescr_v6_t d{};
+  d.type = ncclProfileProxyStep;
+  d.rank = op->prof->rank;
+  d.proxyStep.step = static_cast<int>(index);
+  ProfEvent* step = profStart(op->prof, op, nullptr, &d);
+  ncclProfilerEventStateArgs_v6_t a{};
+  a.proxyStep.transSize = bytes;
+  profRecordState(step, state, &a);
+  e->stepEv[s % TUTTI_STEPS] = step;
+  e->profStarted = s + 1;
+  if (last) profRelease(op);
+  return true;
+}
+
+void profStepState(NetEnd* e, uint64_t s, ncclProfilerEventState_v6_t state, size_t bytes) {
+  if (s >= e->profStarted) profStepBegin(e, s, state, bytes, true);
+  if (ProfEvent* step = e->stepEv[s % TUTTI_STEPS]) {
+    ncclProfilerEventStateArgs_v6_t a{};
+    a.proxyStep.transSize = bytes;
+    profRecordState(step, state, &a);
+  }
+}
+
+void profStepEnd(NetEnd* e, uint64_t s) {
+  ProfEvent*& step = e->stepEv[s % TUTTI_STEPS];
+  if (s < e->profStarted && step) {
+    profRelease(step);
+    step = nullptr;
+  }
+}
+
+// First profiled round of an end: steps already in flight belong to no op.
+void profSync(NetEnd* e) {
+  e->profStarted = e->profStopped = e->posted;
+  e->profSynced = true;
+}
+
+// Stops whatever the end still holds (it is being freed).
+void profDrop(NetEnd* e) {
+  for (ProfEvent*& step : e->stepEv)
+    if (step) profRelease(std::exchange(step, nullptr));
+  std::lock_guard<std::mutex> lock(e->profMutex);
+  for (const NetEnd::ProfOp& o : e->profOps) profRelease(o.ev);
+  e->profOps.clear();
+}
+
 ncclResult_t NetProxyTask::progress(bool* active) {
   NetEnd* e = end_;
   NetState* net = loadNet();
@@ -152,6 +246,14 @@ ncclResult_t NetProxyTask::progress(bool* active) {
   if (!e->recv) {
     // Sender: isend every step the primitives posted, oldest first; complete them in order.
     const uint64_t tail = std::atomic_ref<uint64_t>(ctrl->tail).load(std::memory_order_acquire);
+    const bool prof = e->profiled.load(std::memory_order_relaxed);
+    if (prof) [[unlikely]] {
+      if (!e->profSynced) profSync(e);
+      // Steps whose slot is free but whose data the rank has not posted yet: waiting for the "GPU".
+      while (e->profStarted < e->done + TUTTI_STEPS &&
+             profStepBegin(e, e->profStarted, ncclProfilerProxyStepSendGPUWait, 0, false)) {
+      }
+    }
     while (e->posted < tail && e->posted - e->done < TUTTI_STEPS) {
       const int slot = static_cast<int>(e->posted % TUTTI_STEPS);
       const int64_t bytes = std::atomic_ref<int64_t>(ctrl->sizes[slot]).load(std::memory_order_relaxed);
@@ -164,6 +266,7 @@ ncclResult_t NetProxyTask::progress(bool* active) {
       if (api.isend(e->comm, data, wire, 0, e->mhandles[proto], nullptr, &req) != ncclSuccess)
         return fail("isend");
       if (!req) break;  // plugin busy: retry later
+      if (prof) [[unlikely]] profStepState(e, e->posted, ncclProfilerProxyStepSendWait, wire);
       e->requests[slot] = req;
       ++e->posted;
       *active = true;
@@ -172,6 +275,7 @@ ncclResult_t NetProxyTask::progress(bool* active) {
       int isDone = 0, size = 0;
       if (api.test(e->requests[e->done % TUTTI_STEPS], &isDone, &size) != ncclSuccess) return fail("send test");
       if (!isDone) break;
+      if (prof) [[unlikely]] profStepEnd(e, e->done);
       ++e->done;
       publishCounter(&ctrl->head, &ctrl->headWaiters, &ctrl->headSeq, e->done);
       *active = true;
@@ -181,6 +285,12 @@ ncclResult_t NetProxyTask::progress(bool* active) {
     // Only steps an operation announced are received, so an idle connection has nothing posted.
     const uint64_t head = std::atomic_ref<uint64_t>(ctrl->head).load(std::memory_order_acquire);
     const uint64_t wanted = std::atomic_ref<uint64_t>(ctrl->recvWanted).load(std::memory_order_relaxed);
+    const bool prof = e->profiled.load(std::memory_order_relaxed);
+    if (prof) [[unlikely]] {
+      if (!e->profSynced) profSync(e);
+      // Steps the rank has consumed (head passed them): their ProxyStep ends.
+      for (; e->profStopped < head && e->profStopped < e->done; ++e->profStopped) profStepEnd(e, e->profStopped);
+    }
     while (e->posted < head + TUTTI_STEPS && e->posted < wanted && e->posted - e->done < TUTTI_STEPS) {
       void* data = e->landing(e->posted);
       size_t size = e->slotBytes;
@@ -189,6 +299,7 @@ ncclResult_t NetProxyTask::progress(bool* active) {
       if (api.irecv(e->comm, 1, &data, &size, &tag, &e->mhandles[TUTTI_PROTO_SIMPLE], nullptr, &req) != ncclSuccess)
         return fail("irecv");
       if (!req) break;
+      if (prof) [[unlikely]] profStepState(e, e->posted, ncclProfilerProxyStepRecvWait, size);
       e->requests[e->posted % TUTTI_STEPS] = req;
       ++e->posted;
       *active = true;
@@ -197,6 +308,8 @@ ncclResult_t NetProxyTask::progress(bool* active) {
       int isDone = 0, size = 0;
       if (api.test(e->requests[e->done % TUTTI_STEPS], &isDone, &size) != ncclSuccess) return fail("receive test");
       if (!isDone) break;
+      // Received: the step now waits for the rank to consume it (host memory needs no flush).
+      if (prof) [[unlikely]] profStepState(e, e->done, ncclProfilerProxyStepRecvGPUWait, static_cast<size_t>(size));
       std::atomic_ref<int64_t>(ctrl->sizes[e->done % TUTTI_STEPS]).store(size, std::memory_order_relaxed);
       std::atomic_ref<int32_t>(ctrl->protos[e->done % TUTTI_STEPS]).store(-1, std::memory_order_relaxed);
       ++e->done;
@@ -348,6 +461,7 @@ ncclResult_t netFree(void* res) {
   const ncclNet_v12_t& api = loadNet()->plugin->net;
   if (e->task && !e->recv) drainSends(e);
   if (e->task) proxyRemove(e->task.get());
+  profDrop(e);  // before the communicator's profilers are finalized
   for (void* mh : e->mhandles)
     if (mh) api.deregMr(e->comm, mh);
   if (e->comm) (e->recv ? api.closeRecv : api.closeSend)(e->comm);
@@ -379,6 +493,17 @@ tuttiTransport_v1_t makeTable() {
 const tuttiTransport_v1_t& netTransportTable() {
   static const tuttiTransport_v1_t table = makeTable();
   return table;
+}
+
+bool netTransportIs(const tuttiTransport_v1_t& api) { return api.free == netFree; }
+
+void netProfilePost(void* res, ProfEvent* op, uint64_t firstStep, uint64_t nSteps) {
+  auto* e = static_cast<NetEnd*>(res);
+  {
+    std::lock_guard<std::mutex> lock(e->profMutex);
+    e->profOps.push_back({op, firstStep, firstStep + nSteps, false});
+  }
+  e->profiled.store(true, std::memory_order_release);
 }
 
 const char* netTransportPluginName() { return loadNet()->name.c_str(); }

@@ -12,6 +12,16 @@ namespace tutti {
 // canConnect accepts any pair once a net plugin with at least one device is loaded.
 const tuttiTransport_v1_t& netTransportTable();
 
+struct ProfEvent;
+
+// Whether a connection's transport is this one (its ends can report profiler ProxySteps).
+bool netTransportIs(const tuttiTransport_v1_t& api);
+
+// Profiling (comm/profiler.h) of the network end `res`: steps [firstStep, firstStep + nSteps) belong to the
+// ProxyOp `op`; the end adopts the caller's reference. The proxy thread starts a ProxyStep per step, records
+// its phases, and stops the op after its last step. Ops of one end are posted in step order.
+void netProfilePost(void* res, ProfEvent* op, uint64_t firstStep, uint64_t nSteps);
+
 // Name of the net plugin in use ("" when none could be loaded), loading the config's nets on first call.
 const char* netTransportPluginName();
 

@@ -5,6 +5,8 @@
 #include "device/common/tree.h"
 #include "device/host/prims.h"
 #include "device/host/reduce_copy.h"
+#include "plugin/transport_plugin.h"
+#include "proxy/net_transport.h"
 #include "util/check.h"
 
 #include <tutti/tuner.h>
@@ -112,6 +114,77 @@ ncclResult_t countChannelSteps(ncclComm* comm, const std::vector<CollPlan>& coll
   return ncclSuccess;
 }
 
+// ---- profiling (only when comm->profiler is set) --------------------------------------------------------
+
+// Stops a KernelCh event on every path out of a channel's work.
+struct KernelChGuard {
+  ProfEvent* e = nullptr;
+  ~KernelChGuard() {
+    if (e) [[unlikely]] profKernelChStop(e);
+  }
+};
+
+// Steps already queued as ProxyOps per network connection end of one channel, during one launch.
+struct QueuedSteps {
+  std::vector<std::pair<Connection*, uint64_t>> v;
+  uint64_t& of(Connection* c) {
+    for (auto& [conn, n] : v)
+      if (conn == c) return n;
+    return v.emplace_back(c, 0).second;
+  }
+};
+
+// Queues a ProxyOp of `nSteps` under `parent` on the end (channel, connIndex, peer, isSend) if it is a
+// network connection: its proxy then reports one ProxyStep per step. Must precede the steps themselves
+// (and, for receives, their announcement), so the proxy knows the op before it touches its first step.
+void postProxyOp(ncclComm* comm, ProfEvent* parent, int channel, int connIndex, int peer, bool isSend,
+                 uint64_t nSteps, int proto, QueuedSteps* queued) {
+  if (nSteps == 0) return;
+  Connection* conn = commFindConnection(comm, channel, connIndex, peer, isSend);
+  if (!conn || !conn->transport || !netTransportIs(conn->transport->api())) return;
+  uint64_t& before = queued->of(conn);
+  const int chunk = static_cast<int>(HostPrims::slotDataBytes(conn->host.conn, proto));
+  ProfEvent* op = profProxyOpStart(parent, channel, peer, static_cast<int>(nSteps), chunk, isSend);
+  netProfilePost(conn->res, op, conn->host.step + before, nSteps);
+  before += nSteps;
+}
+
+// ProxyOps of every collective of channel `c`, in the order the channel runs them.
+ncclResult_t profileChannelProxyOps(ncclComm* comm, const std::vector<CollPlan>& colls, int c) {
+  if (comm->nRanks == 1 || !comm->profiler->wants(ncclProfileProxyOp | ncclProfileProxyStep)) return ncclSuccess;
+  QueuedSteps queued;
+  const ChannelRing& ring = comm->rings[c];
+  for (const CollPlan& p : colls) {
+    if (c >= static_cast<int>(p.work.size()) || !p.task.prof) continue;
+    ProfEvent* parent = p.task.prof.get();
+    if (isTree(p)) {
+      const TreeWork tw = treeWorkOf(comm, p.work[c], c);
+      TreeConns tc;
+      TUTTI_CHECK(treeConns(comm, c, tw.links, &tc));
+      // Every connection has the communicator's geometry: any one gives the slot size.
+      const HostConn* any = tc.nChildren ? tc.childRecv[0] : tc.parentRecv;
+      HostStepCounter up(any, p.protocol, p.eltSize), down(any, p.protocol, p.eltSize);
+      TUTTI_CHECK(treeAllReduce(up, down, tw));
+      for (int i = 0; i < tc.nChildren; ++i) {
+        postProxyOp(comm, parent, c, kConnColl, tw.links.down[i], false, up.recvSteps(), p.protocol, &queued);
+        postProxyOp(comm, parent, c, kConnColl, tw.links.down[i], true, down.sendSteps(), p.protocol, &queued);
+      }
+      if (tw.links.up >= 0) {
+        postProxyOp(comm, parent, c, kConnColl, tw.links.up, true, up.sendSteps(), p.protocol, &queued);
+        postProxyOp(comm, parent, c, kConnColl, tw.links.up, false, down.recvSteps(), p.protocol, &queued);
+      }
+      continue;
+    }
+    const Connection* geometry = ring.recvConn ? ring.recvConn : ring.sendConn;
+    if (!geometry) continue;
+    HostStepCounter counter(&geometry->host, p.protocol, p.eltSize);
+    TUTTI_CHECK(runRingCollective(counter, p.work[c]));
+    postProxyOp(comm, parent, c, kConnColl, ring.prev, false, counter.recvSteps(), p.protocol, &queued);
+    postProxyOp(comm, parent, c, kConnColl, ring.next, true, counter.sendSteps(), p.protocol, &queued);
+  }
+  return ncclSuccess;
+}
+
 // Protocol of one send or receive of `bytes`: LL up to the threshold (latency), Simple above (bandwidth).
 // Both ends decide from the byte count alone, so matching calls agree; mismatched ones are reported.
 int p2pProtocol(const ncclComm* comm, size_t bytes) {
@@ -129,6 +202,16 @@ ncclResult_t runP2pList(ncclComm* comm, const std::vector<Task>& tasks, bool sen
     if (!conn) TUTTI_FAIL(ncclInternalError, "rank {}: no p2p connection to rank {}", comm->rank, t.root);
     OpLabel label{comm->rank, sending ? "Send" : "Recv", comm->p2pOpCount, 0, &comm->failure, commAskFailure, comm};
     const int proto = p2pProtocol(comm, bytes);
+    KernelChGuard kernelCh;
+    if (t.prof) [[unlikely]] {
+      kernelCh.e = profKernelChStart(t.prof.get(), 0);
+      if (comm->profiler->wants(ncclProfileProxyOp | ncclProfileProxyStep)) {
+        HostStepCounter steps(conn, proto, 1);
+        steps.recv(0, bytes);
+        QueuedSteps queued;
+        postProxyOp(comm, t.prof.get(), 0, kConnP2p, t.root, sending, steps.recvSteps(), proto, &queued);
+      }
+    }
     TUTTI_INFO(NCCL_P2P, "{} {} bytes {} rank {} proto {} (opCount {})", sending ? "Send" : "Recv", bytes,
                sending ? "to" : "from", t.root, proto == TUTTI_PROTO_LL ? "LL" : "Simple", comm->p2pOpCount);
     if (sending) {
@@ -206,10 +289,13 @@ ncclResult_t launchItems(CommLaunch& launch, std::vector<WorkItem>* items) {
         // Tell the receive sides (network proxies) how many steps this launch will take from them.
         StepCounts counts;
         TUTTI_CHECK(countChannelSteps(comm, *colls, c, recv, &counts));
+        if (comm->profiler) [[unlikely]] TUTTI_CHECK(profileChannelProxyOps(comm, *colls, c));
         for (int i = 0; i < counts.n; ++i) announceRecvSteps(counts.entries[i].first, counts.entries[i].second);
       }
       for (const CollPlan& p : *colls) {
         if (c >= static_cast<int>(p.work.size())) continue;
+        KernelChGuard kernelCh;
+        if (p.task.prof) [[unlikely]] kernelCh.e = profKernelChStart(p.task.prof.get(), c);
         OpLabel label{comm->rank, funcName(p.task.func), p.opCount, c, &comm->failure, commAskFailure, comm};
         if (isTree(p)) {
           const TreeWork tw = treeWorkOf(comm, p.work[c], c);

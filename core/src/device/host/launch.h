@@ -15,6 +15,8 @@ struct CommLaunch {
   cudaStream_t stream = nullptr;
   std::vector<CollPlan> colls;   // in issue order
   std::vector<Task> p2p;         // sends and receives in issue order
+  ProfRef profGroup;             // profiling only: the Group event of this launch
+  ProfRef profLaunch;            // profiling only: the KernelLaunch event
 };
 
 // Opens the connections the launch needs. Collective over the communicator's ranks taking part.

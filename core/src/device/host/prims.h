@@ -112,24 +112,27 @@ class HostStepCounter {
   explicit HostStepCounter(size_t slotElems) : slotElems_(slotElems ? slotElems : 1) {}
   HostStepCounter(const HostConn* conn, int proto, size_t eltSize)
       : HostStepCounter(conn ? HostPrims::slotDataBytes(conn->conn, proto) / eltSize : 1) {}
-  ncclResult_t send(size_t, size_t) { return ncclSuccess; }
-  ncclResult_t recv(size_t, size_t n) { return count(n); }
-  ncclResult_t copySend(size_t, size_t, size_t) { return ncclSuccess; }
-  ncclResult_t sendFromOutput(size_t, size_t) { return ncclSuccess; }
-  ncclResult_t recvCopySend(size_t, size_t n) { return count(n); }
-  ncclResult_t recvReduceSend(size_t, size_t n) { return count(n); }
-  ncclResult_t recvReduceCopy(size_t, size_t, size_t n) { return count(n); }
-  ncclResult_t recvReduceCopySend(size_t, size_t, size_t n) { return count(n); }
+  ncclResult_t send(size_t, size_t n) { return count(n, false, true); }
+  ncclResult_t recv(size_t, size_t n) { return count(n, true, false); }
+  ncclResult_t copySend(size_t, size_t, size_t n) { return count(n, false, true); }
+  ncclResult_t sendFromOutput(size_t, size_t n) { return count(n, false, true); }
+  ncclResult_t recvCopySend(size_t, size_t n) { return count(n, true, true); }
+  ncclResult_t recvReduceSend(size_t, size_t n) { return count(n, true, true); }
+  ncclResult_t recvReduceCopy(size_t, size_t, size_t n) { return count(n, true, false); }
+  ncclResult_t recvReduceCopySend(size_t, size_t, size_t n) { return count(n, true, true); }
   ncclResult_t localCopy(size_t, size_t, size_t) { return ncclSuccess; }
   uint64_t recvSteps() const { return steps_; }
+  uint64_t sendSteps() const { return sendSteps_; }  // on EACH send connection (profiler ProxyOps)
 
  private:
-  ncclResult_t count(size_t n) {
-    steps_ += n == 0 ? 1 : (n + slotElems_ - 1) / slotElems_;  // as HostPrims slices a call
+  ncclResult_t count(size_t n, bool recv, bool send) {
+    const uint64_t steps = n == 0 ? 1 : (n + slotElems_ - 1) / slotElems_;  // as HostPrims slices a call
+    if (recv) steps_ += steps;
+    if (send) sendSteps_ += steps;
     return ncclSuccess;
   }
   size_t slotElems_;
-  uint64_t steps_ = 0;
+  uint64_t steps_ = 0, sendSteps_ = 0;
 };
 
 // Announces `steps` more expected receive steps on `conn` (see tuttiConnCtrl_t::recvWanted).
