@@ -211,15 +211,11 @@ int runTunerChecks(const Options& opt, Out& out) {
         memcpy(table, before, sizeof before);
         int nch = 0;  // the core passes 0: "no opinion"
         ncclResult_t r = tu.getCollInfo(s.ctx, static_cast<ncclFunc_t>(f), nBytes, table, &nch);
-        for (size_t i = 0; i < kCanaryBytes && e.empty(); i++) {
+        const unsigned char* tail = block.data() + block.size() - kCanaryBytes;
+        for (size_t i = 0; i < kCanaryBytes && e.empty(); i++)
           if (block[i] != kCanary) e = at + "wrote " + std::to_string(kCanaryBytes - i) + " bytes before the cost table";
-          if (block[block.size() - 1 - i] != kCanary && e.empty())
-            for (size_t j = 0; j < kCanaryBytes; j++)
-              if (block[block.size() - kCanaryBytes + j] != kCanary) {
-                e = at + "wrote past the end of the cost table (byte " + std::to_string(j) + " after it)";
-                break;
-              }
-        }
+        for (size_t i = 0; i < kCanaryBytes && e.empty(); i++)
+          if (tail[i] != kCanary) e = at + "wrote past the end of the cost table (byte " + std::to_string(i) + " after it)";
         if (!e.empty()) break;
         if (r != ncclSuccess) {
           e = at + "getCollInfo returned " + resultName(r);
