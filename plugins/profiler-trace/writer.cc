@@ -19,9 +19,12 @@ namespace {
 
 enum Family : int { kCollectives = 1, kApi = 2, kProxyCtrl = 3, kChannel = 4, kProxy = 5 };
 
+// Proxy tracks are split by direction so sends and receives of one channel read as two rows.
+enum Direction : int { kRecv = 0, kSend = 1, kUnknownDirection = 2 };
+
 struct Slice {
   int64_t startNs, endNs;
-  int track;      // family << 8 | channel
+  int track;      // direction << 16 | family << 8 | channel
   int parent;     // slice index on the same track, or -1
   int depth;
   int lane = 0;
@@ -196,7 +199,7 @@ std::string sliceArgs(const Context& ctx, const Slice& s, bool overNet) {
 }
 
 std::string trackName(int track, int lane) {
-  int family = track >> 8, ch = track & 0xff;
+  int family = (track >> 8) & 0xff, ch = track & 0xff, dir = track >> 16;
   char buf[64];
   switch (family) {
     case kCollectives: std::snprintf(buf, sizeof(buf), "collectives"); break;
@@ -211,6 +214,7 @@ std::string trackName(int track, int lane) {
       else std::snprintf(buf, sizeof(buf), "proxy ch %d", ch);
       break;
   }
+  if (family == kProxy && dir != kUnknownDirection) std::snprintf(buf + std::strlen(buf), 8, dir == kSend ? " send" : " recv");
   std::string name = buf;
   if (lane > 0) name += " (" + std::to_string(lane + 1) + ")";
   return name;
@@ -218,9 +222,16 @@ std::string trackName(int track, int lane) {
 
 // tid: stable across ranks so merged timelines line up track by track; lanes count in thousands.
 int tidOf(int track, int lane) {
-  int family = track >> 8, ch = track & 0xff;
-  int base = family == kChannel ? 100 + ch : family == kProxy ? 400 + ch : family;
+  int family = (track >> 8) & 0xff, ch = track & 0xff, dir = track >> 16;
+  int base = family == kChannel ? 100 + ch : family == kProxy ? 400 + 300 * dir + ch : family;
   return base + 1000 * lane;
+}
+
+// Perfetto orders a process's tracks by this: collectives, api, proxy ctrl, channels, then proxy rows,
+// each channel's send lanes before its receive lanes.
+int tidSortIndex(int track, int lane) {
+  int family = (track >> 8) & 0xff, ch = track & 0xff, dir = track >> 16;
+  return (family << 20) + (ch << 8) + ((2 - dir) << 6) + std::min(lane, 63);
 }
 
 // Places every slice of one track (sorted by start, longer first, parents first) in the first lane where
@@ -264,6 +275,13 @@ std::string claimPath(const std::string& wanted) {
   }
   gPaths.insert(path);
   return path;
+}
+
+// Send or receive, from the record's proxy op (itself, or the op above a step or net event).
+int directionOf(const Record* r) {
+  for (int depth = 0; r != nullptr && depth < 3; ++depth, r = r->parent)
+    if (r->type == ncclProfileProxyOp) return r->u.proxyOp.isSend ? kSend : kRecv;
+  return kUnknownDirection;
 }
 
 }  // namespace
@@ -310,8 +328,11 @@ bool writeTrace(const Context& ctx, std::string* pathOut, std::string* error) {
       ++unfinished;  // never stopped: no end to draw
       continue;
     }
-    Slice s{r->startNs, std::max(end, r->startNs), (familyOf(r->type) << 8) | r->channel, -1, 0, 0, r};
-    if (familyOf(r->type) != kChannel && familyOf(r->type) != kProxy) s.track = familyOf(r->type) << 8;
+    const int family = familyOf(r->type);
+    int track = family << 8;
+    if (family == kChannel) track |= r->channel;
+    if (family == kProxy) track |= r->channel | (directionOf(r) << 16);
+    Slice s{r->startNs, std::max(end, r->startNs), track, -1, 0, 0, r};
     sliceOf[i] = static_cast<int>(slices.size());
     slices.push_back(s);
   }
@@ -405,7 +426,7 @@ bool writeTrace(const Context& ctx, std::string* pathOut, std::string* error) {
     out += ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" + pid + ",\"tid\":" + tid + ",\"args\":{\"name\":" +
            quoted(trackName(track, lane).c_str()) + "}}";
     out += ",\n{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":" + pid + ",\"tid\":" + tid +
-           ",\"args\":{\"sort_index\":" + std::to_string(((track >> 8) << 16) + ((track & 0xff) << 6) + lane) +
+           ",\"args\":{\"sort_index\":" + std::to_string(tidSortIndex(track, lane)) +
            "}}";
   }
   for (int idx : order) {

@@ -210,7 +210,7 @@ TEST_F(TracePlugin, NestsGroupCollProxyOpStepsAndStates) {
   EXPECT_NE(t.text.find("\"droppedEvents\":0"), std::string::npos);
   EXPECT_EQ(t.threadNames[1], "collectives");
   EXPECT_EQ(t.threadNames[101], "channel 1");
-  EXPECT_EQ(t.threadNames[401], "proxy ch 1");
+  EXPECT_EQ(t.threadNames[701], "proxy ch 1 send");
 
   const Ev *grp = nullptr, *cl = nullptr, *po = nullptr, *kc = nullptr;
   std::vector<const Ev*> steps, states;
@@ -231,7 +231,7 @@ TEST_F(TracePlugin, NestsGroupCollProxyOpStepsAndStates) {
   EXPECT_EQ(cl->tid, grp->tid);
   EXPECT_TRUE(cl->ts >= grp->ts && cl->end() <= grp->end());
   EXPECT_EQ(po->name, "ProxySend peer 3");
-  EXPECT_EQ(po->tid, 401);
+  EXPECT_EQ(po->tid, 701);
   EXPECT_EQ(kc->tid, 101);
   ASSERT_EQ(steps.size(), 3u);
   ASSERT_EQ(states.size(), 6u);
