@@ -197,7 +197,7 @@ class Guard {
     std::string where = pending_.empty() ? std::string("worker") : pending_;
     if (hung) {
       record(Status::Fail, where, "no progress for " + std::to_string(watchdogMs / 1000) +
-                                      " s: a plugin call blocked (connect/accept/test must not block)");
+                                      " s: a plugin call did not return (net calls must never block)");
     } else if (WIFSIGNALED(status)) {
       record(Status::Fail, where, std::string("the process crashed in this check: signal ") +
                                       std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")");
