@@ -1,7 +1,9 @@
 // Entry point of net-socket: the exported ncclNetPlugin_v12 table, init / finalize, device discovery
-// (NCCL_SOCKET_IFNAME / NCCL_SOCKET_FAMILY) and getProperties. Older ABI tables are in shims.cc.
+// (NCCL_SOCKET_IFNAME / NCCL_SOCKET_FAMILY) and getProperties. Older ABI tables derive from it (net_compat.h).
 #include "connect.h"
 #include "options.h"
+
+#include <tutti/net_compat.h>
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -259,8 +261,7 @@ ncclResult_t irecvV12(void* comm, int n, void** data, size_t* sizes, int*, void*
 
 namespace ns = tutti::netsock;
 
-extern "C" __attribute__((visibility("default"))) const ncclNet_v12_t ncclNetPlugin_v12;
-const ncclNet_v12_t ncclNetPlugin_v12 = {
+constexpr ncclNet_v12_t kNet = {
     .name = "Socket",
     .init = ns::initV12,
     .devices = ns::netDevices,
@@ -284,3 +285,17 @@ const ncclNet_v12_t ncclNetPlugin_v12 = {
     .finalize = ns::finalizeV12,
     .setNetAttr = nullptr,
 };
+
+// The native table, and the older ABIs derived from it (sdk/include/tutti/net_compat.h): cores that know
+// only v11 .. v6 load the same code.
+// Declared extern "C" first, then defined: a const at namespace scope would otherwise be file-local.
+#define TUTTI_NET_EXPORT(version, table)                                                         \
+  extern "C" __attribute__((visibility("default"))) const ncclNet_##version##_t ncclNetPlugin_##version; \
+  const ncclNet_##version##_t ncclNetPlugin_##version = table
+TUTTI_NET_EXPORT(v12, kNet);
+TUTTI_NET_EXPORT(v11, tutti::netcompat::v11<kNet>());
+TUTTI_NET_EXPORT(v10, tutti::netcompat::v10<kNet>());
+TUTTI_NET_EXPORT(v9, tutti::netcompat::v9<kNet>());
+TUTTI_NET_EXPORT(v8, tutti::netcompat::v8<kNet>());
+TUTTI_NET_EXPORT(v7, tutti::netcompat::v7<kNet>());
+TUTTI_NET_EXPORT(v6, tutti::netcompat::v6<kNet>());
