@@ -1,23 +1,33 @@
-/* A deliberately broken net plugin for the tutti-plugin-check tests: it wraps net-socket (ABI v12) and
- * flips one byte of every received message larger than 1 KiB, so the tool must report the transfer
- * checks for those sizes as failed and pass the small ones. */
+/* Test net plugins for the tutti-plugin-check tests: each wraps net-socket (ABI v12), one change per build:
+ *   WRAP_CORRUPT  flips one byte of every received message larger than 1 KiB (the tool must FAIL those
+ *                 transfers and PASS the small ones)
+ *   WRAP_GROUPED  announces maxRecvs = 4 and serves a grouped irecv as one inner irecv per buffer, so
+ *                 the tool's grouped-receive check runs against a correct plugin */
 #include <tutti/net.h>
 
 #include <dlfcn.h>
 #include <stdlib.h>
 
+#define MAX_GROUP 8
+
 static const ncclNet_v12_t* real;
 
+/* A receive request: the inner request of each buffer. Send requests pass through unwrapped; receive
+ * requests are listed in `live`, which is how test() tells them apart (the tool drives one connection at
+ * a time, from one thread). */
 struct wrapRecv {
-  void* inner;
-  unsigned char* data[8];
+  void* inner[MAX_GROUP];
+  int done[MAX_GROUP];
+  int sizes[MAX_GROUP];
+  unsigned char* data[MAX_GROUP];
   int n;
 };
+static struct wrapRecv* live[64];
 
 static ncclResult_t wInit(void** ctx, uint64_t commId, ncclNetCommConfig_v12_t* config, ncclDebugLogger_t log,
                           ncclProfilerCallback_t prof) {
   if (!real) {
-    void* lib = dlopen(CORRUPT_NET_WRAPPED, RTLD_NOW | RTLD_LOCAL);
+    void* lib = dlopen(WRAPPED_NET, RTLD_NOW | RTLD_LOCAL);
     if (!lib) return ncclSystemError;
     real = (const ncclNet_v12_t*)dlsym(lib, "ncclNetPlugin_v12");
     if (!real) return ncclSystemError;
@@ -25,7 +35,13 @@ static ncclResult_t wInit(void** ctx, uint64_t commId, ncclNetCommConfig_v12_t* 
   return real->init(ctx, commId, config, log, prof);
 }
 static ncclResult_t wDevices(int* n) { return real->devices(n); }
-static ncclResult_t wProps(int d, ncclNetProperties_v12_t* p) { return real->getProperties(d, p); }
+static ncclResult_t wProps(int d, ncclNetProperties_v12_t* p) {
+  ncclResult_t r = real->getProperties(d, p);
+#ifdef WRAP_GROUPED
+  if (r == ncclSuccess) p->maxRecvs = 4;
+#endif
+  return r;
+}
 static ncclResult_t wListen(void* c, int d, void* h, void** l) { return real->listen(c, d, h, l); }
 static ncclResult_t wConnect(void* c, int d, void* h, void** s, ncclNetDeviceHandle_v12_t** dh) {
   return real->connect(c, d, h, s, dh);
@@ -33,47 +49,56 @@ static ncclResult_t wConnect(void* c, int d, void* h, void** s, ncclNetDeviceHan
 static ncclResult_t wAccept(void* l, void** r, ncclNetDeviceHandle_v12_t** dh) { return real->accept(l, r, dh); }
 static ncclResult_t wRegMr(void* c, void* d, size_t s, int t, void** m) { return real->regMr(c, d, s, t, m); }
 static ncclResult_t wDeregMr(void* c, void* m) { return real->deregMr(c, m); }
-/* Send requests pass through untouched; receive requests are wrapped and listed in `live`, which is how
- * test() tells them apart (the tool drives one connection at a time, from one thread). */
 static ncclResult_t wIsend(void* s, void* d, size_t n, int t, void* m, void* ph, void** r) {
   return real->isend(s, d, n, t, m, ph, r);
 }
-static struct wrapRecv* live[64];
 static ncclResult_t wIrecv(void* rc, int n, void** d, size_t* s, int* t, void** m, void** ph, void** req) {
-  void* inner = NULL;
-  ncclResult_t r = real->irecv(rc, n, d, s, t, m, ph, &inner);
-  if (r != ncclSuccess || !inner) {
-    *req = inner;
-    return r;
-  }
+  if (n < 1 || n > MAX_GROUP) return ncclInvalidArgument;
   struct wrapRecv* w = calloc(1, sizeof *w);
   if (!w) return ncclSystemError;
-  w->inner = inner;
-  w->n = n < 8 ? n : 8;
-  for (int i = 0; i < w->n; i++) w->data[i] = d[i];
+  w->n = n;
+  for (int i = 0; i < n; i++) {
+    w->data[i] = d[i];
+    ncclResult_t r = real->irecv(rc, 1, &d[i], &s[i], &t[i], &m[i], &ph[i], &w->inner[i]);
+    if (r != ncclSuccess || !w->inner[i]) {
+      free(w);
+      if (r == ncclSuccess && i == 0) {
+        *req = NULL; /* nothing posted yet: the caller retries */
+        return ncclSuccess;
+      }
+      return r != ncclSuccess ? r : ncclInternalError; /* half a group posted: give up (test plugin) */
+    }
+  }
   for (int i = 0; i < 64; i++)
     if (!live[i]) {
       live[i] = w;
-      break;
+      *req = w;
+      return ncclSuccess;
     }
-  *req = w;
-  return ncclSuccess;
-}
-static int isWrapped(void* req) {
-  for (int i = 0; i < 64; i++)
-    if (live[i] == req) return i;
-  return -1;
+  free(w);
+  return ncclInternalError;
 }
 static ncclResult_t wTest(void* req, int* done, int* sizes) {
-  int slot = isWrapped(req);
+  int slot = -1;
+  for (int i = 0; i < 64; i++)
+    if (live[i] == req) slot = i;
   if (slot < 0) return real->test(req, done, sizes);
   struct wrapRecv* w = req;
-  int local[8] = {0};
-  int* sz = sizes ? sizes : local;
-  ncclResult_t r = real->test(w->inner, done, sz);
-  if (r != ncclSuccess || !*done) return r;
-  for (int i = 0; i < w->n; i++)
-    if (sz[i] > 1024) w->data[i][sz[i] / 2] ^= 0x5a; /* the bug under test */
+  int all = 1;
+  for (int i = 0; i < w->n; i++) {
+    if (w->done[i]) continue;
+    ncclResult_t r = real->test(w->inner[i], &w->done[i], &w->sizes[i]);
+    if (r != ncclSuccess) return r;
+    if (!w->done[i]) all = 0;
+  }
+  *done = all;
+  if (!all) return ncclSuccess;
+  for (int i = 0; i < w->n; i++) {
+#ifdef WRAP_CORRUPT
+    if (w->sizes[i] > 1024) w->data[i][w->sizes[i] / 2] ^= 0x5a; /* the bug under test */
+#endif
+    if (sizes) sizes[i] = w->sizes[i];
+  }
   live[slot] = NULL;
   free(w);
   return ncclSuccess;
@@ -87,7 +112,7 @@ static ncclResult_t wCloseListen(void* c) { return real->closeListen(c); }
 static ncclResult_t wFinalize(void* c) { return real->finalize(c); }
 
 __attribute__((visibility("default"))) const ncclNet_v12_t ncclNetPlugin_v12 = {
-    .name = "corrupt",
+    .name = "wrapped-socket",
     .init = wInit,
     .devices = wDevices,
     .getProperties = wProps,
