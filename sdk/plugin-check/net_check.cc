@@ -387,6 +387,10 @@ int runNetChecks(const Options& opt, Out& out) {
   pid_t peer = -1;
   if (!opt.threadPeer) {
     peer = fork();
+    if (peer < 0) {
+      out.fail("net.setup", std::string("fork of the sending process: ") + strerror(errno));
+      return 1;
+    }
     if (peer == 0) {
       close(sv[0]);
       Link link(sv[1]);
