@@ -25,10 +25,10 @@ command -v python3 > /dev/null || die "python3 is needed for the table"
 # Same segments as side_by_side.sh: iterations shrink as sizes grow; each segment is swept `repeats` times
 # and the fastest sweep of each size is kept (one rank losing its core for a time slice spoils a row).
 #        min   max   factor iters warmup repeats limit(s)
-segments=("8    8     4 100 10 3  30"
-          "16   64K   4  50  5 3  30"
-          "256K 4M    4  20  3 2  60"
-          "16M  256M  4   3  1 1 300")
+segments=("8    8     4 100 10 5  30"
+          "16   64K   4  50  5 5  30"
+          "256K 4M    4  20  3 3  60"
+          "16M  256M  4   3  1 2 300")
 [ "${QUICK:-0}" = 1 ] && segments=("8 8 4 20 2 1 30" "16 64K 4 10 2 1 30" "256K 1M 4 5 1 1 30")
 
 mkdir -p "$raw"

@@ -195,6 +195,29 @@ TEST_F(Simulate, NothingRunsAndLaterCallsStillMatch) {
   reportFailures(report);
 }
 
+TEST_F(Simulate, OneThreadDrivingEveryRankPredictsOneRanksTime) {
+  Report report;
+  std::vector<float> perRank;
+  float together = std::nanf("");
+  {
+    CommSet set(kRanks, InitMode::kInitAll);
+    ASSERT_TRUE(set.ok()) << set.error();
+    perRank = simulate(set, {1 << 16}, report);
+    // The ranks run concurrently: the group costs what one rank's share costs, not the sum over ranks.
+    std::vector<std::vector<float>> bufs(kRanks, std::vector<float>(1 << 16, 2.0f));
+    ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+    ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < kRanks; ++r)
+      ASSERT_EQ(ncclAllReduce(bufs[r].data(), bufs[r].data(), bufs[r].size(), ncclFloat, ncclSum, set.comm(r), nullptr),
+                ncclSuccess);
+    ASSERT_EQ(ncclGroupSimulateEnd(&info), ncclSuccess) << ncclGetLastError(nullptr);
+    together = info.estimatedTime;
+    for (int r = 0; r < kRanks; ++r) EXPECT_EQ(bufs[r][0], 2.0f) << "rank " << r << ": the simulated call ran";
+  }
+  reportFailures(report);
+  EXPECT_FLOAT_EQ(together, perRank[0]);
+}
+
 TEST(SimulateArgs, BadSimInfoIsInvalidArgumentAndClosesTheGroup) {
   CommSet set(1, InitMode::kInitRank);
   ASSERT_TRUE(set.ok()) << set.error();
