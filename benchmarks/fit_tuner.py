@@ -30,9 +30,9 @@ NUM_PROTO = 3
 ALLREDUCE = 4  # ncclFuncAllReduce
 LINK_VAR = {"shm": "SHM", "net": "NET"}
 LINK_INDEX = {"process": 0, "shm": 1, "net": 2}
-PENALTY = 4.0
+PENALTY = 4.0  # pass 2: weight of a wrong ranking against the squared log error of one point
 DEFAULTS = current_defaults(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "plugins",
-                                         "tuner-default", "options.cc"))  # pass 2: weight of a wrong ranking against the squared log error of one point
+                                         "tuner-default", "options.cc"))
 
 
 class Tuner:
@@ -66,8 +66,10 @@ class Tuner:
             for i in range(len(table)):
                 table[i] = 0.0
             ch = ctypes.c_int(min(channels, max(1, -(-s // (256 * 1024)))))
-            self.get(ctx, ALLREDUCE, s, 1, ctypes.cast(table, ctypes.c_void_p), 2, NUM_PROTO, 0, ctypes.byref(ch))
-            out[s] = {(a, p): table[ai * NUM_PROTO + pi] for a, ai in ALGOS.items() for pi, p in enumerate(PROTOS)}
+            self.get(ctx, ALLREDUCE, s, 1, ctypes.cast(table, ctypes.c_void_p), 2, NUM_PROTO, 0,
+                     ctypes.byref(ch))
+            out[s] = {(a, p): table[ai * NUM_PROTO + pi]
+                      for a, ai in ALGOS.items() for pi, p in enumerate(PROTOS)}
         self.fin(ctx)
         return out
 
@@ -211,7 +213,8 @@ def main():
         lines.append(f"- (path, ranks, size) rows where the model's cheapest pair is not the fastest measured: "
                      f"{len(wrong)} of {rows}; worst {max((r[-1] for r in wrong), default=1):.2f}")
         for link, nranks, size, pick, r in sorted(wrong):
-            lines.append(f"  - {link}, {nranks} ranks, {human(size)}: picks {pick[0]}/{pick[1]}, {r:.2f}x the best")
+            lines.append(f"  - {link}, {nranks} ranks, {human(size)}: picks {pick[0]}/{pick[1]}, "
+                         f"{r:.2f}x the best")
         lines.append("")
     env = to_env(links, x)
     lines += ["## Constants", "", "```"] + [f"{k}={v}" for k, v in env.items()] + ["```", ""]

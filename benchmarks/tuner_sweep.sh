@@ -8,7 +8,8 @@
 #
 # usage: benchmarks/tuner_sweep.sh BUILD_DIR       (all_reduce_perf and the plugins must be built)
 #   RANKS="2 4" PATHS="shm net" narrow the sweep; QUICK=1 stops at 1 MiB (a smoke run, ~1 minute);
-#   BUDGET=S (default 720) stops measuring doubtful rows again once the sweep has run S seconds.
+#   BUDGET=S (default 720) stops measuring doubtful rows again once the sweep has run S seconds;
+#   PASSES=N (default 5) bounds how often they are measured again.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -98,8 +99,9 @@ for path in $paths; do
   done
 done
 
-# Doubtful rows (auto/best above 1.10): measured again, auto and every pair interleaved, up to 3 times; each keeps
-# its fastest time, so a row stays flagged only when the gap survives six runs.
+# Doubtful rows (auto/best above 1.10): measured again, auto and every pair interleaved, up to PASSES (5)
+# times; each keeps its fastest time, so a row stays flagged only when the gap survives every run (small sizes over the socket
+# are bimodal run to run on 2 cores: 16 or 35 us for the same pair, so the fastest of many runs is compared).
 # seg_for SIZE: the iterations of the segment a size belongs to.
 seg_for() {
   local s=$1 seg b e f n w reps lim
@@ -109,7 +111,7 @@ seg_for() {
   done
   echo "2 1 60"
 }
-for rep in 1 2 3; do
+for ((rep = 1; rep <= ${PASSES:-5}; ++rep)); do
   mapfile -t redo < <(python3 "$root/benchmarks/tuner_results.py" doubtful "$raw")
   [ "${#redo[@]}" -gt 0 ] || break
   echo "== again (pass $rep): ${#redo[@]} rows above 1.10" >&2

@@ -29,12 +29,14 @@ Shape shapeOf(ncclFunc_t f, int algo, int nRanks, int nNodes) {
       break;
     case NCCL_ALGO_TREE:
       // Reduce up then broadcast down: a binary tree across nodes and a chain inside each node, so the
-      // depth is log2(nodes) plus the chain's length (on one node the "tree" is a chain of k ranks). Each
-      // byte crosses a link twice.
+      // depth is log2(nodes) plus the chain's length (on one node the "tree" is a chain of k ranks). A rank
+      // with both a parent and a child receives and sends every byte twice (once per phase); with depth 1
+      // (2 ranks) each rank sends and receives it once.
       if (f == ncclFuncAllReduce) {
         const double nodes = std::clamp(nNodes, 1, std::max(nRanks, 1));
         const double chain = std::ceil(k / nodes) - 1;
-        s = {2 * (std::ceil(std::log2(nodes)) + chain), 2};
+        const double depth = std::ceil(std::log2(nodes)) + chain;
+        s = {2 * depth, depth >= 2 ? 2.0 : 1.0};
       }
       break;
     case NCCL_ALGO_PAT:

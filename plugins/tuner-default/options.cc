@@ -19,24 +19,33 @@ const OptionInfo kOptions[] = {
     {"TUTTI_TUNER_INTRA_LINK", "auto",
      "Intra-node link the model assumes: process (threads, p2p), shm, net, or auto (net when NCCL_SHM_DISABLE and "
      "NCCL_P2P_DISABLE are both set, else shm)"},
-    {"TUTTI_TUNER_OVERHEAD_PROCESS", "0,0,0", "Fixed time per call (us) inside one process, for LL,LL128,Simple"},
-    {"TUTTI_TUNER_OVERHEAD_SHM", "0,0,0", "Fixed time per call (us) over shared memory, for LL,LL128,Simple"},
-    {"TUTTI_TUNER_OVERHEAD_NET", "0,0,0", "Fixed time per call (us) over the network, for LL,LL128,Simple"},
-    {"TUTTI_TUNER_LATENCY_PROCESS", "1.45,1.33,1.6", "Per-step latency (us) inside one process, for LL,LL128,Simple"},
-    {"TUTTI_TUNER_LATENCY_SHM", "0.45,0.6,0.55", "Per-step latency (us) over shared memory, for LL,LL128,Simple"},
-    {"TUTTI_TUNER_LATENCY_NET", "30.9,28.5,28.1", "Per-step latency (us) over the network, for LL,LL128,Simple"},
-    {"TUTTI_TUNER_BANDWIDTH_PROCESS", "0.366,2.02,4.57", "Data bandwidth (GB/s) inside one process, LL,LL128,Simple"},
-    {"TUTTI_TUNER_BANDWIDTH_SHM", "0.432,1.65,5.44", "Data bandwidth (GB/s) over shared memory, LL,LL128,Simple"},
-    {"TUTTI_TUNER_BANDWIDTH_NET", "0.259,1.25,1.35", "Data bandwidth (GB/s) over the network, LL,LL128,Simple"},
-    {"TUTTI_TUNER_TREE_LATENCY_FACTOR", "3,3,0.6",
+    {"TUTTI_TUNER_OVERHEAD_PROCESS", "0,0,0",
+     "Fixed time per call (us) inside one process, for LL,LL128,Simple"},
+    {"TUTTI_TUNER_OVERHEAD_SHM", "0.599,0.625,0.442",
+     "Fixed time per call (us) over shared memory, for LL,LL128,Simple"},
+    {"TUTTI_TUNER_OVERHEAD_NET", "9.48,8.49,15.9",
+     "Fixed time per call (us) over the network, for LL,LL128,Simple"},
+    {"TUTTI_TUNER_LATENCY_PROCESS", "1.45,1.33,1.6",
+     "Per-step latency (us) inside one process, for LL,LL128,Simple"},
+    {"TUTTI_TUNER_LATENCY_SHM", "0.433,0.388,0.392",
+     "Per-step latency (us) over shared memory, for LL,LL128,Simple"},
+    {"TUTTI_TUNER_LATENCY_NET", "9.59,8.93,8.15",
+     "Per-step latency (us) over the network, for LL,LL128,Simple"},
+    {"TUTTI_TUNER_BANDWIDTH_PROCESS", "0.366,2.02,4.57",
+     "Data bandwidth (GB/s) inside one process, LL,LL128,Simple"},
+    {"TUTTI_TUNER_BANDWIDTH_SHM", "0.36,2.11,3.63",
+     "Data bandwidth (GB/s) over shared memory, LL,LL128,Simple"},
+    {"TUTTI_TUNER_BANDWIDTH_NET", "0.256,0.925,1.27",
+     "Data bandwidth (GB/s) over the network, LL,LL128,Simple"},
+    {"TUTTI_TUNER_TREE_LATENCY_FACTOR", "3,1.24,0.523",
      "Tree per-step latency as a multiple of the link's (ring) latency: one number, or process,shm,net"},
-    {"TUTTI_TUNER_TREE_BANDWIDTH_FACTOR", "1.3,1.3,1",
+    {"TUTTI_TUNER_TREE_BANDWIDTH_FACTOR", "1.3,1.14,1",
      "Tree bandwidth as a multiple of the link's (ring) bandwidth: one number, or process,shm,net"},
-    {"TUTTI_TUNER_TREE_FILL_FACTOR", "1",
+    {"TUTTI_TUNER_TREE_FILL_FACTOR", "1,0.537,0.542",
      "Weight of the tree's pipeline fill ((depth - 1) slots of data per channel): one number, or process,shm,net"},
     {"TUTTI_TUNER_CORES", "auto",
      "Cores the ranks of one node share, or auto (this process's CPU count); 0 ignores oversubscription"},
-    {"TUTTI_TUNER_OVERSUBSCRIBED", "2,0.5",
+    {"TUTTI_TUNER_OVERSUBSCRIBED", "2.49,0.469",
      "With more ranks per node than cores: step latency factor, and exponent e of the bandwidth divisor "
      "(ranks/cores)^e"},
     {"TUTTI_TUNER_CHANNEL_BYTES", "262144", "Bytes of a collective per suggested channel (>= 1)"},
@@ -196,7 +205,8 @@ ncclResult_t readOptions(Options* out, std::string* error) {
   }
   // The FIFO geometry is the core's (NCCL's variables, 8 slots per buffer); read here only to size the
   // tree's pipeline chunks. Unset or unparsable: the core's defaults.
-  static const char* const kBuff[NCCL_NUM_PROTOCOLS] = {"NCCL_LL_BUFFSIZE", "NCCL_LL128_BUFFSIZE", "NCCL_BUFFSIZE"};
+  static const char* const kBuff[NCCL_NUM_PROTOCOLS] = {"NCCL_LL_BUFFSIZE", "NCCL_LL128_BUFFSIZE",
+                                                        "NCCL_BUFFSIZE"};
   static const long long kBuffDefault[NCCL_NUM_PROTOCOLS] = {262144, 4915200, 4194304};
   for (int p = 0; p < NCCL_NUM_PROTOCOLS; ++p) {
     long long buff = kBuffDefault[p];
