@@ -105,4 +105,9 @@ class ScopedEnv {
   bool hadOld_;
 };
 
+// Log checks: the whole text of a file ("" when it cannot be read), and the lines of `text` containing
+// `needle`.
+std::string readFile(const std::string& path);
+std::vector<std::string> linesWith(const std::string& text, const std::string& needle);
+
 }  // namespace tutti::itest

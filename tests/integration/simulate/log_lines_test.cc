@@ -19,13 +19,6 @@ namespace {
 
 constexpr int kRanks = 2;
 
-std::string readFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // The capture groups ([0] = whole match) of every line of `text` that `re` matches.
 using Captures = std::vector<std::string>;
 std::vector<Captures> matches(const std::string& text, const std::regex& re) {

@@ -24,22 +24,6 @@ std::string tempPath(const char* tag) {
   return ::testing::TempDir() + "tutti_simulate_" + tag + "_" + std::to_string(getpid());
 }
 
-std::string readFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::vector<std::string> linesWith(const std::string& text, const std::string& needle) {
-  std::vector<std::string> out;
-  std::stringstream ss(text);
-  std::string line;
-  while (std::getline(ss, line))
-    if (line.find(needle) != std::string::npos) out.push_back(line);
-  return out;
-}
-
 // The value after `key` in a log line ("time 12.5 us" -> 12.5); NaN when absent.
 double valueAfter(const std::string& line, const std::string& key) {
   size_t at = line.find(key);

@@ -22,22 +22,6 @@ std::string tempPath(const char* tag) {
   return ::testing::TempDir() + "tutti_tuning_" + tag + "_" + std::to_string(getpid());
 }
 
-std::string readFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::vector<std::string> linesWith(const std::string& text, const std::string& needle) {
-  std::vector<std::string> out;
-  std::stringstream ss(text);
-  std::string line;
-  while (std::getline(ss, line))
-    if (line.find(needle) != std::string::npos) out.push_back(line);
-  return out;
-}
-
 // AllReduce (sum of float) of `count` elements on every rank; checks every element.
 void allReduce(const CommSet& set, size_t count, Report& report) {
   runPerRank(set, [&](int rank, ncclComm_t comm) {
