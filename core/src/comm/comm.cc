@@ -33,6 +33,8 @@ host::WaitContext commWaitContext(ncclComm* comm) {
   w.timeoutNs = comm->timeoutNs;
   w.abortFlag = &comm->abortFlag;
   w.shared = false;
+  w.warnNs = comm->calls.waitWarnNs;
+  w.warnedOp = &comm->calls.warnedOp;
   return w;
 }
 
@@ -45,6 +47,7 @@ ncclResult_t commInitRank(ncclComm** out, int nRanks, const ncclUniqueId& id, in
   comm->commHash = hashBytes(&id, sizeof id);
   comm->redOps = std::make_unique<RedOpTable>(nRanks);
   comm->timeoutNs = std::max<int64_t>(0, paramInt("TUTTI_TIMEOUT")) * 1000000000ll;
+  callCheckInit(&*comm);
   logSetThreadRank(rank);
   static std::once_flag versionOnce;
   std::call_once(versionOnce, [] {

@@ -5,6 +5,7 @@
 #include <nccl.h>
 
 #include "bootstrap/bootstrap.h"
+#include "comm/callcheck.h"
 #include "comm/profiler.h"
 #include "device/common/reduce_ops.h"
 #include "device/host/prims.h"
@@ -98,6 +99,7 @@ struct ncclComm {
   tutti::CommState state = tutti::CommState::Ready;
   int64_t timeoutNs = 0;
   int spinCount = 2000;
+  tutti::CommCallCheck calls;  // TUTTI_CHECK_CALLS, TUTTI_WAIT_WARN, who reached a stuck operation
 };
 
 namespace tutti {

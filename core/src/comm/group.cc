@@ -122,6 +122,14 @@ ncclResult_t launchGroup(const Task* tasks, size_t nTasks) {
                  "host backend runs without CUDA streams)", l.comm->rank, static_cast<void*>(l.stream));
   }
 
+  // TUTTI_CHECK_CALLS: every rank's calls compared before anything connects or moves (off: one test each).
+  for (size_t li = 0; li < used; ++li) {
+    if (launches[li].comm->calls.checkCalls) [[unlikely]] {
+      TUTTI_CHECK(callCheckLaunches(launches.data(), used));
+      break;
+    }
+  }
+
   // Connections are set up through the bootstrap, collectively per communicator: with several
   // communicators (one thread driving several ranks) they must progress concurrently.
   if (used == 1) {

@@ -297,6 +297,7 @@ ncclResult_t launchItems(CommLaunch& launch, std::vector<WorkItem>* items) {
         KernelChGuard kernelCh;
         if (p.task.prof) [[unlikely]] kernelCh.e = profKernelChStart(p.task.prof.get(), c);
         OpLabel label{comm->rank, funcName(p.task.func), p.opCount, c, &comm->failure, commAskFailure, comm};
+        label.whoArrived = callCheckWhoArrived;
         if (isTree(p)) {
           const TreeWork tw = treeWorkOf(comm, p.work[c], c);
           TreeConns tc;

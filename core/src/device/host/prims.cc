@@ -70,6 +70,10 @@ ncclResult_t HostPrims::waitFailed(WaitStatus st, const HostConn* c, bool sendin
         int none = -1;
         label_.failure->compare_exchange_strong(none, failureRecord(c->peer, true));
       }
+      const std::string arrived = label_.whoArrived ? label_.whoArrived(label_.askCtx, label_.opCount) : "";
+      if (!arrived.empty())
+        TUTTI_FAIL(ncclTimeout, "rank {}: {} (opCount {}, channel {}) timed out waiting for {} rank {} (step {}){}",
+                   label_.rank, label_.opName, label_.opCount, label_.channel, what, c->peer, step, arrived);
       TUTTI_FAIL(ncclTimeout,
                  "rank {}: {} (opCount {}, channel {}) timed out waiting for {} rank {} (step {}): did rank {} "
                  "call the same operation?",
@@ -90,10 +94,12 @@ ncclResult_t HostPrims::waitFailed(WaitStatus st, const HostConn* c, bool sendin
         int none = -1;
         label_.failure->compare_exchange_strong(none, failure);
       }
-      if (failureTimedOut(failure))
+      if (failureTimedOut(failure)) {
+        const std::string arrived = label_.whoArrived ? label_.whoArrived(label_.askCtx, label_.opCount) : "";
         TUTTI_FAIL(ncclTimeout, "rank {}: {} (opCount {}, channel {}): rank {} did not take part in time (rank {} "
-                   "timed out waiting for it and closed its connection)", label_.rank, label_.opName, label_.opCount,
-                   label_.channel, cause, c->peer);
+                   "timed out waiting for it and closed its connection){}", label_.rank, label_.opName,
+                   label_.opCount, label_.channel, cause, c->peer, arrived);
+      }
       if (cause != c->peer)
         TUTTI_FAIL(ncclRemoteError, "rank {}: {} (opCount {}, channel {}): rank {} failed (rank {} gave up on it and "
                    "closed its connection)", label_.rank, label_.opName, label_.opCount, label_.channel, cause, c->peer);
@@ -103,6 +109,35 @@ ncclResult_t HostPrims::waitFailed(WaitStatus st, const HostConn* c, bool sendin
     default:
       return ncclSuccess;
   }
+}
+
+WaitContext HostPrims::connWait(const HostConn* c, const SlowWait* slow) const {
+  WaitContext w = wait_;
+  w.shared = c->conn.shared != 0;
+  w.peerPid = c->peerPid;
+  if (w.warnNs > 0) {
+    w.onSlow = &HostPrims::warnSlowWait;
+    w.slowCtx = slow;
+  }
+  return w;
+}
+
+void HostPrims::warnSlowWait(const void* ctx, int64_t waitedNs) {
+  const auto* s = static_cast<const SlowWait*>(ctx);
+  const OpLabel& l = s->prims->label_;
+  // One WARN per operation of the communicator, whichever of its channels waits first. Send and Recv of
+  // one point-to-point group share an opCount, and collectives count apart from them.
+  const uint64_t kind = std::strcmp(l.opName, "Send") == 0 ? 1 : std::strcmp(l.opName, "Recv") == 0 ? 2 : 0;
+  const uint64_t key = (l.opCount << 2 | kind) + 1;
+  if (s->prims->wait_.warnedOp) {
+    uint64_t seen = s->prims->wait_.warnedOp->load(std::memory_order_relaxed);
+    do {
+      if (seen == key) return;
+    } while (!s->prims->wait_.warnedOp->compare_exchange_weak(seen, key, std::memory_order_relaxed));
+  }
+  TUTTI_WARN("rank {}: {} (opCount {}, channel {}) has waited {} s for {} rank {} (step {}); still waiting "
+             "(TUTTI_WAIT_WARN; TUTTI_TIMEOUT turns long waits into errors)", l.rank, l.opName, l.opCount, l.channel,
+             waitedNs / 1000000000, s->sending ? "a free slot towards" : "data from", s->conn->peer, s->conn->step);
 }
 
 ncclResult_t HostPrims::checkSize(const HostConn* c, size_t bytes) const {
@@ -125,9 +160,8 @@ ncclResult_t HostPrims::checkSize(const HostConn* c, size_t bytes) const {
 // Waits (spin, then sleep) until the sender's tail covers rc's current step: the slot is complete.
 ncclResult_t HostPrims::waitTail(const HostConn* rc) const {
   tuttiConnCtrl_t* ctrl = rc->conn.ctrl;
-  WaitContext w = wait_;
-  w.shared = rc->conn.shared != 0;
-  w.peerPid = rc->peerPid;
+  const SlowWait slow{this, rc, false};
+  const WaitContext w = connWait(rc, &slow);
   WaitStatus st = waitAtLeast(&ctrl->tail, &ctrl->tailWaiters, &ctrl->tailSeq, &ctrl->senderClosed, rc->step + 1, w);
   return st == WaitStatus::Ready ? ncclSuccess : waitFailed(st, rc, false, rc->step);
 }
@@ -307,9 +341,8 @@ ncclResult_t HostPrims::waitSend(int peer, char** slot) {
   // The slot is free once head passed step - NCCL_STEPS. A head read earlier often already says so: reading
   // it again would pull the receiver's cache line across cores on every step.
   if (step + 1 > TUTTI_STEPS && sc->headSeen < step + 1 - TUTTI_STEPS) {
-    WaitContext w = wait_;
-    w.shared = sc->conn.shared != 0;
-    w.peerPid = sc->peerPid;
+    const SlowWait slow{this, sc, true};
+    const WaitContext w = connWait(sc, &slow);
     WaitStatus st = waitAtLeast(&ctrl->head, &ctrl->headWaiters, &ctrl->headSeq, &ctrl->receiverClosed,
                                 step + 1 - TUTTI_STEPS, w);
     if (st != WaitStatus::Ready) return waitFailed(st, sc, true, step);

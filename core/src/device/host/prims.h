@@ -38,6 +38,9 @@ struct OpLabel {
   // Asks `peer` why it closed a network connection (its failureRecord, or -1 if it does not say in time).
   int (*askFailure)(void* ctx, int peer) = nullptr;
   void* askCtx = nullptr;
+  // Collectives only: on a timeout, learns which ranks reached `opCount` (comm/callcheck.h); the text is
+  // appended to the error. Null: the error names the peer waited for only.
+  std::string (*whoArrived)(void* ctx, uint64_t opCount) = nullptr;
 };
 
 // Most connections one primitives object receives from or sends to in one step (a tree node's children).
@@ -89,6 +92,14 @@ class HostPrims {
   ncclResult_t waitRecvLL(int peer, size_t bytes, const char** data);
   ncclResult_t waitSend(int peer, char** slot);
   ncclResult_t checkSize(const HostConn* c, size_t bytes) const;
+  // WaitContext::onSlow of this object's waits: one WARN per operation (TUTTI_WAIT_WARN).
+  struct SlowWait {
+    const HostPrims* prims;
+    const HostConn* conn;
+    bool sending;
+  };
+  static void warnSlowWait(const void* slowWait, int64_t waitedNs);
+  WaitContext connWait(const HostConn* c, const SlowWait* slow) const;
   void llWrite(char* slot, const char* src, size_t bytes, uint64_t step);
   void ll128Write(char* slot, const char* src, size_t bytes, uint64_t step);
 

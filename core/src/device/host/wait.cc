@@ -52,6 +52,9 @@ WaitStatus waitAtLeast(uint64_t* counter, uint32_t* waiters, uint32_t* seq, cons
   std::atomic_ref<uint32_t> nWaiters(*waiters);
   std::atomic_ref<uint32_t> seqWord(*seq);
   const int64_t deadline = ctx.timeoutNs > 0 ? nowNs() + ctx.timeoutNs : 0;
+  const bool watchSlow = ctx.warnNs > 0 && ctx.onSlow;
+  const int64_t sleepStart = watchSlow ? nowNs() : 0;
+  bool warned = false;
   while (true) {
     uint32_t s = seqWord.load(std::memory_order_seq_cst);
     nWaiters.fetch_add(1, std::memory_order_seq_cst);
@@ -70,6 +73,13 @@ WaitStatus waitAtLeast(uint64_t* counter, uint32_t* waiters, uint32_t* seq, cons
     // A process that died cannot raise its closed flag: notice it through its pid (cheap; once per slice).
     if (ctx.peerPid > 0 && kill(ctx.peerPid, 0) != 0 && errno == ESRCH) return WaitStatus::PeerClosed;
     if (deadline && nowNs() > deadline) return WaitStatus::TimedOut;
+    if (watchSlow && !warned) {
+      const int64_t waited = nowNs() - sleepStart;
+      if (waited > ctx.warnNs) {
+        warned = true;
+        ctx.onSlow(ctx.slowCtx, waited);
+      }
+    }
   }
 }
 

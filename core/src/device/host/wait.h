@@ -18,6 +18,12 @@ struct WaitContext {
   const std::atomic<bool>* abortFlag = nullptr;
   bool shared = false;                       // futex words in inter-process memory
   int peerPid = 0;                           // >0: the other end's process on this host, checked while asleep
+  // TUTTI_WAIT_WARN: once a wait has slept this long, onSlow(slowCtx, waitedNs) is called once (it logs); the
+  // wait goes on. 0: never. `warnedOp` lets the caller report one wait per operation.
+  int64_t warnNs = 0;
+  std::atomic<uint64_t>* warnedOp = nullptr;
+  void (*onSlow)(const void* slowCtx, int64_t waitedNs) = nullptr;
+  const void* slowCtx = nullptr;
 };
 
 enum class WaitStatus { Ready, Aborted, TimedOut, PeerClosed };
