@@ -79,7 +79,7 @@ ncclResult_t argCheckDataType(ncclDataType_t datatype, const char* call) {
 
 ncclResult_t argCheckRedOp(ncclRedOp_t op, const char* call) {
   if (static_cast<int>(op) < 0)  // every non-negative int is <= ncclMaxRedOp
-    TUTTI_FAIL(ncclInvalidArgument, "{}: invalid reduction operation {} (built-in ops are 0..{}, user ops come "
+    TUTTI_FAIL(ncclInvalidArgument, "{}: invalid op {} (built-in reduction ops are 0..{}, user ops come "
                "from ncclRedOpCreatePreMulSum)", call, static_cast<int>(op), int(ncclNumOps) - 1);
   return ncclSuccess;
 }

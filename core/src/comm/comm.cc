@@ -1,5 +1,7 @@
 #include "comm/comm.h"
 
+#include "comm/registry.h"
+
 #include "nccl_version.h"
 
 #include "plan/tuning.h"
@@ -25,7 +27,8 @@ uint64_t hashBytes(const void* data, size_t n) {
 
 }  // namespace
 
-bool commIsValid(const ncclComm* comm) { return comm != nullptr && comm->magic == kCommMagic; }
+// The registry answers without touching *comm (it may be freed or unmapped); the magic is read only then.
+bool commIsValid(const ncclComm* comm) { return commRegistryContains(comm) && comm->magic == kCommMagic; }
 
 host::WaitContext commWaitContext(ncclComm* comm) {
   host::WaitContext w;
@@ -114,6 +117,7 @@ ncclResult_t commInitRank(ncclComm** out, int nRanks, const ncclUniqueId& id, in
   TUTTI_INFO(NCCL_INIT, "comm {} rank {} nRanks {} nNodes {} channels {} buffSize {} - init done",
              static_cast<void*>(comm.get()), rank, nRanks, comm->nNodes, comm->nChannels,
              comm->buffSizes[TUTTI_PROTO_SIMPLE]);
+  commRegistryAdd(comm.get());  // complete: API calls accept it from now on (idempotent)
   *out = comm.release();
   return ncclSuccess;
 }
@@ -153,6 +157,7 @@ void commSignalAbort(ncclComm* comm) {
 }
 
 ncclResult_t commFree(ncclComm* comm) {
+  commRegistryRemove(comm);  // first: from here on the handle is refused, never read
   {
     std::lock_guard<std::mutex> lock(comm->connMutex);
     for (auto& [key, c] : comm->connections) {

@@ -104,7 +104,7 @@ struct ncclComm {
 
 namespace tutti {
 
-// True when `comm` points at a live communicator (magic check; never dereferences beyond it otherwise).
+// True when `comm` is a live communicator (comm/registry.h); *comm is read only once it is known to be live.
 bool commIsValid(const ncclComm* comm);
 
 // Collective: every rank of `nRanks` calls it with the same id. *out set only on success.
