@@ -1,0 +1,32 @@
+// What one soak iteration runs, drawn from (seed, iteration) alone.
+//
+// Every rank calls drawIteration with the same arguments and gets the same operations, so the ranks of a
+// job agree on the collective, count, datatype, op, root and layout without exchanging anything. The
+// parent process draws the same way to describe an iteration (--describe) without calling the library.
+// The cases are the integration suites' CollCase / P2pCase: inputs are exactly checkable and every
+// output element is compared with the host reference.
+#pragma once
+
+#include "harness.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace tutti::soak {
+
+struct DrawLimits {
+  int nranks = 4;
+  // Largest buffer one rank passes to one call, in bytes (AllGather's recvbuff, Scatter's sendbuff, ...).
+  size_t maxBytes = size_t{4} << 20;
+};
+
+// One iteration: one operation, or (about one in eight) two inside one ncclGroupStart/End.
+struct IterationDraw {
+  itest::CaseList cases;
+  std::string label;  // the cases' labels joined with " + "
+};
+
+IterationDraw drawIteration(uint64_t seed, long iteration, const DrawLimits& limits);
+
+}  // namespace tutti::soak
