@@ -24,6 +24,7 @@ struct MatrixCtx {
   cudaStream_t deadStream = nullptr;  // created by tuttiStreamCreate, then destroyed
   ncclRedOp_t deadOp{};               // created on `comm`, then destroyed
   ncclRedOp_t otherCommOp{};          // alive, but created on `peerComm`
+  ncclRedOp_t destroyedCommOp{};      // created on `destroyed` before it was destroyed
   float* a = nullptr;
   float* b = nullptr;
   size_t elems = 0;

@@ -168,6 +168,7 @@ void addCollRows(std::vector<MatrixRow>& rows) {
           [](Ctx&, CollArgsT& a) { a.op = static_cast<ncclRedOp_t>(int(ncclNumOps) + 7); });
       add("OpDestroyed", ncclInvalidArgument, {"op"}, [](Ctx& c, CollArgsT& a) { a.op = c.deadOp; });
       add("OpOfOtherComm", ncclInvalidArgument, {"op"}, [](Ctx& c, CollArgsT& a) { a.op = c.otherCommOp; });
+      add("OpOfDestroyedComm", ncclInvalidArgument, {"op"}, [](Ctx& c, CollArgsT& a) { a.op = c.destroyedCommOp; });
     }
     if (k.rooted) {
       add("RootNegative", ncclInvalidArgument, {"root"}, [](Ctx&, CollArgsT& a) { a.root = -1; });

@@ -272,6 +272,8 @@ void addRedOpRows(Builder& b) {
         [](Ctx& c) { return ncclRedOpDestroy(c.deadOp, c.comm); });
   b.add("RedOpDestroy_OpOfOtherComm", "ncclRedOpDestroy", ncclInvalidArgument, {"op"},
         [](Ctx& c) { return ncclRedOpDestroy(c.otherCommOp, c.comm); });
+  b.add("RedOpDestroy_OpOfDestroyedComm", "ncclRedOpDestroy", ncclInvalidArgument, {"op"},
+        [](Ctx& c) { return ncclRedOpDestroy(c.destroyedCommOp, c.comm); });
   b.add("RedOpDestroy_OpNegative", "ncclRedOpDestroy", ncclInvalidArgument, {"op"},
         [](Ctx& c) { return ncclRedOpDestroy(static_cast<ncclRedOp_t>(-1), c.comm); });
 }

@@ -37,13 +37,16 @@ class BadArgsMatrix : public testing::TestWithParam<MatrixRow> {
     ncclUniqueId id;
     ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
     ASSERT_EQ(ncclCommInitRank(&ctx_.destroyed, 1, id, 0), ncclSuccess) << ncclGetLastError(nullptr);
+    float scalar = 2.0f;
+    for (int i = 0; i < 4; ++i)  // slot 3: not a slot this test's communicator has ever used
+      ASSERT_EQ(ncclRedOpCreatePreMulSum(&ctx_.destroyedCommOp, &scalar, ncclFloat, ncclScalarHostImmediate,
+                                         ctx_.destroyed), ncclSuccess);
     ASSERT_EQ(ncclCommDestroy(ctx_.destroyed), ncclSuccess);
 
     ASSERT_EQ(tuttiStreamCreate(&ctx_.deadStream), ncclSuccess);
     ASSERT_EQ(tuttiStreamDestroy(ctx_.deadStream), ncclSuccess);
 
     // User ops: one destroyed on this communicator, one alive on the peer's communicator only.
-    float scalar = 2.0f;
     ASSERT_EQ(ncclRedOpCreatePreMulSum(&ctx_.deadOp, &scalar, ncclFloat, ncclScalarHostImmediate, ctx_.comm),
               ncclSuccess);
     ASSERT_EQ(ncclRedOpDestroy(ctx_.deadOp, ctx_.comm), ncclSuccess);
