@@ -1,13 +1,13 @@
 #include "soak_draw.h"
 
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
 #include "coll_case.h"
 #include "dtypes.h"
 #include "p2p_case.h"
 #include "reference.h"
-
-#include <algorithm>
-#include <cmath>
-#include <memory>
 
 namespace tutti::soak {
 
@@ -41,9 +41,10 @@ constexpr Coll kSoakColls[] = {Coll::kAllReduce, Coll::kAllGather, Coll::kReduce
 constexpr size_t kKinds = std::size(kSoakColls) + 1;  // + send/recv
 
 // Reduction ops, weighted: the built-ins often, a pre-multiplied sum (host or device scalar) sometimes.
-constexpr OpKind kOpTable[] = {OpKind::kSum, OpKind::kSum, OpKind::kSum,  OpKind::kProd, OpKind::kProd,
-                               OpKind::kMin, OpKind::kMin, OpKind::kMax,  OpKind::kMax,  OpKind::kAvg,
-                               OpKind::kAvg, OpKind::kPreMulHost, OpKind::kPreMulDevice};
+constexpr OpKind kOpTable[] = {OpKind::kSum,         OpKind::kSum, OpKind::kSum, OpKind::kProd,
+                               OpKind::kProd,        OpKind::kMin, OpKind::kMin, OpKind::kMax,
+                               OpKind::kMax,         OpKind::kAvg, OpKind::kAvg, OpKind::kPreMulHost,
+                               OpKind::kPreMulDevice};
 
 // 0 and 1 often (the edge cases), otherwise log-uniform in [1, maxCount], odd half of the time.
 size_t drawCount(Rng& rng, size_t maxCount) {
@@ -58,7 +59,7 @@ size_t drawCount(Rng& rng, size_t maxCount) {
   return count;
 }
 
-std::unique_ptr<itest::RankCase> drawCase(Rng& rng, const DrawLimits& limits) {
+std::unique_ptr<itest::RankCase> drawCase(Rng& rng, const DrawLimits& limits, uint32_t dataSeedXor) {
   const int n = limits.nranks;
   const size_t pick = rng.below(kKinds);
   if (pick == std::size(kSoakColls)) {
@@ -69,9 +70,10 @@ std::unique_ptr<itest::RankCase> drawCase(Rng& rng, const DrawLimits& limits) {
     s.shift = n > 1 ? 1 + static_cast<int>(rng.below(static_cast<uint64_t>(n - 1))) : 0;
     s.type = itest::kAllTypes[rng.below(std::size(itest::kAllTypes))];
     // One buffer per peer in the all-to-all patterns: keep their total within the limit too.
-    const bool perPeer = s.pattern == itest::P2pPattern::kAllToAll || s.pattern == itest::P2pPattern::kAllPairs;
+    const bool perPeer =
+        s.pattern == itest::P2pPattern::kAllToAll || s.pattern == itest::P2pPattern::kAllPairs;
     s.count = drawCount(rng, limits.maxBytes / (itest::typeSize(s.type) * (perPeer ? n : 1)));
-    s.seed = static_cast<uint32_t>(rng.next());
+    s.seed = static_cast<uint32_t>(rng.next()) ^ dataSeedXor;
     return std::make_unique<itest::P2pCase>(s, n);
   }
   itest::CollSpec s;
@@ -86,8 +88,11 @@ std::unique_ptr<itest::RankCase> drawCase(Rng& rng, const DrawLimits& limits) {
     case Coll::kReduceScatter:
     case Coll::kAlltoAll:
     case Coll::kGather:
-    case Coll::kScatter: perRankBuffers = static_cast<size_t>(n); break;
-    default: break;
+    case Coll::kScatter:
+      perRankBuffers = static_cast<size_t>(n);
+      break;
+    default:
+      break;
   }
   s.count = drawCount(rng, limits.maxBytes / (itest::typeSize(s.type) * perRankBuffers));
   s.root = static_cast<int>(rng.below(static_cast<uint64_t>(n)));
@@ -95,19 +100,19 @@ std::unique_ptr<itest::RankCase> drawCase(Rng& rng, const DrawLimits& limits) {
   s.sendOffset = rng.below(8);
   s.recvOffset = rng.below(8);
   s.nullUnusedOnNonRoot = itest::hasRoot(s.coll) && rng.chance(0.2);
-  s.seed = static_cast<uint32_t>(rng.next());
+  s.seed = static_cast<uint32_t>(rng.next()) ^ dataSeedXor;
   return std::make_unique<itest::CollCase>(s, n);
 }
 
 }  // namespace
 
-IterationDraw drawIteration(uint64_t seed, long iteration, const DrawLimits& limits) {
+IterationDraw drawIteration(uint64_t seed, long iteration, const DrawLimits& limits, uint32_t dataSeedXor) {
   Rng mixer(seed);
   Rng rng(mixer.next() ^ (static_cast<uint64_t>(iteration) * 0xd1b54a32d192ed03ull));
   IterationDraw d;
   const int ops = rng.chance(0.125) ? 2 : 1;
   for (int i = 0; i < ops; ++i) {
-    d.cases.push_back(drawCase(rng, limits));
+    d.cases.push_back(drawCase(rng, limits, dataSeedXor));
     d.label += (i ? " + " : "") + d.cases.back()->label();
   }
   return d;

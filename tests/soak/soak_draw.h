@@ -7,11 +7,11 @@
 // output element is compared with the host reference.
 #pragma once
 
-#include "harness.h"
-
 #include <cstddef>
 #include <cstdint>
 #include <string>
+
+#include "harness.h"
 
 namespace tutti::soak {
 
@@ -27,6 +27,9 @@ struct IterationDraw {
   std::string label;  // the cases' labels joined with " + "
 };
 
-IterationDraw drawIteration(uint64_t seed, long iteration, const DrawLimits& limits);
+// `dataSeedXor` changes only the input data (never which operation runs): the self-test of the checker
+// (--inject corrupt) gives one rank different data than its peers expect.
+IterationDraw drawIteration(uint64_t seed, long iteration, const DrawLimits& limits,
+                            uint32_t dataSeedXor = 0);
 
 }  // namespace tutti::soak

@@ -1,16 +1,13 @@
 // tutti_soak: thousands of randomly drawn, checked collectives across forked processes, with leak checks.
 //
 // Every iteration all ranks draw the same operation(s) from (seed, iteration) (soak_draw.h) and check
-// every output element. Each rank samples its RSS and open fds after the warm-up and at each status
-// checkpoint; the run fails on any mismatch or failed call, on fd growth, on RSS growth beyond
-// --rss-bound-mib, on /dev/shm segments left behind, on a connection not made by the requested transport,
-// or when no rank finishes an iteration for --stall-seconds (the ranks are then killed and the iteration
-// each one was in is printed). Exit status: 0 pass, 1 fail, 2 bad arguments.
-#include "mp_check.h"
-#include "mp_harness.h"
-#include "soak_draw.h"
-#include "soak_rank.h"
-
+// every output element. Each rank samples its RSS, committed memory (VmData) and open fds after the
+// warm-up and at every status checkpoint. The run fails on a wrong result or a failed call; on fds grown
+// after the warm-up or still open after ncclCommDestroy; on RSS growth over the second half of the run,
+// or VmData growth after the warm-up, beyond --rss-bound-mib; on /dev/shm segments left behind; on a
+// connection not carried by the requested transport; and when no rank finishes an iteration for
+// --stall-seconds (the ranks are then killed and the iteration each one was in is printed).
+// Exit status: 0 pass, 1 fail, 2 bad arguments.
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -27,20 +24,27 @@
 #include <thread>
 #include <vector>
 
+#include "mp_check.h"
+#include "mp_harness.h"
+#include "soak_draw.h"
+#include "soak_rank.h"
+
 using namespace tutti;
 using namespace tutti::soak;
 
 namespace {
 
 void usage(const char* argv0) {
-  std::fprintf(stderr,
-               "usage: %s [--iters N] [--procs P] [--seed S] [--transport shm|net] [--max-bytes B]\n"
-               "          [--warmup N] [--rss-bound-mib M] [--stall-seconds T] [--timeout T]\n"
-               "          [--log-every N] [--status-every N] [--describe FIRST[-LAST]]\n"
-               "  defaults: --iters 10000 --procs 4 --seed 1 --transport shm --max-bytes 4194304 --warmup 200\n"
-               "            --rss-bound-mib 8 --stall-seconds 120 --log-every 1000 --status-every 100\n"
-               "  --describe prints what iterations FIRST..LAST run (same seed/procs/max-bytes) and exits\n",
-               argv0);
+  std::fprintf(
+      stderr,
+      "usage: %s [--iters N] [--procs P] [--seed S] [--transport shm|net] [--max-bytes B]\n"
+      "          [--warmup N] [--rss-bound-mib M] [--stall-seconds T] [--timeout T]\n"
+      "          [--log-every N] [--status-every N] [--describe FIRST[-LAST]]\n"
+      "          [--inject corrupt|hang:RANK:ITER]   (self-test: the run must then fail)\n"
+      "  defaults: --iters 10000 --procs 4 --seed 1 --transport shm --max-bytes 4194304 --warmup 200\n"
+      "            --rss-bound-mib 8 --stall-seconds 120 --log-every 1000 --status-every 100\n"
+      "  --describe prints what iterations FIRST..LAST run (same seed/procs/max-bytes) and exits\n",
+      argv0);
 }
 
 bool parseLong(const char* s, long lo, long hi, long* out) {
@@ -68,8 +72,8 @@ bool parseArgs(int argc, char** argv, Args* a) {
     long v = 0;
     auto need = [&](long lo, long hi) {
       if (!parseLong(val, lo, hi, &v)) {
-        std::fprintf(stderr, "%s: %s needs an integer in [%ld, %ld], got '%s'\n", argv[0], flag.c_str(), lo, hi,
-                     val ? val : "(nothing)");
+        std::fprintf(stderr, "%s: %s needs an integer in [%ld, %ld], got '%s'\n", argv[0], flag.c_str(), lo,
+                     hi, val ? val : "(nothing)");
         return false;
       }
       ++i;
@@ -122,6 +126,23 @@ bool parseArgs(int argc, char** argv, Args* a) {
         std::fprintf(stderr, "%s: --describe takes FIRST or FIRST-LAST, got '%s'\n", argv[0], range.c_str());
         return false;
       }
+      ++i;
+    } else if (flag == "--inject") {
+      // corrupt:RANK:ITER or hang:RANK:ITER
+      const std::string spec = val ? val : "";
+      const size_t c1 = spec.find(':');
+      const size_t c2 = c1 == std::string::npos ? c1 : spec.find(':', c1 + 1);
+      const std::string kind = spec.substr(0, c1);
+      long rank = -1;
+      if (c2 == std::string::npos || (kind != "corrupt" && kind != "hang") ||
+          !parseLong(spec.substr(c1 + 1, c2 - c1 - 1).c_str(), 0, SoakBoard::kMaxRanks - 1, &rank) ||
+          !parseLong(spec.substr(c2 + 1).c_str(), 0, 1L << 40, &o.injectIter)) {
+        std::fprintf(stderr, "%s: --inject takes corrupt:RANK:ITER or hang:RANK:ITER, got '%s'\n", argv[0],
+                     spec.c_str());
+        return false;
+      }
+      o.inject = kind == "corrupt" ? SoakOptions::Inject::kCorrupt : SoakOptions::Inject::kHang;
+      o.injectRank = static_cast<int>(rank);
       ++i;
     } else if (flag == "-h" || flag == "--help") {
       usage(argv[0]);
@@ -177,9 +198,8 @@ class Monitor {
           const int64_t it = board_->iteration[r].load();
           where += "\n  rank " + std::to_string(r) + ": " +
                    (board_->finished[r].load() ? std::string("finished")
-                    : it == 0                   ? std::string("in ncclCommInitRank")
-                                                : "in iteration " + std::to_string(it - 1) + ": " +
-                                                      drawLabel(o_, it - 1));
+                    : it == 0                  ? std::string("in ncclCommInitRank")
+                              : "in iteration " + std::to_string(it - 1) + ": " + drawLabel(o_, it - 1));
         }
         killRanks("no progress for " + std::to_string(o_.stallSeconds) + " s (hang):" + where);
         return;
@@ -203,6 +223,7 @@ class Monitor {
 };
 
 std::string mibString(int64_t bytes) {
+  if (bytes < 0) return "n/a";  // not sampled (the run stopped before the warm-up ended)
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f", static_cast<double>(bytes) / (1 << 20));
   return buf;
@@ -217,6 +238,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   const SoakOptions& o = args.o;
+  if (o.injectRank >= o.procs) {
+    std::fprintf(stderr, "%s: --inject names rank %d of %d\n", argv[0], o.injectRank, o.procs);
+    return 2;
+  }
   if (args.describeFirst >= 0) {
     for (long it = args.describeFirst; it <= args.describeLast; ++it)
       std::printf("iter %ld: %s\n", it, drawLabel(o, it).c_str());
@@ -248,22 +273,23 @@ int main(int argc, char** argv) {
     mp.env.push_back({"NCCL_P2P_DISABLE", "1"});
     mp.env.push_back({"NCCL_SOCKET_IFNAME", "lo"});
   }
-  std::printf("soak: iters=%ld procs=%d seed=%" PRIu64 " transport=%s max-bytes=%zu warmup=%ld rss-bound=%.0f MiB"
+  std::printf("soak: iters=%ld procs=%d seed=%" PRIu64
+              " transport=%s max-bytes=%zu warmup=%ld rss-bound=%.0f MiB"
               " stall=%d s\n",
               o.iters, o.procs, o.seed, o.transport.c_str(), o.maxBytes, effectiveWarmup(o), o.rssBoundMiB,
               o.stallSeconds);
   std::fflush(stdout);
 
   Monitor monitor(o, board);
-  itest::MpResult res = itest::runProcesses(mp, [&](const itest::RankContext& ctx) {
-    return runSoakRank(ctx, o, board);
-  });
+  itest::MpResult res =
+      itest::runProcesses(mp, [&](const itest::RankContext& ctx) { return runSoakRank(ctx, o, board); });
   monitor.stop();
 
   std::vector<std::string> problems;
   if (!res.setupError.empty()) problems.push_back("setup: " + res.setupError);
   if (!monitor.verdict().empty()) problems.push_back(monitor.verdict());
-  if (res.timedOut) problems.push_back("the whole run exceeded --timeout " + std::to_string(o.timeoutSeconds) + " s");
+  if (res.timedOut)
+    problems.push_back("the whole run exceeded --timeout " + std::to_string(o.timeoutSeconds) + " s");
   std::string rssField, rssField2, dataField, fdsField;
   std::vector<pid_t> pids;
   const int64_t bound = static_cast<int64_t>(o.rssBoundMiB * (1 << 20));
@@ -271,22 +297,31 @@ int main(int argc, char** argv) {
     pids.push_back(c.pid);
     RankSummary s;
     const bool parsed = parseRankMessage(c.message, &s);
-    if (!c.ok() || !parsed) {
+    if (parsed && s.mismatches > 0)
+      problems.push_back("rank " + std::to_string(c.rank) + ": " + std::to_string(s.mismatches) +
+                         " wrong results");
+    if (parsed && s.done != o.iters)
+      problems.push_back("rank " + std::to_string(c.rank) + ": stopped after " + std::to_string(s.done) +
+                         " iterations");
+    // A rank that left no summary crashed, was killed or had a failed call: show what it printed.
+    if (!parsed) {
       problems.push_back(c.describe());
-      std::printf("----- rank %d (pid %d) output -----\n%s\n", c.rank, static_cast<int>(c.pid),
-                  itest::tail(c.output).c_str());
+      if (!c.output.empty())
+        std::printf("----- rank %d (pid %d) output -----\n%s\n", c.rank, static_cast<int>(c.pid),
+                    itest::tail(c.output).c_str());
     }
     if (!parsed) continue;
-    std::printf("rank %d: rss %s -> %s -> %s MiB (warm-up, middle, end; private %s -> %s, shmem %s -> %s), "
-                "committed %s -> %s MiB, fds %" PRId64 " -> %" PRId64 ", %" PRId64 " iterations, %" PRId64
-                " mismatches\n",
-                c.rank, mibString(s.rssStart).c_str(), mibString(s.rssMid).c_str(), mibString(s.rssEnd).c_str(),
-                mibString(s.privStart).c_str(), mibString(s.privEnd).c_str(), mibString(s.shmemStart).c_str(),
-                mibString(s.shmemEnd).c_str(), mibString(s.dataStart).c_str(), mibString(s.dataEnd).c_str(),
-                s.fdsStart, s.fdsEnd, s.done, s.mismatches);
+    std::printf(
+        "rank %d: rss %s -> %s -> %s MiB (warm-up, middle, end; private %s -> %s, shmem %s -> %s), "
+        "committed %s -> %s MiB, fds %" PRId64 " -> %" PRId64 ", %" PRId64 " iterations, %" PRId64
+        " mismatches\n",
+        c.rank, mibString(s.rssStart).c_str(), mibString(s.rssMid).c_str(), mibString(s.rssEnd).c_str(),
+        mibString(s.privStart).c_str(), mibString(s.privEnd).c_str(), mibString(s.shmemStart).c_str(),
+        mibString(s.shmemEnd).c_str(), mibString(s.dataStart).c_str(), mibString(s.dataEnd).c_str(),
+        s.fdsStart, s.fdsEnd, s.done, s.mismatches);
     const std::string r = "rank " + std::to_string(c.rank);
     if (s.rssStart < 0 || s.rssMid < 0 || s.fdsStart < 0) {
-      problems.push_back(r + ": no resource sample after the warm-up");
+      if (s.done == o.iters) problems.push_back(r + ": no resource sample after the warm-up");
     } else {
       if (s.fdsEnd > s.fdsStart)
         problems.push_back(r + ": open fds grew from " + std::to_string(s.fdsStart) + " to " +
@@ -309,11 +344,13 @@ int main(int argc, char** argv) {
     add(dataField, mibString(s.dataStart) + "/" + mibString(s.dataEnd));
     add(fdsField, std::to_string(s.fdsStart) + "/" + std::to_string(s.fdsEnd));
   }
-  for (const std::string& name : itest::shmLeftovers(pids)) problems.push_back("left behind: /dev/shm/" + name);
+  for (const std::string& name : itest::shmLeftovers(pids))
+    problems.push_back("left behind: /dev/shm/" + name);
   if (o.procs > 1 && problems.empty()) {
     std::vector<itest::TransportUse> uses = itest::readTransportLog(logDir);
     std::erase_if(uses, [](const itest::TransportUse& u) { return u.rank == u.peer; });
-    const std::string bad = itest::checkTransports(uses, o.procs, [](int) { return 0; }, o.transport, o.transport);
+    const std::string bad = itest::checkTransports(
+        uses, o.procs, [](int) { return 0; }, o.transport, o.transport);
     if (!bad.empty()) problems.push_back("transport: " + bad);
   }
   if (problems.empty()) itest::removeTree(logDir);
@@ -321,15 +358,15 @@ int main(int argc, char** argv) {
   char head[256];
   std::snprintf(head, sizeof head, "iters=%ld procs=%d seed=%" PRIu64 " transport=%s seconds=%.1f", o.iters,
                 o.procs, o.seed, o.transport.c_str(), res.seconds);
-  const std::string resources =
-      " rss_start/end_mib=" + rssField + " rss_mid_mib=" + rssField2 + " vmdata_start/end_mib=" + dataField +
-      " fds_start/end=" + fdsField;
+  const std::string resources = " rss_start/end_mib=" + rssField + " rss_mid_mib=" + rssField2 +
+                                " vmdata_start/end_mib=" + dataField + " fds_start/end=" + fdsField;
   if (problems.empty()) {
     std::printf("SOAK PASS %s%s\n", head, resources.c_str());
     return 0;
   }
   for (const std::string& p : problems) std::printf("  problem: %s\n", p.c_str());
-  std::printf("SOAK FAIL %s%s (%zu problems; logs in %s; replay: --seed %" PRIu64 " --procs %d --transport %s"
+  std::printf("SOAK FAIL %s%s (%zu problems; logs in %s; replay: --seed %" PRIu64
+              " --procs %d --transport %s"
               " --max-bytes %zu)\n",
               head, resources.c_str(), problems.size(), logDir.c_str(), o.seed, o.procs, o.transport.c_str(),
               o.maxBytes);

@@ -1,9 +1,5 @@
 #include "soak_rank.h"
 
-#include "harness.h"
-#include "soak_draw.h"
-#include "soak_resources.h"
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,11 +11,15 @@
 #include <utility>
 #include <vector>
 
+#include "harness.h"
+#include "soak_draw.h"
+#include "soak_resources.h"
+
 namespace tutti::soak {
 
 namespace {
 
-constexpr long kMaxMismatchLines = 20;  // per rank: a systematic bug stays readable
+constexpr long kMaxMismatchLines = 3;  // failed iterations printed per rank
 
 // What one rank shares at each checkpoint, as the ncclInt64 elements of one AllGather.
 enum StatusField { kDone, kMismatches, kRss, kFds, kStatusFields };
@@ -96,26 +96,36 @@ int runSoakRank(const itest::RankContext& ctx, const SoakOptions& o, SoakBoard* 
   ResourceSample start;
   ResourceSample mid;  // first checkpoint at or past max(warm-up, iters / 2)
   ResourceSample last;
-  long mismatches = 0;
+  long mismatches = 0;     // failure messages (a failed case gives up to four)
+  long mismatchIters = 0;  // iterations with at least one
   long done = 0;
+  if (warmup == 0) start = sampleResources();
   const auto t0 = std::chrono::steady_clock::now();
   for (long it = 0; it < o.iters; ++it) {
     board->iteration[rank].store(it + 1);
-    IterationDraw d = drawIteration(o.seed, it, limits);
+    const bool injectHere =
+        o.inject != SoakOptions::Inject::kNone && rank == o.injectRank && it >= o.injectIter;
+    if (injectHere && o.inject == SoakOptions::Inject::kHang) {
+      for (;;) pause();  // the peers block in this iteration's operation; the parent must notice
+    }
+    IterationDraw d = drawIteration(o.seed, it, limits, injectHere ? 0x5eedu : 0u);
     itest::Report report;
     for (auto& c : d.cases) c->prepare(rank, comm, report);
     r = issueAll(d.cases, rank, comm);
     if (r != ncclSuccess) return callFailed(o, board, rank, it, d.label, r, comm);
     for (auto& c : d.cases) c->verify(rank, comm, report);
-    // Each failure message names the operation (collective, type, op, count, root, layout), the rank,
-    // the first bad element and the expected / received values; add where to replay it.
-    for (const std::string& msg : report.take()) {
-      if (mismatches++ >= kMaxMismatchLines) continue;
-      char head[128];
-      std::snprintf(head, sizeof head, "SOAK MISMATCH iter=%ld seed=%" PRIu64 " rank=%d: ", it, o.seed, rank);
-      std::fprintf(stderr, "%s%s\n", head, msg.c_str());
-      emitLine(board, head + msg);
+    // A failure message names the operation (collective, type, op, count, root, layout), the rank, the
+    // first bad element and the expected and received values. One line per failed iteration (the first
+    // message and how many more), for the first few iterations only: a systematic bug stays readable.
+    const std::vector<std::string> failures = report.take();
+    if (!failures.empty() && mismatchIters++ < kMaxMismatchLines) {
+      char head[160];
+      std::snprintf(head, sizeof head,
+                    "SOAK MISMATCH iter=%ld seed=%" PRIu64 " rank=%d (%zu failure messages): ", it, o.seed,
+                    rank, failures.size());
+      emitLine(board, head + failures.front());
     }
+    mismatches += static_cast<long>(failures.size());
     done = it + 1;
     if (!isCheckpoint(done, o)) continue;
 
@@ -123,11 +133,12 @@ int runSoakRank(const itest::RankContext& ctx, const SoakOptions& o, SoakBoard* 
     if (done == warmup) start = last;
     if (done >= std::max(warmup, o.iters / 2) && mid.rssBytes < 0) mid = last;
     char detail[256];
-    std::snprintf(detail, sizeof detail,
-                  "  rank %d iter %ld: rss %.2f MiB (anon %.2f, shmem %.2f, file %.2f; data %.1f) fds %" PRId64
-                  " mismatches %ld",
-                  rank, done, mib(last.rssBytes), mib(last.anonBytes), mib(last.shmemBytes), mib(last.fileBytes),
-                  mib(last.dataBytes), last.fds, mismatches);
+    std::snprintf(
+        detail, sizeof detail,
+        "  rank %d iter %ld: rss %.2f MiB (anon %.2f, shmem %.2f, file %.2f; data %.1f) fds %" PRId64
+        " mismatches %ld",
+        rank, done, mib(last.rssBytes), mib(last.anonBytes), mib(last.shmemBytes), mib(last.fileBytes),
+        mib(last.dataBytes), last.fds, mismatches);
     std::printf("%s\n", detail);
     if (done % o.logEvery == 0 || done == o.iters || done == warmup) emitLine(board, detail);
     status[kDone] = done;
@@ -163,13 +174,16 @@ int runSoakRank(const itest::RankContext& ctx, const SoakOptions& o, SoakBoard* 
   // Descriptors opened since before init and still open: a leak, except the NCCL_DEBUG_FILE, which the
   // library (as NCCL) opens at its first log line and keeps for the life of the process.
   const char* debugFile = std::getenv("NCCL_DEBUG_FILE");
-  const std::string logDir = debugFile ? std::string(debugFile).substr(0, std::string(debugFile).rfind('/') + 1) : "";
+  const std::string debugPath = debugFile ? debugFile : "";
+  const std::string logDir = debugPath.substr(0, debugPath.rfind('/') + 1);  // "" when unset or no '/'
+
   int64_t leaked = 0;
   for (const std::string& fd : openFds()) {
     if (std::find(fdsBeforeInit.begin(), fdsBeforeInit.end(), fd) != fdsBeforeInit.end()) continue;
     if (!logDir.empty() && fd.find(" -> " + logDir) != std::string::npos) continue;
     ++leaked;
-    emitLine(board, "  rank " + std::to_string(rank) + ": open after ncclCommDestroy, not before init: " + fd);
+    emitLine(board,
+             "  rank " + std::to_string(rank) + ": open after ncclCommDestroy, not before init: " + fd);
   }
   RankSummary s;
   s.rssStart = start.rssBytes;
@@ -200,10 +214,9 @@ constexpr std::pair<const char*, int64_t RankSummary::*> kSummaryFields[] = {
     {"priv_start", &RankSummary::privStart},   {"priv_end", &RankSummary::privEnd},
     {"shmem_start", &RankSummary::shmemStart}, {"shmem_end", &RankSummary::shmemEnd},
     {"rss_mid", &RankSummary::rssMid},         {"data_start", &RankSummary::dataStart},
-    {"data_end", &RankSummary::dataEnd},
-    {"fds_start", &RankSummary::fdsStart},     {"fds_end", &RankSummary::fdsEnd},
-    {"fds_leaked", &RankSummary::fdsLeaked},   {"mismatches", &RankSummary::mismatches},
-    {"done", &RankSummary::done}};
+    {"data_end", &RankSummary::dataEnd},       {"fds_start", &RankSummary::fdsStart},
+    {"fds_end", &RankSummary::fdsEnd},         {"fds_leaked", &RankSummary::fdsLeaked},
+    {"mismatches", &RankSummary::mismatches},  {"done", &RankSummary::done}};
 }  // namespace
 
 std::string formatRankMessage(const RankSummary& s) {

@@ -3,12 +3,12 @@
 // harness and watches them through a SoakBoard.
 #pragma once
 
-#include "mp_harness.h"
-
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+
+#include "mp_harness.h"
 
 namespace tutti::soak {
 
@@ -18,12 +18,17 @@ struct SoakOptions {
   uint64_t seed = 1;
   std::string transport = "shm";  // "shm" (default config) or "net" (shm and p2p disabled, loopback)
   size_t maxBytes = size_t{4} << 20;
-  long warmup = 200;        // the first resource sample is taken after this many iterations
-  long statusEvery = 100;   // ranks exchange status (and may stop together) every this many iterations
-  long logEvery = 1000;     // rank 0 prints a summary line every this many iterations
-  double rssBoundMiB = 8;   // allowed RSS growth between the warm-up sample and the last one
-  int stallSeconds = 120;   // no rank finishing an iteration for this long is a hang
-  int timeoutSeconds = 0;   // whole run; 0 = no limit besides the stall detector
+  long warmup = 200;       // the first resource sample is taken after this many iterations
+  long statusEvery = 100;  // ranks exchange status (and may stop together) every this many iterations
+  long logEvery = 1000;    // rank 0 prints a summary line every this many iterations
+  double rssBoundMiB = 8;  // allowed RSS growth between the warm-up sample and the last one
+  int stallSeconds = 120;  // no rank finishing an iteration for this long is a hang
+  int timeoutSeconds = 0;  // whole run; 0 = no limit besides the stall detector
+  // Self-test of the checks (--inject corrupt|hang:RANK:ITER): from iteration injectIter on, rank
+  // injectRank feeds data its peers do not expect, or stops before issuing that iteration.
+  enum class Inject { kNone, kCorrupt, kHang } inject = Inject::kNone;
+  int injectRank = -1;
+  long injectIter = -1;
 };
 
 // The warm-up actually used: at most half the run, so a short run still has a start and an end sample.
