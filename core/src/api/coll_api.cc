@@ -13,11 +13,7 @@ namespace {
 ncclResult_t enqueue(const char* call, ncclFunc_t func, const void* sendbuff, void* recvbuff, size_t count,
                      ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
   TUTTI_CHECK(argCheckComm(comm, call));
-  if (comm->state != CommState::Ready)
-    TUTTI_FAIL(ncclInvalidUsage, "{}: rank {}: the communicator was finalized or aborted", call, comm->rank);
-  if (ncclResult_t err = comm->asyncError.load(); err != ncclSuccess)
-    TUTTI_FAIL(err, "{}: rank {}: the communicator has a pending error ({}) from an earlier operation", call,
-               comm->rank, ncclGetErrorString(err));
+  TUTTI_CHECK(commCheckUsable(comm, call));
   CollArgs a;
   a.call = call;
   a.func = func;

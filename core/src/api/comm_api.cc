@@ -4,10 +4,13 @@
 #include "bootstrap/bootstrap.h"
 #include "comm/comm.h"
 #include "comm/group.h"
+#include "plugin/params.h"
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <vector>
 
 using namespace tutti;
@@ -29,6 +32,14 @@ ncclResult_t initRank(ncclComm_t* newcomm, int nranks, const ncclUniqueId& id, i
   ncclConfig_t effective = NCCL_CONFIG_INITIALIZER;
   TUTTI_CHECK(argCheckConfig(config, &effective, call));
   *newcomm = nullptr;
+  if (effective.blocking == 0) {
+    // Nonblocking (as NCCL): the handle exists at once; ncclCommGetAsyncError says when it is ready.
+    ncclComm* shell = commCreateShell(&effective);
+    *newcomm = shell;
+    return groupAddAsyncInit([shell, nranks, id, rank] {
+      commStartAsyncInit(shell, nullptr, [shell, nranks, id, rank] { return commInitInto(shell, nranks, id, rank); });
+    });
+  }
   return groupAddInitJob([newcomm, nranks, id, rank, effective]() -> ncclResult_t {
     ncclComm* comm = nullptr;
     TUTTI_CHECK(commInitRank(&comm, nranks, id, rank, &effective));
@@ -38,6 +49,47 @@ ncclResult_t initRank(ncclComm_t* newcomm, int nranks, const ncclUniqueId& id, i
 }
 
 ncclResult_t checkComm(ncclComm_t comm, const char* call) { return argCheckComm(comm, call); }
+
+// checkComm, and the communicator has finished initializing (its ranks, ops and bootstrap exist).
+ncclResult_t checkInitialized(ncclComm_t comm, const char* call) {
+  TUTTI_CHECK(argCheckComm(comm, call));
+  if (comm->state.load() != CommState::Initializing) return ncclSuccess;
+  const ncclResult_t err = comm->asyncError.load();
+  if (err == ncclInProgress)
+    TUTTI_FAIL(ncclInvalidArgument, "{}: the communicator is still initializing (wait until ncclCommGetAsyncError "
+               "returns ncclSuccess)", call);
+  TUTTI_FAIL(ncclInvalidArgument, "{}: the communicator failed to initialize ({}); only ncclCommDestroy and "
+             "ncclCommAbort apply to it", call, ncclGetErrorString(err));
+}
+
+// The child of a split or shrink: agreement on its unique id over the parent's bootstrap (collective among
+// the members), then its init. Blocking: *newcomm is set on success. Nonblocking: *newcomm is set at once
+// and the whole of it runs in the background (ncclInProgress).
+using ChildAgreement = std::function<ncclResult_t(ncclUniqueId* id, int* nRanks, int* rank)>;
+ncclResult_t createChild(ncclComm* parent, const ncclConfig_t& config, ChildAgreement agree, ncclComm_t* newcomm) {
+  if (config.blocking != 0) {
+    ncclUniqueId id;
+    int nRanks = 0, rank = 0;
+    TUTTI_CHECK(agree(&id, &nRanks, &rank));
+    ncclComm* child = nullptr;
+    TUTTI_CHECK(commInitRank(&child, nRanks, id, rank, &config));
+    *newcomm = child;
+    return ncclSuccess;
+  }
+  ncclComm* shell = commCreateShell(&config);
+  *newcomm = shell;
+  commStartAsyncInit(shell, parent, [shell, agree = std::move(agree)]() -> ncclResult_t {
+    ncclUniqueId id;
+    int nRanks = 0, rank = 0;
+    TUTTI_CHECK(agree(&id, &nRanks, &rank));
+    return commInitInto(shell, nRanks, id, rank);
+  });
+  return ncclInProgress;
+}
+
+// Bootstrap tags of split and shrink agreements (user tags of the parent's bootstrap, never reused for data).
+constexpr int kSplitTag = 0x200000;
+constexpr int kShrinkTag = 0x200001;
 
 ncclResult_t notSupported(const char* call, const char* why) {
   TUTTI_FAIL(ncclInvalidUsage, "{} is not supported by this version of Tutti: {}", call, why);
@@ -92,8 +144,12 @@ NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* 
 
 NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
   return apiGuard("ncclCommFinalize", [&]() -> ncclResult_t {
-    TUTTI_CHECK(checkComm(comm, "ncclCommFinalize"));
-    // Host-backend operations without a stream are complete when their call returns; nothing is in flight.
+    TUTTI_CHECK(checkInitialized(comm, "ncclCommFinalize"));
+    if (comm->state.load() == CommState::Revoked)
+      TUTTI_FAIL(ncclInvalidUsage, "ncclCommFinalize: rank {}: the communicator was revoked; destroy it instead",
+                 comm->rank);
+    // Host-backend operations without a stream are complete when their call returns (nonblocking ones when
+    // ncclCommGetAsyncError says so); work queued on host streams finishes before ncclCommDestroy frees.
     comm->state = CommState::Finalized;
     return ncclSuccess;
   });
@@ -107,26 +163,105 @@ NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
   });
 }
 
+// Any thread, any time, also while other threads wait inside an operation of `comm` or its nonblocking
+// init runs: every wait ends (ncclInternalError or the cause), then everything is freed.
 NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
   return apiGuard("ncclCommAbort", [&]() -> ncclResult_t {
     if (comm == nullptr) return ncclSuccess;
     TUTTI_CHECK(checkComm(comm, "ncclCommAbort"));
-    commSignalAbort(comm);
     comm->state = CommState::Aborted;
+    commSignalAbort(comm);
     return commFree(comm);
   });
 }
 
 NCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) {
-  (void)comm;
-  (void)revokeFlags;
-  return notSupported("ncclCommRevoke", "fault-tolerant shrinking is not implemented yet");
+  return apiGuard("ncclCommRevoke", [&]() -> ncclResult_t {
+    if (comm == nullptr) return ncclSuccess;
+    TUTTI_CHECK(checkInitialized(comm, "ncclCommRevoke"));
+    if (revokeFlags != NCCL_REVOKE_DEFAULT)
+      TUTTI_FAIL(ncclInvalidArgument, "ncclCommRevoke: revokeFlags {} must be NCCL_REVOKE_DEFAULT (0)", revokeFlags);
+    CommState expected = CommState::Ready;
+    if (!comm->state.compare_exchange_strong(expected, CommState::Revoked))
+      TUTTI_FAIL(ncclInvalidArgument, "ncclCommRevoke: rank {}: the communicator was already {}", comm->rank,
+                 expected == CommState::Revoked ? "revoked" : expected == CommState::Finalized ? "finalized" : "aborted");
+    // In-flight operations end (here and, through the closed connections, on the peers); the bootstrap
+    // stays, for split and shrink. Quiet once the calls inside the communicator have left.
+    commCancelOps(comm);
+    commQuiesce(comm);
+    TUTTI_INFO(NCCL_INIT, "rank {}: communicator revoked", comm->rank);
+    comm->asyncError.store(ncclSuccess);
+    return ncclSuccess;
+  });
 }
 
 NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
          ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
-  (void)comm, (void)excludeRanksList, (void)excludeRanksCount, (void)newcomm, (void)config, (void)shrinkFlags;
-  return notSupported("ncclCommShrink", "fault-tolerant shrinking is not implemented yet");
+  return apiGuard("ncclCommShrink", [&]() -> ncclResult_t {
+    constexpr const char* kCall = "ncclCommShrink";
+    TUTTI_CHECK(checkInitialized(comm, kCall));
+    TUTTI_CHECK(argCheckPtr(newcomm, "newcomm", kCall));
+    if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)
+      TUTTI_FAIL(ncclInvalidArgument, "{}: shrinkFlags {} must be NCCL_SHRINK_DEFAULT or NCCL_SHRINK_ABORT", kCall,
+                 shrinkFlags);
+    if (excludeRanksCount < 0 || excludeRanksCount >= comm->nRanks)
+      TUTTI_FAIL(ncclInvalidArgument, "{}: excludeRanksCount {} must be in 0..{} (nRanks {})", kCall,
+                 excludeRanksCount, comm->nRanks - 1, comm->nRanks);
+    if (excludeRanksCount > 0) TUTTI_CHECK(argCheckPtr(excludeRanksList, "excludeRanksList", kCall));
+    std::vector<char> excluded(comm->nRanks, 0);
+    for (int i = 0; i < excludeRanksCount; ++i) {
+      const int r = excludeRanksList[i];
+      if (r < 0 || r >= comm->nRanks)
+        TUTTI_FAIL(ncclInvalidArgument, "{}: excludeRanksList[{}] = {} is out of range for nRanks {}", kCall, i, r,
+                   comm->nRanks);
+      if (excluded[r]) TUTTI_FAIL(ncclInvalidArgument, "{}: rank {} is listed twice in excludeRanksList", kCall, r);
+      if (r == comm->rank)
+        TUTTI_FAIL(ncclInvalidArgument, "{}: rank {} excludes itself (excluded ranks do not call ncclCommShrink)",
+                   kCall, r);
+      excluded[r] = 1;
+    }
+    ncclConfig_t effective = comm->config;
+    if (config) TUTTI_CHECK(argCheckConfig(config, &effective, kCall));
+    *newcomm = nullptr;
+    if (shrinkFlags == NCCL_SHRINK_ABORT) {
+      // Operations still waiting on the excluded (perhaps dead) ranks end first; the bootstrap stays.
+      commCancelOps(comm);
+      commQuiesce(comm);
+    }
+    std::vector<int> members;
+    for (int r = 0; r < comm->nRanks; ++r)
+      if (!excluded[r]) members.push_back(r);
+    // Survivors must agree on who is excluded: the new rank 0 sends the id with a digest of the list.
+    uint64_t digest = 0xcbf29ce484222325ull;
+    for (int r : members) digest = (digest ^ static_cast<uint64_t>(r)) * 0x100000001b3ull;
+    ChildAgreement agree = [comm, members, digest](ncclUniqueId* id, int* nRanks, int* rank) -> ncclResult_t {
+      struct Offer {
+        ncclUniqueId id;
+        uint64_t digest;
+      } offer;
+      *nRanks = static_cast<int>(members.size());
+      *rank = static_cast<int>(std::find(members.begin(), members.end(), comm->rank) - members.begin());
+      if (*rank == 0) {
+        TUTTI_CHECK(bootstrapGetUniqueId(&offer.id));
+        offer.digest = digest;
+        for (size_t i = 1; i < members.size(); ++i)
+          TUTTI_CHECK(comm->bootstrap->send(members[i], kShrinkTag, &offer, sizeof offer));
+      } else {
+        const int64_t limitMs = std::max<int64_t>(1, paramInt("TUTTI_BOOTSTRAP_TIMEOUT")) * 1000;
+        const ncclResult_t r = comm->bootstrap->recvWithin(members[0], kShrinkTag, &offer, sizeof offer, limitMs);
+        if (r != ncclSuccess)
+          TUTTI_FAIL(r == ncclTimeout ? ncclTimeout : ncclRemoteError, "ncclCommShrink: rank {}: no communicator id "
+                     "from rank {} (the lowest surviving rank) within {} s ({})", comm->rank, members[0],
+                     limitMs / 1000, ncclGetErrorString(r));
+        if (offer.digest != digest)
+          TUTTI_FAIL(ncclInvalidUsage, "ncclCommShrink: rank {}: the ranks disagree on excludeRanksList (rank {} "
+                     "excluded a different set)", comm->rank, members[0]);
+      }
+      *id = offer.id;
+      return ncclSuccess;
+    };
+    return createChild(comm, effective, std::move(agree), newcomm);
+  });
 }
 
 NCCL_API(ncclResult_t, ncclCommGetUniqueId, ncclComm_t comm, ncclUniqueId* uniqueId) {
@@ -142,7 +277,7 @@ NCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const ncclUniq
 
 NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
   return apiGuard("ncclCommSplit", [&]() -> ncclResult_t {
-    TUTTI_CHECK(checkComm(comm, "ncclCommSplit"));
+    TUTTI_CHECK(checkInitialized(comm, "ncclCommSplit"));
     TUTTI_CHECK(argCheckPtr(newcomm, "newcomm", "ncclCommSplit"));
     if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
       TUTTI_FAIL(ncclInvalidArgument, "ncclCommSplit: color {} must be >= 0 or NCCL_SPLIT_NOCOLOR", color);
@@ -151,31 +286,50 @@ NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclC
     *newcomm = nullptr;
     // Everyone learns every (color, key); the first member (in new-rank order) of each color makes the
     // new unique id and hands it to the other members.
-    struct Entry {
-      int color, key;
+    ChildAgreement agree = [comm, color, key](ncclUniqueId* id, int* nRanks, int* newRank) -> ncclResult_t {
+      struct Entry {
+        int color, key;
+      };
+      std::vector<Entry> all(comm->nRanks);
+      all[comm->rank] = {color, key};
+      TUTTI_CHECK(comm->bootstrap->allGather(all.data(), sizeof(Entry)));
+      if (color == NCCL_SPLIT_NOCOLOR) return ncclSuccess;
+      std::vector<int> members;
+      for (int r = 0; r < comm->nRanks; ++r)
+        if (all[r].color == color) members.push_back(r);
+      std::stable_sort(members.begin(), members.end(),
+                       [&](int a, int b) { return all[a].key != all[b].key ? all[a].key < all[b].key : a < b; });
+      *nRanks = static_cast<int>(members.size());
+      *newRank = static_cast<int>(std::find(members.begin(), members.end(), comm->rank) - members.begin());
+      if (*newRank == 0) {
+        TUTTI_CHECK(bootstrapGetUniqueId(id));
+        for (size_t i = 1; i < members.size(); ++i)
+          TUTTI_CHECK(comm->bootstrap->send(members[i], kSplitTag, id, sizeof *id));
+      } else {
+        TUTTI_CHECK(comm->bootstrap->recv(members[0], kSplitTag, id, sizeof *id));
+      }
+      return ncclSuccess;
     };
-    std::vector<Entry> all(comm->nRanks);
-    all[comm->rank] = {color, key};
-    TUTTI_CHECK(comm->bootstrap->allGather(all.data(), sizeof(Entry)));
-    if (color == NCCL_SPLIT_NOCOLOR) return ncclSuccess;
-    std::vector<int> members;
-    for (int r = 0; r < comm->nRanks; ++r)
-      if (all[r].color == color) members.push_back(r);
-    std::stable_sort(members.begin(), members.end(),
-                     [&](int a, int b) { return all[a].key != all[b].key ? all[a].key < all[b].key : a < b; });
-    const int newRank = static_cast<int>(std::find(members.begin(), members.end(), comm->rank) - members.begin());
-    constexpr int kSplitTag = 0x200000;
-    ncclUniqueId id;
-    if (newRank == 0) {
-      TUTTI_CHECK(bootstrapGetUniqueId(&id));
-      for (size_t i = 1; i < members.size(); ++i) TUTTI_CHECK(comm->bootstrap->send(members[i], kSplitTag, &id, sizeof id));
-    } else {
-      TUTTI_CHECK(comm->bootstrap->recv(members[0], kSplitTag, &id, sizeof id));
+    if (color != NCCL_SPLIT_NOCOLOR) return createChild(comm, effective, std::move(agree), newcomm);
+    // No child, but the rank still takes part in the exchange: in the background for a nonblocking parent,
+    // which then reports ncclInProgress until it is done.
+    if (!commNonblocking(comm)) {
+      ncclUniqueId unused;
+      int n = 0, r = 0;
+      return agree(&unused, &n, &r);
     }
-    ncclComm* child = nullptr;
-    TUTTI_CHECK(commInitRank(&child, static_cast<int>(members.size()), id, newRank, &effective));
-    *newcomm = child;
-    return ncclSuccess;
+    comm->asyncError.store(ncclInProgress);
+    auto busy = std::make_shared<CommOpsGuard>(comm);
+    auto job = std::make_shared<AsyncJob>([comm, busy, agree = std::move(agree)]() mutable {
+      ncclUniqueId unused;
+      int n = 0, r = 0;
+      const ncclResult_t res = agree(&unused, &n, &r);
+      comm->asyncError.store(res);
+      busy.reset();
+    });
+    std::lock_guard<std::mutex> lock(comm->lifeMutex);
+    comm->asyncJob = std::move(job);
+    return ncclInProgress;
   });
 }
 
@@ -190,7 +344,7 @@ NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asy
 
 NCCL_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int* count) {
   return apiGuard("ncclCommCount", [&]() -> ncclResult_t {
-    TUTTI_CHECK(checkComm(comm, "ncclCommCount"));
+    TUTTI_CHECK(checkInitialized(comm, "ncclCommCount"));
     TUTTI_CHECK(argCheckPtr(count, "count", "ncclCommCount"));
     *count = comm->nRanks;
     return ncclSuccess;
@@ -199,7 +353,7 @@ NCCL_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int* count) {
 
 NCCL_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int* device) {
   return apiGuard("ncclCommCuDevice", [&]() -> ncclResult_t {
-    TUTTI_CHECK(checkComm(comm, "ncclCommCuDevice"));
+    TUTTI_CHECK(checkInitialized(comm, "ncclCommCuDevice"));
     TUTTI_CHECK(argCheckPtr(device, "device", "ncclCommCuDevice"));
     *device = comm->cudaDev;
     return ncclSuccess;
@@ -208,7 +362,7 @@ NCCL_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int* device) {
 
 NCCL_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int* rank) {
   return apiGuard("ncclCommUserRank", [&]() -> ncclResult_t {
-    TUTTI_CHECK(checkComm(comm, "ncclCommUserRank"));
+    TUTTI_CHECK(checkInitialized(comm, "ncclCommUserRank"));
     TUTTI_CHECK(argCheckPtr(rank, "rank", "ncclCommUserRank"));
     *rank = comm->rank;
     return ncclSuccess;
@@ -292,14 +446,14 @@ NCCL_API(ncclResult_t, ncclMemFree, void* ptr) {
 NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
          ncclScalarResidence_t residence, ncclComm_t comm) {
   return apiGuard("ncclRedOpCreatePreMulSum", [&]() -> ncclResult_t {
-    TUTTI_CHECK(checkComm(comm, "ncclRedOpCreatePreMulSum"));
+    TUTTI_CHECK(checkInitialized(comm, "ncclRedOpCreatePreMulSum"));
     return comm->redOps->createPreMulSum(op, scalar, datatype, residence);
   });
 }
 
 NCCL_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm) {
   return apiGuard("ncclRedOpDestroy", [&]() -> ncclResult_t {
-    TUTTI_CHECK(checkComm(comm, "ncclRedOpDestroy"));
+    TUTTI_CHECK(checkInitialized(comm, "ncclRedOpDestroy"));
     return comm->redOps->destroy(op);
   });
 }

@@ -40,7 +40,10 @@ int64_t userDeadline() {
 
 }  // namespace
 
-Bootstrap::Bootstrap(int rank, int nRanks, uint64_t magic) : rank_(rank), nRanks_(nRanks), magic_(magic) {}
+Bootstrap::Bootstrap(int rank, int nRanks, uint64_t magic) : rank_(rank), nRanks_(nRanks), magic_(magic) {
+  // Made here, not in join(), so an abort() that comes before or during join() is never lost.
+  abortFd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+}
 
 Bootstrap::~Bootstrap() {
   mailbox_.reset();  // joins the receiver before the fds it may poll go away
@@ -54,10 +57,11 @@ void Bootstrap::abort() {
   // The eventfd stays readable from now on: every poll() in a send or connect returns at once.
   if (abortFd_ >= 0 && ::write(abortFd_, &one, sizeof(one)) != sizeof(one))
     TUTTI_WARN("bootstrap: abort could not signal its eventfd: {}", std::strerror(errno));
+  std::lock_guard<std::mutex> lock(mailboxMu_);
   if (mailbox_) mailbox_->wake();
 }
 
-ncclResult_t Bootstrap::create(const void* id128, int rank, int nRanks, std::unique_ptr<Bootstrap>* out) {
+ncclResult_t Bootstrap::open(const void* id128, int rank, int nRanks, std::unique_ptr<Bootstrap>* out) {
   if (id128 == nullptr || out == nullptr) TUTTI_FAIL(ncclInvalidArgument, "bootstrap: NULL unique id or output");
   if (nRanks < 1 || nRanks > wire::kMaxRanks)
     TUTTI_FAIL(ncclInvalidArgument, "bootstrap: nRanks {} is out of range (1..{})", nRanks, wire::kMaxRanks);
@@ -69,9 +73,24 @@ ncclResult_t Bootstrap::create(const void* id128, int rank, int nRanks, std::uni
   if ((id.flags & wire::kIdRootAtRank0) && rank == 0) TUTTI_CHECK(bootstrapCreateRoot(id128));
 
   std::unique_ptr<Bootstrap> b(new Bootstrap(rank, nRanks, id.magic));
-  TUTTI_CHECK(b->join(id128, timeoutMs()));
+  TUTTI_SYSCHECK(b->abortFd_, "eventfd()");
   *out = std::move(b);
   return ncclSuccess;
+}
+
+ncclResult_t Bootstrap::create(const void* id128, int rank, int nRanks, std::unique_ptr<Bootstrap>* out) {
+  std::unique_ptr<Bootstrap> b;
+  TUTTI_CHECK(open(id128, rank, nRanks, &b));
+  TUTTI_CHECK(b->join(id128));
+  *out = std::move(b);
+  return ncclSuccess;
+}
+
+ncclResult_t Bootstrap::join(const void* id128) {
+  if (joined_) TUTTI_FAIL(ncclInternalError, "bootstrap: rank {} joined twice", rank_);
+  joined_ = true;
+  if (aborted()) TUTTI_FAIL(ncclInternalError, "bootstrap: rank {} was aborted before it joined", rank_);
+  return join(id128, timeoutMs());
 }
 
 ncclResult_t Bootstrap::join(const void* id128, int64_t tMs) {
@@ -79,8 +98,6 @@ ncclResult_t Bootstrap::join(const void* id128, int64_t tMs) {
   wire::decodeId(id128, &id);
   const int64_t start = nowMs();
 
-  abortFd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  TUTTI_SYSCHECK(abortFd_, "eventfd()");
   peers_.reserve(nRanks_);
   for (int r = 0; r < nRanks_; ++r) peers_.push_back(std::make_unique<PeerSend>());
 
@@ -97,7 +114,10 @@ ncclResult_t Bootstrap::join(const void* id128, int64_t tMs) {
   SocketAddress self;
   TUTTI_CHECK(socketListen(iface->addr, &listen, &self));
   peers_[rank_]->addr = self;
-  mailbox_ = std::make_unique<BootstrapMailbox>(magic_, nRanks_, std::move(listen), &aborted_);
+  {
+    std::lock_guard<std::mutex> lock(mailboxMu_);  // abort() may run on another thread now
+    mailbox_ = std::make_unique<BootstrapMailbox>(magic_, nRanks_, std::move(listen), &aborted_);
+  }
   TUTTI_CHECK(mailbox_->start());
 
   // Hello to the root: retried until the timeout, since the root (rank 0 with NCCL_COMM_ID) may not be

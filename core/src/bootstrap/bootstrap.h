@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,10 @@ class Bootstrap {
   // address. A rank that does not arrive within TUTTI_BOOTSTRAP_TIMEOUT seconds makes every waiting
   // rank fail with ncclTimeout and a message naming the missing ranks. `*out` is set only on success.
   static ncclResult_t create(const void* id128, int rank, int nRanks, std::unique_ptr<Bootstrap>* out);
+  // create() in two steps, for a caller that must be able to abort() the join from another thread:
+  // open() checks the arguments and builds the object without waiting; join() (once) is the rendezvous.
+  static ncclResult_t open(const void* id128, int rank, int nRanks, std::unique_ptr<Bootstrap>* out);
+  ncclResult_t join(const void* id128);
 
   int rank() const { return rank_; }
   int nRanks() const { return nRanks_; }
@@ -84,7 +89,9 @@ class Bootstrap {
   int nRanks_;
   uint64_t magic_;
   std::atomic<bool> aborted_{false};
+  bool joined_ = false;
   int abortFd_ = -1;  // eventfd, readable once abort() or the destructor ran
+  std::mutex mailboxMu_;  // orders abort()'s wake-up against join() creating the mailbox
   std::unique_ptr<BootstrapMailbox> mailbox_;
   std::vector<std::unique_ptr<PeerSend>> peers_;  // indexed by rank; address filled during create
 };

@@ -11,6 +11,7 @@
 #include "util/check.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -41,12 +42,63 @@ host::WaitContext commWaitContext(ncclComm* comm) {
   return w;
 }
 
-ncclResult_t commInitRank(ncclComm** out, int nRanks, const ncclUniqueId& id, int rank, const ncclConfig_t* config) {
-  auto comm = std::make_unique<ncclComm>();
-  comm->rank = rank;
-  comm->nRanks = nRanks;
+AsyncJob::AsyncJob(std::function<void()> body) {
+  thread_ = std::thread([this, body = std::move(body)] {
+    body();
+    done_.store(true, std::memory_order_release);
+  });
+}
+
+AsyncJob::~AsyncJob() { join(); }
+
+void AsyncJob::join() {
+  std::call_once(joinOnce_, [this] {
+    if (thread_.joinable()) thread_.join();
+  });
+}
+
+ncclComm* commCreateShell(const ncclConfig_t* config) {
+  auto* comm = new ncclComm();
   if (config) comm->config = *config;
   if (config && config->commName) comm->commName = config->commName;
+  comm->state = CommState::Initializing;
+  comm->asyncError = ncclInProgress;
+  commRegistryAdd(comm);  // handed out while still initialising: GetAsyncError/Abort must accept it
+  return comm;
+}
+
+void commStartAsyncInit(ncclComm* shell, ncclComm* parent, std::function<ncclResult_t()> init) {
+  std::shared_ptr<CommOpsGuard> parentGuard = parent ? std::make_shared<CommOpsGuard>(parent) : nullptr;
+  auto job = std::make_shared<AsyncJob>([shell, parentGuard, init = std::move(init)]() mutable {
+    const ncclResult_t res = init();
+    parentGuard.reset();
+    if (res == ncclSuccess) {
+      CommState expected = CommState::Initializing;
+      shell->state.compare_exchange_strong(expected, CommState::Ready);
+    }
+    shell->asyncError.store(res);
+  });
+  std::lock_guard<std::mutex> lock(shell->lifeMutex);
+  shell->asyncJob = std::move(job);
+}
+
+ncclResult_t commInitRank(ncclComm** out, int nRanks, const ncclUniqueId& id, int rank, const ncclConfig_t* config) {
+  ncclComm* comm = commCreateShell(config);
+  if (ncclResult_t res = commInitInto(comm, nRanks, id, rank); res != ncclSuccess) {
+    LastErrorKeeper keep;  // the init's error is the one to report
+    commFree(comm);
+    return res;
+  }
+  comm->state = CommState::Ready;
+  comm->asyncError = ncclSuccess;
+  commRegistryAdd(comm);  // complete: API calls accept it from now on (idempotent)
+  *out = comm;
+  return ncclSuccess;
+}
+
+ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, int rank) {
+  comm->rank = rank;
+  comm->nRanks = nRanks;
   comm->commHash = hashBytes(&id, sizeof id);
   comm->redOps = std::make_unique<RedOpTable>(nRanks);
   comm->timeoutNs = std::max<int64_t>(0, paramInt("TUTTI_TIMEOUT")) * 1000000000ll;
@@ -58,7 +110,15 @@ ncclResult_t commInitRank(ncclComm** out, int nRanks, const ncclUniqueId& id, in
            NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
   });
 
-  TUTTI_CHECK(Bootstrap::create(&id, rank, nRanks, &comm->bootstrap));
+  {
+    // Published before the rendezvous, so an abort from another thread can end it.
+    std::unique_ptr<Bootstrap> b;
+    TUTTI_CHECK(Bootstrap::open(&id, rank, nRanks, &b));
+    std::lock_guard<std::mutex> lock(comm->lifeMutex);
+    comm->bootstrap = std::move(b);
+    if (comm->abortFlag.load()) comm->bootstrap->abort();
+  }
+  TUTTI_CHECK(comm->bootstrap->join(&id));
 
   comm->peers.resize(nRanks);
   TUTTI_CHECK(topoLocalPeerInfo(rank, comm->cudaDev, &comm->peers[rank]));
@@ -108,17 +168,15 @@ ncclResult_t commInitRank(ncclComm** out, int nRanks, const ncclUniqueId& id, in
     TUTTI_FAIL(ncclInvalidArgument, "NCCL_LL128_BUFFSIZE={} is too small (at least {} bytes)", ll128,
                TUTTI_STEPS * 128);
   comm->buffSizes[TUTTI_PROTO_LL128] = static_cast<size_t>(ll128) & ~size_t{TUTTI_STEPS * 128 - 1};
-  TUTTI_CHECK(commLL128Vote(comm.get(), &comm->ll128));
+  TUTTI_CHECK(commLL128Vote(comm, &comm->ll128));
   const int64_t p2pLL = paramInt("NCCL_P2P_LL_THRESHOLD");
   comm->p2pLLThreshold = p2pLL >= 0 ? static_cast<size_t>(p2pLL) : static_cast<size_t>(comm->nChannels) * 16384;
-  TUTTI_CHECK(tunerChainCreate(comm.get()));
-  TUTTI_CHECK(profilerCommInit(comm.get()));
+  TUTTI_CHECK(tunerChainCreate(comm));
+  TUTTI_CHECK(profilerCommInit(comm));
 
   TUTTI_INFO(NCCL_INIT, "comm {} rank {} nRanks {} nNodes {} channels {} buffSize {} - init done",
-             static_cast<void*>(comm.get()), rank, nRanks, comm->nNodes, comm->nChannels,
+             static_cast<void*>(comm), rank, nRanks, comm->nNodes, comm->nChannels,
              comm->buffSizes[TUTTI_PROTO_SIMPLE]);
-  commRegistryAdd(comm.get());  // complete: API calls accept it from now on (idempotent)
-  *out = comm.release();
   return ncclSuccess;
 }
 
@@ -135,7 +193,7 @@ int commAskFailure(void* c, int peer) {
   return record;
 }
 
-void commSignalAbort(ncclComm* comm) {
+void commCancelOps(ncclComm* comm) {
   // Peers reached over the network only see a closed socket: tell them why, before closing anything.
   if (const int failure = comm->failure.load(); failure >= 0 && comm->bootstrap && !comm->abortFlag.load()) {
     std::vector<int> told;
@@ -149,15 +207,64 @@ void commSignalAbort(ncclComm* comm) {
     }
   }
   comm->abortFlag.store(true, std::memory_order_release);
-  if (comm->bootstrap) comm->bootstrap->abort();
   std::lock_guard<std::mutex> lock(comm->connMutex);
   for (auto& [key, c] : comm->connections)
     if (c->host.conn.ctrl)
       host::closeEnd(c->host.conn.ctrl, c->isSend, c->host.conn.shared, comm->failure.load());
 }
 
+void commSignalAbort(ncclComm* comm) {
+  commCancelOps(comm);
+  std::lock_guard<std::mutex> lock(comm->lifeMutex);
+  if (comm->bootstrap) comm->bootstrap->abort();
+}
+
+ncclResult_t commCheckUsable(ncclComm* comm, const char* call) {
+  const ncclResult_t err = comm->asyncError.load();
+  switch (comm->state.load()) {
+    case CommState::Ready: break;
+    case CommState::Initializing:
+      if (err == ncclInProgress)
+        TUTTI_FAIL(ncclInvalidArgument, "{}: the communicator is still initializing (wait until "
+                   "ncclCommGetAsyncError returns ncclSuccess)", call);
+      TUTTI_FAIL(err, "{}: the communicator failed to initialize ({})", call, ncclGetErrorString(err));
+    case CommState::Finalized:
+      TUTTI_FAIL(ncclInvalidUsage, "{}: rank {}: the communicator was finalized", call, comm->rank);
+    case CommState::Revoked:
+      TUTTI_FAIL(ncclInvalidUsage, "{}: rank {}: the communicator was revoked (only destroy, abort, split and "
+                 "shrink remain)", call, comm->rank);
+    case CommState::Aborted:
+      TUTTI_FAIL(ncclInvalidUsage, "{}: rank {}: the communicator was aborted", call, comm->rank);
+  }
+  if (err == ncclInProgress)
+    TUTTI_FAIL(ncclInvalidArgument, "{}: rank {}: the previous nonblocking operation is still in progress (wait "
+               "until ncclCommGetAsyncError returns ncclSuccess)", call, comm->rank);
+  if (err != ncclSuccess)
+    TUTTI_FAIL(err, "{}: rank {}: the communicator has a pending error ({}) from an earlier operation", call,
+               comm->rank, ncclGetErrorString(err));
+  return ncclSuccess;
+}
+
+void commQuiesce(ncclComm* comm) {
+  std::shared_ptr<AsyncJob> job;
+  {
+    std::lock_guard<std::mutex> lock(comm->lifeMutex);
+    job = comm->asyncJob;
+  }
+  if (job) job->join();
+  // Calls on other threads leave within one wait slice once aborted; without an abort they finish their work.
+  int64_t waitedMs = 0;
+  while (comm->activeOps.load(std::memory_order_acquire) > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (++waitedMs % 10000 == 0)
+      TUTTI_WARN("rank {}: still waiting for {} call(s) on other threads to leave the communicator", comm->rank,
+                 comm->activeOps.load());
+  }
+}
+
 ncclResult_t commFree(ncclComm* comm) {
   commRegistryRemove(comm);  // first: from here on the handle is refused, never read
+  commQuiesce(comm);
   {
     std::lock_guard<std::mutex> lock(comm->connMutex);
     for (auto& [key, c] : comm->connections) {
@@ -171,7 +278,11 @@ ncclResult_t commFree(ncclComm* comm) {
   }
   comm->profiler.reset();  // finalizes every profiler context
   comm->tuners.reset();  // finalizes every tuner context
-  comm->bootstrap.reset();
+  {
+    std::lock_guard<std::mutex> lock(comm->lifeMutex);
+    comm->bootstrap.reset();
+    comm->asyncJob.reset();
+  }
   comm->magic = kCommDeadMagic;
   delete comm;
   return ncclSuccess;

@@ -16,10 +16,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -59,7 +61,26 @@ struct ChannelRing {
   Connection* recvConn = nullptr;  // from `prev`
 };
 
-enum class CommState { Ready, Finalized, Aborted };
+// Initializing: a nonblocking init (or split/shrink) still runs in the background; asyncError says how it
+// ends. Revoked: ncclCommRevoke stopped its operations; only destroy, abort, split and shrink remain.
+enum class CommState { Initializing, Ready, Finalized, Revoked, Aborted };
+
+// Background work of a nonblocking communicator: its init, or one group of its operations. The thread is
+// joined by join() (idempotent, any thread) or the destructor.
+class AsyncJob {
+ public:
+  explicit AsyncJob(std::function<void()> body);
+  ~AsyncJob();
+  void join();
+  bool done() const { return done_.load(std::memory_order_acquire); }
+  AsyncJob(const AsyncJob&) = delete;
+  AsyncJob& operator=(const AsyncJob&) = delete;
+
+ private:
+  std::thread thread_;
+  std::once_flag joinOnce_;
+  std::atomic<bool> done_{false};
+};
 
 }  // namespace tutti
 
@@ -96,7 +117,12 @@ struct ncclComm {
   std::atomic<bool> abortFlag{false};
   std::atomic<int> failure{-1};  // first failureRecord (device/host/wait.h) that aborted this communicator
   std::atomic<ncclResult_t> asyncError{ncclSuccess};
-  tutti::CommState state = tutti::CommState::Ready;
+  std::atomic<tutti::CommState> state{tutti::CommState::Ready};
+  // Calls and queued stream work using the communicator right now (CommOpsGuard): its memory is freed
+  // only once this is 0, so ncclCommAbort from another thread never pulls it from under a waiting call.
+  std::atomic<int> activeOps{0};
+  std::mutex lifeMutex;  // guards `bootstrap` while an init may publish it, and `asyncJob`
+  std::shared_ptr<tutti::AsyncJob> asyncJob;  // latest background job of a nonblocking communicator
   int64_t timeoutNs = 0;
   int spinCount = 2000;
   tutti::CommCallCheck calls;  // TUTTI_CHECK_CALLS, TUTTI_WAIT_WARN, who reached a stuck operation
@@ -109,10 +135,44 @@ bool commIsValid(const ncclComm* comm);
 
 // Collective: every rank of `nRanks` calls it with the same id. *out set only on success.
 ncclResult_t commInitRank(ncclComm** out, int nRanks, const ncclUniqueId& id, int rank, const ncclConfig_t* config);
-// Releases everything (connections, bootstrap). Not collective.
+// The two halves of commInitRank, for nonblocking communicators: a shell that exists (and can be aborted)
+// at once, in state Initializing with asyncError ncclInProgress, and the collective init that fills it.
+ncclComm* commCreateShell(const ncclConfig_t* config);
+ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, int rank);
+// Runs `init` (which ends with commInitInto, or fails before) on a background thread and returns; the shell
+// becomes Ready and asyncError ncclSuccess when it succeeds, or asyncError holds its error. `parent`, if
+// set, is kept alive (activeOps) while the job runs (split and shrink read its bootstrap).
+void commStartAsyncInit(ncclComm* shell, ncclComm* parent, std::function<ncclResult_t()> init);
+// Releases everything (connections, bootstrap), after the communicator's background job and every call
+// still inside it (other threads) have returned. Not collective.
 ncclResult_t commFree(ncclComm* comm);
-// Flags the communicator aborted: every wait of its operations returns, and the bootstrap unblocks.
+// Stops the communicator's operations: every wait returns (Aborted), its connections' ends close so peers
+// stop too, network peers are told why. The bootstrap keeps working (split and shrink need it).
+void commCancelOps(ncclComm* comm);
+// commCancelOps, and the bootstrap's waits end too (ncclCommAbort). Safe from any thread, during init too.
 void commSignalAbort(ncclComm* comm);
+// Whether operations may be issued on `comm` now; the error names `call` and why not: still initializing
+// or busy with a nonblocking group (ncclInvalidArgument, as NCCL), finalized, revoked or aborted
+// (ncclInvalidUsage), or an earlier operation's error (that error).
+ncclResult_t commCheckUsable(ncclComm* comm, const char* call);
+// Waits until no call or queued work uses the communicator and its background job has ended.
+void commQuiesce(ncclComm* comm);
+
+// config.blocking = 0: init, split, shrink and groups of operations run in the background and return
+// ncclInProgress; ncclCommGetAsyncError says when they are done. Unset (NCCL_CONFIG_UNDEF_INT) is blocking.
+inline bool commNonblocking(const ncclComm* comm) { return comm->config.blocking == 0; }
+
+// Counts one call (or one queued piece of work) in comm->activeOps for its lifetime.
+class CommOpsGuard {
+ public:
+  explicit CommOpsGuard(ncclComm* comm) : comm_(comm) { comm_->activeOps.fetch_add(1, std::memory_order_acq_rel); }
+  ~CommOpsGuard() { comm_->activeOps.fetch_sub(1, std::memory_order_acq_rel); }
+  CommOpsGuard(const CommOpsGuard&) = delete;
+  CommOpsGuard& operator=(const CommOpsGuard&) = delete;
+
+ private:
+  ncclComm* comm_;
+};
 // OpLabel::askFailure for this communicator: waits briefly for `peer`'s failure note (see commSignalAbort).
 int commAskFailure(void* comm, int peer);
 

@@ -36,6 +36,7 @@ struct GroupState {
   int depth = 0;
   std::vector<Task> tasks;
   std::vector<host::WorkItem> initJobs;
+  std::vector<std::function<void()>> asyncInits;  // starters of nonblocking inits (return at once)
 };
 thread_local GroupState tGroup;
 
@@ -158,11 +159,77 @@ ncclResult_t launchGroup(const Task* tasks, size_t nTasks) {
     } else {
       auto items = std::make_shared<std::vector<host::WorkItem>>();
       TUTTI_CHECK(host::launchItems(l, items.get()));
-      host::HostStream::fromHandle(l.stream)->enqueue([items] { return host::runConcurrently(*items); });
+      // The queued work keeps its communicator alive (commFree waits for it) until it has run.
+      auto alive = std::make_shared<CommOpsGuard>(l.comm);
+      host::HostStream::fromHandle(l.stream)->enqueue([items, alive]() mutable {
+        ncclResult_t res = host::runConcurrently(*items);
+        items.reset();
+        alive.reset();
+        return res;
+      });
     }
     l.profLaunch = {};  // KernelLaunch: the work is handed to the executor (or the stream)
   }
   return host::runConcurrently(now);
+}
+
+// The distinct communicators of `tasks`, in order of first appearance.
+std::vector<ncclComm*> commsOf(const Task* tasks, size_t nTasks) {
+  std::vector<ncclComm*> comms;
+  for (size_t i = 0; i < nTasks; ++i)
+    if (std::find(comms.begin(), comms.end(), tasks[i].comm) == comms.end()) comms.push_back(tasks[i].comm);
+  return comms;
+}
+
+// launchGroup with every communicator counted busy (CommOpsGuard) until it returns, so an abort from
+// another thread waits for this call to leave before freeing the communicator.
+ncclResult_t launchGroupCounted(const Task* tasks, size_t nTasks) {
+  if (nTasks == 1) {
+    CommOpsGuard busy(tasks[0].comm);
+    return launchGroup(tasks, nTasks);
+  }
+  std::vector<std::unique_ptr<CommOpsGuard>> busy;
+  for (ncclComm* c : commsOf(tasks, nTasks)) busy.push_back(std::make_unique<CommOpsGuard>(c));
+  return launchGroup(tasks, nTasks);
+}
+
+// A group whose communicators are all nonblocking runs on a background thread: each communicator's
+// asyncError is ncclInProgress until it is done, then ncclSuccess or the group's error.
+ncclResult_t launchGroupAsync(std::vector<Task> tasks) {
+  std::vector<ncclComm*> comms = commsOf(tasks.data(), tasks.size());
+  auto guards = std::make_shared<std::vector<std::unique_ptr<CommOpsGuard>>>();
+  for (ncclComm* c : comms) {
+    std::shared_ptr<AsyncJob> previous;
+    {
+      std::lock_guard<std::mutex> lock(c->lifeMutex);
+      previous = std::move(c->asyncJob);
+    }
+    if (previous) previous->join();  // finished: its asyncError was no longer ncclInProgress at enqueue
+    c->asyncError.store(ncclInProgress);
+    guards->push_back(std::make_unique<CommOpsGuard>(c));
+  }
+  auto job = std::make_shared<AsyncJob>([tasks = std::move(tasks), comms, guards]() mutable {
+    const ncclResult_t res = launchGroup(tasks.data(), tasks.size());
+    tasks.clear();  // profiler references end before the communicators may go
+    for (ncclComm* c : comms) c->asyncError.store(res);
+    guards->clear();
+  });
+  for (ncclComm* c : comms) {
+    std::lock_guard<std::mutex> lock(c->lifeMutex);
+    c->asyncJob = job;
+  }
+  return ncclInProgress;
+}
+
+bool allNonblocking(const Task* tasks, size_t nTasks) {
+  for (size_t i = 0; i < nTasks; ++i)
+    if (!commNonblocking(tasks[i].comm)) return false;
+  return nTasks > 0;
+}
+
+ncclResult_t launchTasks(std::vector<Task> tasks) {
+  if (allNonblocking(tasks.data(), tasks.size())) return launchGroupAsync(std::move(tasks));
+  return launchGroupCounted(tasks.data(), tasks.size());
 }
 
 }  // namespace
@@ -179,11 +246,15 @@ ncclResult_t groupEnd() {
   if (--tGroup.depth > 0) return ncclSuccess;
   std::vector<Task> tasks = std::move(tGroup.tasks);
   std::vector<host::WorkItem> inits = std::move(tGroup.initJobs);
+  std::vector<std::function<void()>> asyncInits = std::move(tGroup.asyncInits);
   tGroup.tasks.clear();
   tGroup.initJobs.clear();
+  tGroup.asyncInits.clear();
+  for (auto& start : asyncInits) start();
   if (!inits.empty()) TUTTI_CHECK(host::runConcurrently(inits));
-  if (tasks.empty()) return ncclSuccess;
-  return launchGroup(tasks.data(), tasks.size());
+  if (tasks.empty()) return asyncInits.empty() ? ncclSuccess : ncclInProgress;
+  const ncclResult_t res = launchTasks(std::move(tasks));
+  return res == ncclSuccess && !asyncInits.empty() ? ncclInProgress : res;
 }
 
 ncclResult_t groupSimulateEnd(ncclSimInfo_t* simInfo) {
@@ -195,10 +266,13 @@ ncclResult_t groupSimulateEnd(ncclSimInfo_t* simInfo) {
   if (--tGroup.depth > 0) return valid;
   std::vector<Task> tasks = std::move(tGroup.tasks);
   std::vector<host::WorkItem> inits = std::move(tGroup.initJobs);
+  std::vector<std::function<void()>> asyncInits = std::move(tGroup.asyncInits);
   tGroup.tasks.clear();
   tGroup.initJobs.clear();
+  tGroup.asyncInits.clear();
   if (valid != ncclSuccess) return valid;
   // Deferred communicator inits are real (as in NCCL); only the collectives are simulated.
+  for (auto& start : asyncInits) start();
   if (!inits.empty()) TUTTI_CHECK(host::runConcurrently(inits));
   float us = 0;
   TUTTI_CHECK(simulateTasks(tasks.data(), tasks.size(), &us));
@@ -227,7 +301,8 @@ ncclResult_t groupEnqueueProfiled(const Task& task) {
     tGroup.tasks.push_back(std::move(t));
     return ncclSuccess;
   }
-  return launchGroup(&t, 1);
+  if (commNonblocking(t.comm)) return launchGroupAsync({std::move(t)});
+  return launchGroupCounted(&t, 1);
 }
 
 }  // namespace
@@ -238,7 +313,8 @@ ncclResult_t groupEnqueue(const Task& task) {
     tGroup.tasks.push_back(task);
     return ncclSuccess;
   }
-  return launchGroup(&task, 1);
+  if (commNonblocking(task.comm)) [[unlikely]] return launchGroupAsync({task});
+  return launchGroupCounted(&task, 1);
 }
 
 ncclResult_t groupAddInitJob(std::function<ncclResult_t()> job) {
@@ -247,6 +323,15 @@ ncclResult_t groupAddInitJob(std::function<ncclResult_t()> job) {
     return ncclSuccess;
   }
   return job();
+}
+
+ncclResult_t groupAddAsyncInit(std::function<void()> start) {
+  if (tGroup.depth > 0) {
+    tGroup.asyncInits.push_back(std::move(start));
+    return ncclSuccess;
+  }
+  start();
+  return ncclInProgress;
 }
 
 }  // namespace tutti

@@ -21,5 +21,8 @@ ncclResult_t groupEnqueue(const Task& task);
 // Inside a group, ncclCommInitRank is deferred to the group end, where all such inits run concurrently
 // (one thread can create several ranks, as ncclCommInitAll needs). Outside a group, runs `job` now.
 ncclResult_t groupAddInitJob(std::function<ncclResult_t()> job);
+// For a nonblocking communicator: `start` launches its init in the background and returns at once. Run
+// now (returns ncclInProgress) or at the group end (which then returns ncclInProgress).
+ncclResult_t groupAddAsyncInit(std::function<void()> start);
 
 }  // namespace tutti

@@ -27,7 +27,8 @@ HostConn* connOf(ncclComm* comm, int channel, int connIndex, int peer, bool isSe
 }
 
 // Any failure poisons the communicator: its other waits end and its peers see the connections close,
-// so an error on one rank never leaves another rank waiting forever.
+// so an error on one rank never leaves another rank waiting forever. The bootstrap stays usable, so the
+// survivors can still shrink the communicator.
 WorkItem guarded(ncclComm* comm, WorkItem item) {
   return [comm, item = std::move(item)]() -> ncclResult_t {
     logSetThreadRank(comm->rank);
@@ -35,7 +36,7 @@ WorkItem guarded(ncclComm* comm, WorkItem item) {
     if (res != ncclSuccess) {
       ncclResult_t expected = ncclSuccess;
       comm->asyncError.compare_exchange_strong(expected, res);
-      commSignalAbort(comm);
+      commCancelOps(comm);
     }
     return res;
   };
