@@ -65,7 +65,9 @@ ncclResult_t recvSetup(const tuttiConnectRequest_t* req, const tuttiPeerInfo_t* 
     delete end;
     return ncclSystemError;
   }
-  fifo->ctrl = static_cast<tuttiConnCtrl_t*>(std::aligned_alloc(64, sizeof(tuttiConnCtrl_t)));
+  // aligned_alloc wants a size that is a multiple of the alignment (C11; ASan enforces it).
+  constexpr size_t kCtrlBytes = (sizeof(tuttiConnCtrl_t) + 63) & ~size_t{63};
+  fifo->ctrl = static_cast<tuttiConnCtrl_t*>(std::aligned_alloc(64, kCtrlBytes));
   bool ok = fifo->ctrl != nullptr;
   if (ok) std::memset(fifo->ctrl, 0, sizeof(tuttiConnCtrl_t));
   for (int p = 0; ok && p < TUTTI_NUM_PROTOCOLS; ++p) {

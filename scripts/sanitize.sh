@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# The test suite under sanitizers (cmake/Sanitizers.cmake), for CI and for developers.
+#
+#   scripts/sanitize.sh asan|tsan|all
+#
+#   asan  <prefix>-asan    -DTUTTI_SANITIZE=address,undefined: ASan + LeakSanitizer + UBSan over the suite
+#                          (minus the exclusions printed with the run); any report fails its test.
+#   tsan  <prefix>-tsan-ci -DTUTTI_SANITIZE=thread: the multi-threaded suites (ranks as threads in one
+#                          process, host executor, proxy, bootstrap, profiler); any report fails its test.
+#
+# Each configuration is configured, built and its ctest subset run (-j$SANITIZE_JOBS, --timeout 600).
+# The time of every step is printed, with a summary at the end; the exit status is 1 when any step failed.
+# Environment: SANITIZE_JOBS (default 2), SANITIZE_BUILD_PREFIX (default <repo>/build), SANITIZE_CTEST_ARGS
+# (extra ctest arguments, e.g. "-R Bootstrap" while iterating).
+set -uo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+jobs=${SANITIZE_JOBS:-2}
+prefix=${SANITIZE_BUILD_PREFIX:-$root/build}
+read -r -a extra <<<"${SANITIZE_CTEST_ARGS:-}"
+
+summary=()
+failed=0
+
+# step <config> <what> <command...>: runs the command; prints and records its duration and status.
+step() {
+  local config=$1 what=$2 start rc secs
+  shift 2
+  echo "==> [$config] $what: $*"
+  start=$(date +%s)
+  "$@"
+  rc=$?
+  secs=$(($(date +%s) - start))
+  summary+=("$(printf '%-5s %-10s %5d s  %s' "$config" "$what" "$secs" \
+    "$([ "$rc" -eq 0 ] && echo ok || echo "FAILED (exit $rc)")")")
+  echo "==> [$config] $what: $secs s, exit $rc"
+  [ "$rc" -eq 0 ] || failed=1
+  return "$rc"
+}
+
+# exclusions <name of an array of "regex|reason" entries>: prints what is left out and why, and sets
+# $exclude_re to the alternation of the regexes (for ctest -E).
+exclusions() {
+  local -n entries=$1
+  local e re=()
+  for e in "${entries[@]}"; do
+    printf '    not run: %-34s %s\n' "${e%%|*}" "${e#*|}"
+    re+=("${e%%|*}")
+  done
+  exclude_re=$(IFS='|'; echo "${re[*]}")
+}
+
+configure_and_build() {
+  local config=$1 dir=$2 sanitize=$3
+  step "$config" configure nice -n 15 cmake -S "$root" -B "$dir" -DTUTTI_SANITIZE="$sanitize" \
+    -DTUTTI_WITH_CUDA=OFF || return 1
+  step "$config" build nice -n 15 cmake --build "$dir" -j"$jobs"
+}
+
+# --- AddressSanitizer + UBSan + LeakSanitizer ------------------------------------------------------------
+# The whole suite but:
+asan_skip=(
+  '^multiproc\.netns\.|network-namespace nodes: the net/shm paths of the Processes/ matrix (which runs), minutes more'
+  '^plugin_check_tuner_hang$|waits out a deliberately hung plugin (17 s+): it checks the guard, not memory'
+  '^plugin_check_tuner_crash$|the plugin stores through NULL on purpose: UBSan/ASan report it (exit 1) before
+                                     the SIGSEGV that this check asserts can happen; the normal build runs it'
+)
+
+run_asan() {
+  local dir=$prefix-asan exclude_re
+  mkdir -p "$(dirname "$dir")"
+  configure_and_build asan "$dir" address,undefined || return 1
+  echo "==> [asan] tests: all labels but ib (needs an HCA); left out:"
+  exclusions asan_skip
+  # abort_on_error: a report ends the process with SIGABRT, so even a test that only checks a child's exit
+  # code sees it. fast_unwind_on_malloc=0: whole allocation stacks, also through plugins. LSan reports
+  # leaks at exit; the suppressions file lists third-party leaks only, each explained there.
+  step asan test env \
+    ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:fast_unwind_on_malloc=0:check_initialization_order=1:strict_init_order=1" \
+    LSAN_OPTIONS="suppressions=$root/scripts/lsan.supp:print_suppressions=0" \
+    UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+    nice -n 15 ctest --test-dir "$dir" --output-on-failure -j"$jobs" --timeout 600 -LE '^ib$' -E "$exclude_re" \
+    "${extra[@]}"
+}
+
+# --- ThreadSanitizer ---------------------------------------------------------------------------------------
+# Only what runs several threads over shared state in one process:
+tsan_labels='^(unit|integration|sdk)$'
+tsan_skip=(
+  'Processes/|ranks as forked processes: each process is single-threaded per rank; the thread suites cover it'
+  '^multiproc\.|network-namespace nodes: forked processes, as above'
+  '^perf_|perf-tool sweeps: the same collectives as the Threads/ matrix, slower under TSan'
+  '^plugin_check_|label plugins: tutti-plugin-check forks a worker per check; run under ASan'
+  '^sdk_examples_out_of_tree$|builds uninstrumented examples out of tree; run under ASan'
+  '^profiler_trace\.e2e_procs$|forked ranks; the threads variant runs'
+  '^config\.|tutti-info on config files: single-threaded parsing; run under ASan'
+)
+
+run_tsan() {
+  local dir=$prefix-tsan-ci exclude_re
+  mkdir -p "$(dirname "$dir")"
+  configure_and_build tsan "$dir" thread || return 1
+  echo "==> [tsan] tests: labels $tsan_labels; left out:"
+  exclusions tsan_skip
+  # halt_on_error + exitcode 66: the first report ends the process with a code no test expects.
+  # second_deadlock_stack: both stacks of a lock-order inversion.
+  step tsan test env \
+    TSAN_OPTIONS="halt_on_error=1:exitcode=66:second_deadlock_stack=1:suppressions=$root/scripts/tsan.supp" \
+    nice -n 15 ctest --test-dir "$dir" --output-on-failure -j"$jobs" --timeout 600 -L "$tsan_labels" \
+    -E "$exclude_re" "${extra[@]}"
+}
+
+case "${1:-}" in
+  asan) run_asan ;;
+  tsan) run_tsan ;;
+  all) run_asan; run_tsan ;;
+  *) echo "usage: $0 asan|tsan|all" >&2; exit 2 ;;
+esac
+
+echo "==> sanitizer summary (load average: $(cut -d' ' -f1-3 /proc/loadavg))"
+printf '    %s\n' "${summary[@]}"
+exit "$failed"
