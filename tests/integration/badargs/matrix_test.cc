@@ -11,6 +11,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <fstream>
+#include <regex>
+#include <string>
 #include <thread>
 
 namespace tutti::itest {
@@ -106,10 +109,39 @@ TEST_P(BadArgsMatrix, Rejected) {
 INSTANTIATE_TEST_SUITE_P(Row, BadArgsMatrix, testing::ValuesIn(matrixRows()),
                          [](const testing::TestParamInfo<MatrixRow>& info) { return info.param.name; });
 
-// The matrix must cover every entry point of nccl.h that the library exports.
+// Entry points nccl.h declares that the library does not define yet (a program using them fails to
+// link, so there is nothing to call). Remove a name when it is implemented: the test below then asks for rows.
+const char* const kNotExported[] = {
+    "ncclParamBind", "ncclParamGetI8", "ncclParamGetI16", "ncclParamGetI32", "ncclParamGetI64", "ncclParamGetU8",
+    "ncclParamGetU16", "ncclParamGetU32", "ncclParamGetU64", "ncclParamGetStr", "ncclParamGet",
+    "ncclParamGetParameter", "ncclParamGetAllParameterKeys", "ncclParamDumpAll",
+};
+
+// Function names declared by nccl.h (the "nccl" ones; the "pnccl" profiling aliases share their code).
+std::vector<std::string> declaredEntryPoints() {
+  std::ifstream in(TUTTI_NCCL_H);
+  const std::regex decl(R"(^(?:ncclResult_t|const char\*|void)\s+(nccl\w+)\s*\()");
+  std::vector<std::string> names;
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, decl)) names.push_back(m[1]);
+  }
+  return names;
+}
+
+// The matrix must cover every entry point of nccl.h (and tutti.h's streams) that the library exports.
 TEST(BadArgsMatrixCoverage, EveryEntryPointHasRows) {
   const std::vector<MatrixRow> rows = matrixRows();
-  for (const char* entry : matrixEntryPoints()) {
+  const std::vector<std::string> declared = declaredEntryPoints();
+  ASSERT_GT(declared.size(), 50u) << "could not read the declarations of " << TUTTI_NCCL_H;
+  const std::vector<const char*> listed = matrixEntryPoints();
+  std::vector<std::string> expected(listed.begin(), listed.end());
+  for (const std::string& name : declared) {
+    bool skip = false;
+    for (const char* n : kNotExported) skip = skip || name == n;
+    if (!skip) expected.push_back(name);
+  }
+  for (const std::string& entry : expected) {
     bool found = false;
     for (const MatrixRow& row : rows) found = found || row.entry == entry;
     EXPECT_TRUE(found) << entry << " has no row in the bad-argument matrix";
