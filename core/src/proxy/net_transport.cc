@@ -243,6 +243,17 @@ ncclResult_t NetProxyTask::progress(bool* active) {
     markClosed(e);
     return ncclRemoteError;
   };
+  // This end was closed locally (its communicator cancelled its operations after a failure, a revoke or a
+  // shrink): close the network connection now, so the peer's proxy sees it end and the peer's ranks stop
+  // waiting on us, even though this communicator lives on (a shrink still needs its bootstrap).
+  if (std::atomic_ref<uint32_t>(e->recv ? ctrl->receiverClosed : ctrl->senderClosed).load(std::memory_order_acquire)) {
+    if (e->comm) {
+      for (void*& mh : e->mhandles)
+        if (mh) api.deregMr(e->comm, std::exchange(mh, nullptr));
+      (e->recv ? api.closeRecv : api.closeSend)(std::exchange(e->comm, nullptr));
+    }
+    return ncclRemoteError;  // the proxy stops progressing this end
+  }
   if (!e->recv) {
     // Sender: isend every step the primitives posted, oldest first; complete them in order.
     const uint64_t tail = std::atomic_ref<uint64_t>(ctrl->tail).load(std::memory_order_acquire);

@@ -1,0 +1,126 @@
+// Fault tolerance across processes, over shm and over net-socket: a rank is killed with SIGKILL in the
+// middle of a loop of AllReduces; every survivor's call fails naming it, then the survivors call
+// ncclCommShrink(NCCL_SHRINK_ABORT) excluding it and carry on with correct AllReduces on the smaller
+// communicator. Nothing may hang (watchdog) and no shm segment may be left behind.
+#include "mp_check.h"
+#include "mp_harness.h"
+
+#include <gtest/gtest.h>
+
+#include <time.h>
+
+#include <csignal>
+#include <string>
+#include <vector>
+
+namespace tutti::itest {
+namespace {
+
+enum class Via { kShm, kNet };
+
+EnvList viaEnv(Via via) {
+  if (via == Via::kShm) return {};
+  return {{"NCCL_SHM_DISABLE", "1"}, {"NCCL_P2P_DISABLE", "1"}, {"NCCL_SOCKET_IFNAME", "lo"}};
+}
+
+double monotonicSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+class ShrinkAfterKill : public testing::TestWithParam<Via> {};
+
+TEST_P(ShrinkAfterKill, SurvivorsGoOnWithoutTheDeadRank) {
+  constexpr int kRanks = 4;
+  constexpr int kVictim = 1;  // not the lowest rank: the new rank 0 is still old rank 0
+  constexpr int kIterationsBeforeKill = 10;
+  MpOptions opts;
+  opts.nranks = kRanks;
+  opts.timeoutSeconds = 60;
+  opts.env = viaEnv(GetParam());
+  opts.env.push_back({"NCCL_DEBUG", "WARN"});
+  MpResult r = runProcesses(opts, [&](const RankContext& ctx) {
+    ncclComm_t comm = nullptr;
+    if (ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) != ncclSuccess) {
+      setMessage(std::string("ncclCommInitRank failed: ") + ncclGetLastError(nullptr));
+      return 10;
+    }
+    constexpr size_t kCount = 32 * 1024 + 3;
+    std::vector<int32_t> buf(kCount);
+    ncclResult_t res = ncclSuccess;
+    for (int it = 0; it < 1000000; ++it) {
+      if (ctx.rank == kVictim && it == kIterationsBeforeKill) raise(SIGKILL);
+      buf.assign(kCount, ctx.rank + 1);
+      res = ncclAllReduce(buf.data(), buf.data(), kCount, ncclInt32, ncclSum, comm, nullptr);
+      if (res != ncclSuccess) break;
+    }
+    const std::string failure = ncclGetLastError(comm);
+    std::printf("rank %d: AllReduce failed: %s: %s\n", ctx.rank, ncclGetErrorString(res), failure.c_str());
+    if (res == ncclSuccess) return 1;
+
+    int exclude[] = {kVictim};
+    ncclComm_t small = nullptr;
+    const double t0 = monotonicSeconds();
+    const ncclResult_t shrink = ncclCommShrink(comm, exclude, 1, &small, nullptr, NCCL_SHRINK_ABORT);
+    const double shrinkSeconds = monotonicSeconds() - t0;
+    std::printf("rank %d: ncclCommShrink returned %s after %.3f s\n", ctx.rank, ncclGetErrorString(shrink),
+                shrinkSeconds);
+    if (shrink != ncclSuccess) {
+      setMessage(std::string("ncclCommShrink failed: ") + ncclGetLastError(comm));
+      ncclCommAbort(comm);
+      return 2;
+    }
+    int count = 0, newRank = -1;
+    ncclCommCount(small, &count);
+    ncclCommUserRank(small, &newRank);
+    const int expectedRank = ctx.rank < kVictim ? ctx.rank : ctx.rank - 1;
+    if (count != kRanks - 1 || newRank != expectedRank) {
+      setMessage("shrunk communicator has " + std::to_string(count) + " ranks, this rank is " +
+                 std::to_string(newRank));
+      return 3;
+    }
+    // Sum of (old rank + 1) over the survivors, on every element, several times and sizes.
+    const int32_t want = (1 + 2 + 3 + 4) - (kVictim + 1);
+    for (size_t n : {size_t{1}, size_t{4099}, kCount, size_t{1} << 20}) {
+      std::vector<int32_t> v(n, ctx.rank + 1);
+      if (ncclAllReduce(v.data(), v.data(), n, ncclInt32, ncclSum, small, nullptr) != ncclSuccess) {
+        setMessage(std::string("AllReduce on the shrunk communicator failed: ") + ncclGetLastError(small));
+        return 4;
+      }
+      for (size_t i = 0; i < n; ++i)
+        if (v[i] != want) {
+          setMessage("count " + std::to_string(n) + " index " + std::to_string(i) + ": got " + std::to_string(v[i]) +
+                     ", want " + std::to_string(want));
+          return 5;
+        }
+    }
+    char line[160];
+    std::snprintf(line, sizeof line, "shrink %.3f s; %d ranks go on as rank %d", shrinkSeconds, count, newRank);
+    setMessage(line);
+    if (ncclCommDestroy(small) != ncclSuccess) return 6;
+    if (ncclCommAbort(comm) != ncclSuccess) return 7;
+    return 0;
+  });
+  logChildren(r);
+  EXPECT_TRUE(r.setupError.empty()) << r.setupError;
+  EXPECT_FALSE(r.timedOut) << "hung (watchdog fired after " << r.seconds << " s)";
+  ASSERT_EQ(static_cast<int>(r.children.size()), kRanks);
+  for (const ChildResult& c : r.children) {
+    if (c.rank == kVictim) {
+      EXPECT_TRUE(!c.exited && c.signal == SIGKILL) << c.describe();
+      continue;
+    }
+    std::printf("survivor: %s\n", c.describe().c_str());
+    EXPECT_TRUE(c.ok()) << c.describe() << "\n" << tail(c.output);
+  }
+  expectNoShmLeftovers(r);
+}
+
+INSTANTIATE_TEST_SUITE_P(Processes, ShrinkAfterKill, testing::Values(Via::kShm, Via::kNet),
+                         [](const testing::TestParamInfo<Via>& info) {
+                           return std::string(info.param == Via::kShm ? "Shm" : "Net");
+                         });
+
+}  // namespace
+}  // namespace tutti::itest
