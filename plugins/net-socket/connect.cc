@@ -79,12 +79,7 @@ void dropPending(PendingAccept& p) {
 
 // Validates a complete hello against the listener; returns a reason or nullptr when acceptable.
 const char* helloProblem(const ListenComm& l, const Hello& h) {
-  if (h.marker != kHelloMarker) return "not a net-socket hello";
-  if (h.version != kWireVersion) return "wire version mismatch";
-  if (h.magic != l.magic) return "wrong magic (handle of another listener, or a stale one)";
-  if (h.nSocks != l.nSocks || h.nThreads != l.nThreads) return "socket/thread counts differ from the handle";
-  if (h.index > l.nSocks) return "socket index out of range";
-  return nullptr;
+  return helloProblem(h, l.magic, l.nSocks, l.nThreads);
 }
 
 // ---- connecting side.
@@ -319,10 +314,9 @@ ncclResult_t netConnect(int dev, void* opaqueHandle, void** sendComm) {
   } else {
     sa_family_t fam = h.addr.sa.sa_family;
     uint16_t port = fam == AF_INET ? h.addr.sin.sin_port : fam == AF_INET6 ? h.addr.sin6.sin6_port : 0;
-    if (port == 0 || h.nSocks > static_cast<uint32_t>(kMaxSockets) || h.nThreads > static_cast<uint32_t>(kMaxThreads) ||
-        (h.nSocks > 0 && (h.nThreads == 0 || h.nSocks < h.nThreads))) {
-      SOCK_WARN("NET/Socket : connect: malformed handle (family %d, port %u, %u sockets, %u threads)", fam,
-                static_cast<unsigned>(ntohs(port)), h.nSocks, h.nThreads);
+    if (const char* why = handleProblem(h)) {
+      SOCK_WARN("NET/Socket : connect: malformed handle: %s (family %d, port %u, %u sockets, %u threads)", why,
+                fam, static_cast<unsigned>(ntohs(port)), h.nSocks, h.nThreads);
       return ncclInvalidArgument;
     }
     owned = std::make_unique<PendingConnect>();

@@ -97,7 +97,7 @@ ncclResult_t startWorkers(Comm* comm) {
 // Cuts r's payload into chunks and queues them on the helper threads (header already exchanged).
 ncclResult_t dispatchChunks(Comm* comm, Request* r) {
   size_t chunk = r->hdr.chunkBytes;
-  size_t n = (r->size + chunk - 1) / chunk;
+  size_t n = chunkCount(r->size, chunk);  // overflow-safe: a peer's chunkBytes may be near 2^64
   if (comm->workers.empty()) {
     if (ncclResult_t rc = startWorkers(comm); rc != ncclSuccess) return failComm(comm, rc);
   }
@@ -132,14 +132,7 @@ void prepareHeader(Comm* comm, Request* r) {
 
 // Checks a received header against the posted receive; returns a reason or nullptr.
 const char* headerProblem(const Comm* comm, const Request* r) {
-  const MsgHeader& h = r->hdr;
-  if (h.marker != kMsgMarker) return "corrupted message header (stream out of sync)";
-  if (!(h.flags & kMsgInline)) {
-    if (comm->dataFds.empty()) return "chunked message on a comm without data sockets";
-    if (h.chunkBytes == 0 || (h.size + h.chunkBytes - 1) / h.chunkBytes > comm->dataFds.size())
-      return "invalid chunk size in message header";
-  }
-  return nullptr;
+  return msgHeaderProblem(r->hdr, comm->dataFds.size());
 }
 
 // Advances the control-socket phase of queued requests, oldest first, as far as it goes without blocking.

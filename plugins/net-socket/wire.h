@@ -68,4 +68,51 @@ struct MsgHeader {
   uint64_t chunkBytes;
 };
 
+// ---- Validation of what arrives from a peer or from a caller's handle buffer. Pure functions used by
+// connect.cc / transfer.cc and driven with arbitrary bytes by tests/fuzz. Each returns nullptr when the
+// input is acceptable, else the reason to log.
+
+// A handle that connect() may act on (connectId == 0, a fresh connection): made by listen(), a port to
+// reach, and socket/thread counts within the limits (every thread owns at least one data socket).
+inline const char* handleProblem(const Handle& h) {
+  if (h.marker != kHandleMarker || h.version != kWireVersion) return "not a net-socket handle";
+  const sa_family_t fam = h.addr.sa.sa_family;
+  const uint16_t port = fam == AF_INET ? h.addr.sin.sin_port : fam == AF_INET6 ? h.addr.sin6.sin6_port : 0;
+  if (port == 0) return "no address family or port";
+  if (h.nSocks > static_cast<uint32_t>(kMaxSockets) || h.nThreads > static_cast<uint32_t>(kMaxThreads))
+    return "socket or thread count above the limit";
+  if (h.nSocks > 0 && (h.nThreads == 0 || h.nSocks < h.nThreads)) return "socket and thread counts do not fit";
+  return nullptr;
+}
+
+// A complete hello read by a listener whose handle carried `magic`, `nSocks` and `nThreads`. An accepted
+// hello has index <= nSocks (index nSocks is the control socket).
+inline const char* helloProblem(const Hello& h, uint64_t magic, uint32_t nSocks, uint32_t nThreads) {
+  if (h.marker != kHelloMarker) return "not a net-socket hello";
+  if (h.version != kWireVersion) return "wire version mismatch";
+  if (h.magic != magic) return "wrong magic (handle of another listener, or a stale one)";
+  if (h.nSocks != nSocks || h.nThreads != nThreads) return "socket/thread counts differ from the handle";
+  if (h.index > nSocks) return "socket index out of range";
+  return nullptr;
+}
+
+// Chunks of a chunked message: ceil(size / chunkBytes) without overflow (chunkBytes > 0).
+inline uint64_t chunkCount(uint64_t size, uint64_t chunkBytes) {
+  return size / chunkBytes + (size % chunkBytes != 0 ? 1 : 0);
+}
+
+// A received message header on a comm with `nDataSocks` data sockets. An accepted chunked header has
+// chunkBytes > 0 and chunkCount(size, chunkBytes) <= nDataSocks, so the receiver queues at most one chunk
+// per data socket and the chunks cover exactly `size` bytes. The posted receive's size is the caller's.
+inline const char* msgHeaderProblem(const MsgHeader& h, size_t nDataSocks) {
+  if (h.marker != kMsgMarker) return "corrupted message header (stream out of sync)";
+  if (!(h.flags & kMsgInline)) {
+    if (nDataSocks == 0) return "chunked message on a comm without data sockets";
+    // chunkCount, not (size + chunkBytes - 1) / chunkBytes: that sum wraps for sizes near 2^64.
+    if (h.chunkBytes == 0 || chunkCount(h.size, h.chunkBytes) > nDataSocks)
+      return "invalid chunk size in message header";
+  }
+  return nullptr;
+}
+
 }  // namespace tutti::netsock

@@ -144,18 +144,11 @@ ncclResult_t Bootstrap::join(const void* id128, int64_t tMs) {
     TUTTI_FAIL(ncclTimeout, "bootstrap: rank {} got no reply from the root at {} within {} s (did the process "
                "that created the unique id exit?)", rank_, toString(id.root), tMs / 1000.0);
   TUTTI_CHECK(r);
-  wire::RootReply reply;
-  if (msg.size() < sizeof(reply)) TUTTI_FAIL(ncclRemoteError, "bootstrap: truncated reply from the root");
-  std::memcpy(&reply, msg.data(), sizeof(reply));
-  if (reply.result != ncclSuccess) {
-    size_t textBytes = std::min<size_t>(reply.textBytes, msg.size() - sizeof(reply));
-    std::string text(msg.data() + sizeof(reply), textBytes);
-    ncclResult_t code = reply.result > 0 && reply.result < ncclNumResults ? ncclResult_t(reply.result)
-                                                                          : ncclRemoteError;
-    TUTTI_FAIL(code, "{}", text.empty() ? "bootstrap: the root refused this rank" : text);
-  }
-  int fam = reply.next.sa.sa_family;
-  if (fam != AF_INET && fam != AF_INET6) TUTTI_FAIL(ncclRemoteError, "bootstrap: malformed reply from the root");
+  wire::DecodedRootReply reply;
+  if (std::string bad = wire::decodeRootReply(msg.data(), msg.size(), &reply); !bad.empty())
+    TUTTI_FAIL(ncclRemoteError, "{}", bad);
+  if (reply.result != ncclSuccess)
+    TUTTI_FAIL(reply.result, "{}", reply.text.empty() ? "bootstrap: the root refused this rank" : reply.text);
   int next = (rank_ + 1) % nRanks_;
   peers_[next]->addr = reply.next;
 

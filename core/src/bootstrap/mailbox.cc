@@ -142,22 +142,9 @@ bool BootstrapMailbox::progress(Conn& c) {
       budget -= std::min<size_t>(budget, static_cast<size_t>(n));
       if (c.hdrGot < sizeof(c.hdr)) continue;
       const wire::MsgHeader& h = c.hdr;
-      std::string bad;
-      if (h.magic != magic_) {
-        bad = "wrong magic";
-      } else if (h.kind == 0 || h.kind > wire::kMaxKind) {
-        bad = fmt::format("unknown message kind {}", h.kind);
-      } else if (c.peer == -2) {
-        bool rankOk = h.rank == wire::kRootRank || h.rank < uint32_t(nRanks_);
-        if (h.kind != wire::kHello || h.bytes != 0 || !rankOk) bad = "bad connection hello";
-        else c.peer = h.rank == wire::kRootRank ? -1 : static_cast<int>(h.rank);
-      } else if (h.kind == wire::kHello || int(h.rank) != c.peer) {
-        bad = fmt::format("header claims rank {} on the connection of {} {}", int(h.rank), peerName(c.peer), c.peer);
-      } else if (h.bytes > wire::kMaxMessageBytes ||
-                 (c.peer == -1 && (h.kind != wire::kRootReply ||
-                                   h.bytes > sizeof(wire::RootReply) + wire::kMaxReplyText))) {
-        bad = fmt::format("message of {} bytes (kind {}) exceeds its limit", h.bytes, h.kind);
-      }
+      int helloPeer = c.peer;
+      std::string bad = wire::checkMsgHeader(h, magic_, nRanks_, c.peer, &helloPeer);
+      if (bad.empty()) c.peer = helloPeer;
       if (!bad.empty()) {
         TUTTI_WARN("bootstrap: dropping connection from {}: {}", toString(c.from), bad);
         markClosed(c.peer, bad);

@@ -86,15 +86,10 @@ struct RootState {
 // with the right magic but inconsistent fields gets an error reply so that rank fails fast.
 void handleHello(RootState& st, const Pending& p) {
   const wire::RootHello& h = p.hello;
-  if (h.magic != st.magic) {
-    TUTTI_WARN("bootstrap root: rejected connection from {}: wrong magic (not a rank of this unique id)",
-               toString(p.from));
-    return;
-  }
-  int fam = h.listen.sa.sa_family;
-  if ((fam != AF_INET && fam != AF_INET6) || h.nRanks == 0 || h.nRanks > uint32_t(wire::kMaxRanks)) {
-    TUTTI_WARN("bootstrap root: rejected malformed hello from {} (nRanks {}, address family {})",
-               toString(p.from), h.nRanks, fam);
+  std::string err;
+  wire::HelloVerdict verdict = wire::checkRootHello(h, st.magic, uint32_t(st.nRanks), &err);
+  if (verdict == wire::HelloVerdict::kDrop) {
+    TUTTI_WARN("bootstrap root: rejected connection from {}: {}", toString(p.from), err);
     return;
   }
   SocketAddress none{};
@@ -103,13 +98,7 @@ void handleHello(RootState& st, const Pending& p) {
     st.addrs.assign(st.nRanks, none);
     st.arrived.assign(st.nRanks, false);
   }
-  std::string err;
-  if (h.nRanks != uint32_t(st.nRanks))
-    err = fmt::format("bootstrap: rank {} joined with nRanks {}, but other ranks use {}", h.rank, h.nRanks,
-                      st.nRanks);
-  else if (h.rank >= h.nRanks)
-    err = fmt::format("bootstrap: rank {} is out of range for nRanks {}", h.rank, h.nRanks);
-  else if (st.arrived[h.rank])
+  if (verdict == wire::HelloVerdict::kAccept && st.arrived[h.rank])
     err = fmt::format("bootstrap: rank {} joined twice (from {} and {})", h.rank, toString(st.addrs[h.rank]),
                       toString(h.listen));
   if (!err.empty()) {

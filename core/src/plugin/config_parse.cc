@@ -94,7 +94,8 @@ bool Parser::checkKeys(const YAML::Node& map, const std::string& parent, const s
   std::vector<std::string> allowed = configChildKeys(parent);
   std::set<std::string> seen;
   for (auto it = map.begin(); it != map.end(); ++it) {
-    const YAML::Node& key = it->first;
+    // A copy: yaml-cpp's it-> returns a temporary proxy, so a reference to its `first` would dangle.
+    const YAML::Node key = it->first;
     if (!key.IsScalar()) return fail(key, fmt::format("{} keys must be words", where));
     const std::string& k = key.Scalar();
     if (std::find(allowed.begin(), allowed.end(), k) == allowed.end())
