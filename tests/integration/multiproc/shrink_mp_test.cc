@@ -7,7 +7,14 @@
 
 #include <gtest/gtest.h>
 
+#include <dirent.h>
 #include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
 
 #include <csignal>
 #include <string>
@@ -116,6 +123,78 @@ TEST_P(ShrinkAfterKill, SurvivorsGoOnWithoutTheDeadRank) {
   }
   expectNoShmLeftovers(r);
 }
+
+// Socket descriptors this process holds (listening, connected, any family).
+int openSockets() {
+  int n = 0;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (dirent* e = readdir(d)) {
+      char link[64] = {};
+      const std::string path = std::string("/proc/self/fd/") + e->d_name;
+      if (readlink(path.c_str(), link, sizeof link - 1) > 0 && std::strncmp(link, "socket:", 7) == 0) ++n;
+    }
+    closedir(d);
+  }
+  return n;
+}
+
+class AbortWhileWaiting : public testing::TestWithParam<Via> {};
+
+// Rank 1 stays alive but stops calling; rank 0's AllReduce waits on it (in the data path, through the
+// proxy for sockets) until another thread of rank 0 calls ncclCommAbort. The waiting call must return an
+// error within 5 s, the abort must free everything: no socket and no shm segment left by rank 0.
+TEST_P(AbortWhileWaiting, AnotherThreadEndsTheWaitAndFreesEverything) {
+  MpOptions opts;
+  opts.nranks = 2;
+  opts.timeoutSeconds = 60;
+  opts.env = viaEnv(GetParam());
+  opts.env.push_back({"NCCL_DEBUG", "WARN"});
+  MpResult r = runProcesses(opts, [&](const RankContext& ctx) {
+    const int socketsBefore = openSockets();
+    ncclComm_t comm = nullptr;
+    if (ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) != ncclSuccess) return 10;
+    std::vector<float> v(100000, 1.0f);
+    if (ncclAllReduce(v.data(), v.data(), v.size(), ncclFloat32, ncclSum, comm, nullptr) != ncclSuccess) return 11;
+    const int socketsDuring = openSockets();  // the bootstrap's at least: proves the count sees them
+    if (ctx.rank == 1) {
+      // Absent from the second AllReduce; leaves once rank 0 had time to abort (its sockets then close).
+      std::this_thread::sleep_for(std::chrono::seconds(3));
+      ncclCommAbort(comm);
+      return 0;
+    }
+    std::atomic<double> abortAt{0};
+    std::thread aborter([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      abortAt.store(monotonicSeconds());
+      const ncclResult_t res = ncclCommAbort(comm);
+      std::printf("rank 0: ncclCommAbort returned %s after %.3f s\n", ncclGetErrorString(res),
+                  monotonicSeconds() - abortAt.load());
+    });
+    const ncclResult_t res = ncclAllReduce(v.data(), v.data(), v.size(), ncclFloat32, ncclSum, comm, nullptr);
+    const double returned = monotonicSeconds();
+    aborter.join();
+    const double after = abortAt.load() > 0 ? returned - abortAt.load() : -1;
+    const int socketsAfter = openSockets();
+    char line[200];
+    std::snprintf(line, sizeof line, "waiting AllReduce returned %s %.3f s after the abort began; sockets %d, "
+                  "%d while the communicator lived, %d after the abort", ncclGetErrorString(res), after, socketsBefore,
+                  socketsDuring, socketsAfter);
+    setMessage(line);
+    std::printf("rank 0: %s\n", line);
+    if (res == ncclSuccess) return 1;
+    if (after < 0 || after > 5.0) return 2;
+    if (socketsAfter != socketsBefore || socketsDuring <= socketsBefore) return 3;
+    return 0;
+  });
+  logChildren(r);
+  expectAllSucceeded(r);
+  expectNoShmLeftovers(r);
+}
+
+INSTANTIATE_TEST_SUITE_P(Processes, AbortWhileWaiting, testing::Values(Via::kShm, Via::kNet),
+                         [](const testing::TestParamInfo<Via>& info) {
+                           return std::string(info.param == Via::kShm ? "Shm" : "Net");
+                         });
 
 INSTANTIATE_TEST_SUITE_P(Processes, ShrinkAfterKill, testing::Values(Via::kShm, Via::kNet),
                          [](const testing::TestParamInfo<Via>& info) {
