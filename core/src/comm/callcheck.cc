@@ -49,9 +49,13 @@ struct CallSig {
   }
 };
 
-// The first difference found between two ranks' collective lists (a: the lower rank).
+constexpr int32_t kMaxSigs = 1 << 20;  // more collectives in one group than this is a corrupt header
+
+// The first difference found between two ranks' collective lists (a: the lower rank), or a rank that could
+// not take part in the check (kBroken: rankA failed; its own error says why).
+enum : int32_t { kAgree = 0, kMismatch = 1, kBroken = 2 };
 struct Verdict {
-  int32_t found = 0;
+  int32_t found = kAgree;
   int32_t index = 0;        // position in the launch's collectives
   int32_t rankA = -1, rankB = -1;
   int32_t nA = 0, nB = 0;   // collectives each rank launched
@@ -126,7 +130,7 @@ void compareLists(int rankX, const std::vector<CallSig>& x, int rankY, const std
   for (size_t i = 0; i < n; ++i) {
     if (i < a.size() && i < b.size() && a[i].sameCall(b[i]) && a[i].samePlan(b[i])) continue;
     Verdict v;
-    v.found = 1;
+    v.found = kMismatch;
     v.index = static_cast<int32_t>(i);
     v.rankA = xFirst ? rankX : rankY;
     v.rankB = xFirst ? rankY : rankX;
@@ -139,8 +143,10 @@ void compareLists(int rankX, const std::vector<CallSig>& x, int rankY, const std
   }
 }
 
+// A mismatch says more than a broken rank, so it wins; among mismatches the earliest (see compareLists).
 void mergeVerdict(const Verdict& v, Verdict* out) {
-  if (v.found && (!out->found || v.index < out->index || (v.index == out->index && v.rankA < out->rankA))) *out = v;
+  if (v.found == kAgree || (out->found == kMismatch && v.found == kBroken)) return;
+  if (out->found != v.found || v.index < out->index || (v.index == out->index && v.rankA < out->rankA)) *out = v;
 }
 
 std::string verdictText(const ncclComm* comm, const std::vector<CallSig>& mine, const Verdict& v) {
@@ -174,10 +180,12 @@ ncclResult_t recvWatched(ncclComm* comm, int peer, int tag, void* data, size_t b
       TUTTI_FAIL(ncclRemoteError, "rank {}: call check (TUTTI_CHECK_CALLS) of opCount {}: rank {} failed or the "
                  "communicator was aborted", comm->rank, opCount, peer);
     const int64_t waited = nowNs() - start;
-    if (comm->timeoutNs > 0 && waited > comm->timeoutNs)
+    if (comm->timeoutNs > 0 && waited > comm->timeoutNs) {
+      const std::string arrived = callCheckWhoArrived(comm, opCount);
       TUTTI_FAIL(ncclTimeout, "rank {}: call check (TUTTI_CHECK_CALLS) of opCount {} timed out after {} s waiting "
-                 "for rank {}: did rank {} make the same calls?", comm->rank, opCount, comm->timeoutNs / 1000000000,
-                 peer, peer);
+                 "for rank {}{}", comm->rank, opCount, comm->timeoutNs / 1000000000, peer,
+                 arrived.empty() ? fmt::format(": did rank {} make the same calls?", peer) : arrived);
+    }
     if (!warned && comm->calls.waitWarnNs > 0 && waited > comm->calls.waitWarnNs) {
       warned = true;
       TUTTI_WARN("rank {}: call check (TUTTI_CHECK_CALLS) of opCount {} has waited {} s for rank {}", comm->rank,
@@ -186,24 +194,24 @@ ncclResult_t recvWatched(ncclComm* comm, int peer, int tag, void* data, size_t b
   }
 }
 
-// Marks the communicator failed by a mismatch found with `culprit` and reports `text`.
-ncclResult_t failMismatch(ncclComm* comm, int culprit, const std::string& text) {
+// Marks the communicator failed (`culprit`: the rank to blame) and stops its operations, as a failed
+// operation does: peers connected to it fail promptly too.
+void poison(ncclComm* comm, int culprit, ncclResult_t res) {
   int none = -1;
   comm->failure.compare_exchange_strong(none, host::failureRecord(culprit, false));
   ncclResult_t ok = ncclSuccess;
-  comm->asyncError.compare_exchange_strong(ok, ncclInvalidUsage);
-  {
-    LastErrorKeeper keep;
-    commSignalAbort(comm);
-  }
+  comm->asyncError.compare_exchange_strong(ok, res);
+  LastErrorKeeper keep;
+  commSignalAbort(comm);
+}
+
+ncclResult_t failMismatch(ncclComm* comm, int culprit, const std::string& text) {
+  poison(comm, culprit, ncclInvalidUsage);
   TUTTI_FAIL(ncclInvalidUsage, "{}", text);
 }
 
 // The collectives of one launch, checked along the edges of the binary tree r -> (r - 1) / 2.
-ncclResult_t checkCollectives(ncclComm* comm, const std::vector<CollPlan>& colls) {
-  std::vector<CallSig> mine;
-  mine.reserve(colls.size());
-  for (const CollPlan& p : colls) mine.push_back(sigOf(p));
+ncclResult_t checkTree(ncclComm* comm, const std::vector<CallSig>& mine, bool* headerSent) {
   const uint64_t opCount = mine.front().opCount;
   const int me = comm->rank, n = comm->nRanks;
   Verdict verdict;
@@ -211,13 +219,13 @@ ncclResult_t checkCollectives(ncclComm* comm, const std::vector<CollPlan>& colls
   for (int child = 2 * me + 1; child <= 2 * me + 2 && child < n; ++child) {
     CollHeader h;
     TUTTI_CHECK(recvWatched(comm, child, kCollSigTag, &h, sizeof h, opCount));
-    if (h.magic != kMagic || h.rank != child || h.nSigs < 0)
+    if (h.magic != kMagic || h.rank != child || h.nSigs < 0 || h.nSigs > kMaxSigs)
       TUTTI_FAIL(ncclInternalError, "rank {}: call check: malformed signature header from rank {}", me, child);
     theirs.assign(static_cast<size_t>(h.nSigs), CallSig{});
     if (h.nSigs > 0)
       TUTTI_CHECK(recvWatched(comm, child, kCollSigBodyTag, theirs.data(), theirs.size() * sizeof(CallSig), opCount));
     mergeVerdict(h.verdict, &verdict);
-    compareLists(me, mine, child, theirs, &verdict);
+    if (h.verdict.found != kBroken || h.verdict.rankA != child) compareLists(me, mine, child, theirs, &verdict);
   }
   if (me > 0) {
     const int parent = (me - 1) / 2;
@@ -227,12 +235,45 @@ ncclResult_t checkCollectives(ncclComm* comm, const std::vector<CollPlan>& colls
     h.verdict = verdict;
     TUTTI_CHECK(comm->bootstrap->send(parent, kCollSigTag, &h, sizeof h));
     TUTTI_CHECK(comm->bootstrap->send(parent, kCollSigBodyTag, mine.data(), mine.size() * sizeof(CallSig)));
+    *headerSent = true;
     TUTTI_CHECK(recvWatched(comm, parent, kCollVerdictTag, &verdict, sizeof verdict, opCount));
   }
   for (int child = 2 * me + 1; child <= 2 * me + 2 && child < n; ++child)
     TUTTI_CHECK(comm->bootstrap->send(child, kCollVerdictTag, &verdict, sizeof verdict));
-  if (!verdict.found) return ncclSuccess;
+  if (verdict.found == kAgree) return ncclSuccess;
+  if (verdict.found == kBroken) {
+    poison(comm, verdict.rankA, ncclRemoteError);
+    TUTTI_FAIL(ncclRemoteError, "rank {}: call check (TUTTI_CHECK_CALLS) of opCount {}: rank {} failed during the "
+               "check (its own error says why)", me, opCount, verdict.rankA);
+  }
   return failMismatch(comm, verdict.rankA == me ? verdict.rankB : verdict.rankA, verdictText(comm, mine, verdict));
+}
+
+// A rank that fails on the way still tells its tree neighbours (kBroken), so no rank waits for a verdict
+// that never comes.
+ncclResult_t checkCollectives(ncclComm* comm, const std::vector<CollPlan>& colls) {
+  std::vector<CallSig> mine;
+  mine.reserve(colls.size());
+  for (const CollPlan& p : colls) mine.push_back(sigOf(p));
+  bool headerSent = false;
+  const ncclResult_t res = checkTree(comm, mine, &headerSent);
+  // Success, or a verdict every rank received (it poisoned the communicator already).
+  if (res == ncclSuccess || comm->abortFlag.load()) return res;
+  LastErrorKeeper keep;
+  Verdict broken;
+  broken.found = kBroken;
+  broken.rankA = comm->rank;
+  const int me = comm->rank;
+  if (me > 0 && !headerSent) {
+    CollHeader h;
+    h.rank = me;
+    h.verdict = broken;
+    comm->bootstrap->send((me - 1) / 2, kCollSigTag, &h, sizeof h);
+  }
+  for (int child = 2 * me + 1; child <= 2 * me + 2 && child < comm->nRanks; ++child)
+    comm->bootstrap->send(child, kCollVerdictTag, &broken, sizeof broken);
+  poison(comm, me, res);
+  return res;
 }
 
 // ---- point-to-point ---------------------------------------------------------------------------------
@@ -322,8 +363,10 @@ ncclResult_t checkLaunch(host::CommLaunch& l) {
   ncclComm* comm = l.comm;
   logSetThreadRank(comm->rank);
   if (comm->nRanks > 1 && !l.colls.empty()) TUTTI_CHECK(checkCollectives(comm, l.colls));
-  if (!l.p2p.empty()) TUTTI_CHECK(checkP2p(comm, l.p2p));
-  return ncclSuccess;
+  if (l.p2p.empty()) return ncclSuccess;
+  const ncclResult_t res = checkP2p(comm, l.p2p);
+  if (res != ncclSuccess && !comm->abortFlag.load()) poison(comm, comm->rank, res);  // a mismatch did already
+  return res;
 }
 
 struct StuckNote {

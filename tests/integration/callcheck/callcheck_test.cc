@@ -152,6 +152,35 @@ TEST(MismatchP2p, SendAndRecvCountsDiffer) {
   expectNoShmLeftovers(r);
 }
 
+// Without the option a count mismatch is still caught once data moves: the receiver of a slot of another
+// size fails naming the sender, the failure spreads, and nothing hangs (the watchdog would fire).
+TEST(WithoutTheCheck, CountMismatchFailsOnceDataMoves) {
+  MpOptions opts;
+  opts.nranks = kRanks;
+  opts.timeoutSeconds = 40;
+  opts.env = {{"TUTTI_CHECK_CALLS", "0"}, {"NCCL_DEBUG", "WARN"}};
+  MpResult r = runProcesses(opts, [&](const RankContext& ctx) {
+    ncclComm_t comm = nullptr;
+    if (ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) != ncclSuccess) return 10;
+    std::vector<float> buf(kCount * kRanks, 1.0f);
+    if (allReduce(comm, buf, kCount, ncclFloat32, ncclSum) != ncclSuccess) return 11;
+    const ncclResult_t res = allReduce(comm, buf, ctx.rank == 3 ? kCount - 1 : kCount, ncclFloat32, ncclSum);
+    const std::string text = ncclGetLastError(comm);
+    ncclCommAbort(comm);
+    setMessage("result " + std::to_string(res) + ": " + text);
+    return res == ncclSuccess ? 1 : 0;
+  });
+  logChildren(r);
+  EXPECT_FALSE(r.timedOut);
+  int named = 0, failed = 0;
+  for (const ChildResult& ch : r.children) {
+    failed += ch.ok();
+    if (std::regex_search(ch.message, std::regex("rank [0-9] sent [0-9]+ bytes .* where [0-9]+ bytes"))) ++named;
+  }
+  EXPECT_EQ(failed, kRanks) << "a rank completed the mismatched call";
+  EXPECT_GE(named, 1) << "no rank named the sender of the unexpected slot";
+}
+
 // With the option on and off, matching collectives and send/receive pairs give the right results.
 class Matching : public testing::TestWithParam<bool> {};
 
@@ -189,12 +218,17 @@ TEST_P(Matching, CallsWorkWithTheCheck) {
 INSTANTIATE_TEST_SUITE_P(Processes, Matching, testing::Values(false, true),
                          [](const testing::TestParamInfo<bool>& info) { return info.param ? "On" : "Off"; });
 
-enum class Via { kShm, kNet };
+// kShmChecked: with TUTTI_CHECK_CALLS=1 the waiting ranks time out in the call check instead of the data path.
+enum class Via { kShm, kNet, kShmChecked };
 
 EnvList viaEnv(Via via) {
   if (via == Via::kShm) return {};
+  if (via == Via::kShmChecked) return {{"TUTTI_CHECK_CALLS", "1"}};
   return {{"NCCL_SHM_DISABLE", "1"}, {"NCCL_P2P_DISABLE", "1"}, {"NCCL_SOCKET_IFNAME", "lo"}};
 }
+
+std::string viaName(Via via) { return via == Via::kShm ? "Shm" : via == Via::kNet ? "Net" : "ShmChecked"; }
+void PrintTo(Via via, std::ostream* os) { *os << viaName(via); }
 
 class TwoSkip : public testing::TestWithParam<Via> {};
 
@@ -228,7 +262,7 @@ TEST_P(TwoSkip, EveryWaitingRankNamesTheAbsentRanks) {
     ncclCommAbort(comm);
     setMessage("result " + std::to_string(res) + ": " + text);
     if (res != ncclTimeout) return 1;
-    if (text.find("AllReduce") == std::string::npos) return 2;
+    if (text.find(GetParam() == Via::kShmChecked ? "call check" : "AllReduce") == std::string::npos) return 2;
     if (!std::regex_search(text, std::regex("ranks 2,3 did not arrive at opCount 1 \\(ranks 0,1 did\\)"))) return 3;
     return 0;
   });
@@ -240,10 +274,8 @@ TEST_P(TwoSkip, EveryWaitingRankNamesTheAbsentRanks) {
   expectNoShmLeftovers(r);
 }
 
-INSTANTIATE_TEST_SUITE_P(Processes, TwoSkip, testing::Values(Via::kShm, Via::kNet),
-                         [](const testing::TestParamInfo<Via>& info) {
-                           return std::string(info.param == Via::kShm ? "Shm" : "Net");
-                         });
+INSTANTIATE_TEST_SUITE_P(Processes, TwoSkip, testing::Values(Via::kShm, Via::kNet, Via::kShmChecked),
+                         [](const testing::TestParamInfo<Via>& info) { return viaName(info.param); });
 
 // Rank 2 of 3 comes 3 s late to the second AllReduce with TUTTI_WAIT_WARN=1 and no timeout: each waiting rank
 // logs exactly one WARN naming itself, the operation, its opCount and a peer; everything completes.

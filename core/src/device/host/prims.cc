@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace tutti::host {
@@ -25,6 +26,16 @@ const char* proxiedSlot(const tuttiConnector_t& conn, int slot) {
   size_t stride = 0;
   for (size_t bytes : conn.buffSizes) stride = std::max(stride, bytes / TUTTI_STEPS);
   return static_cast<const char*>(conn.buffs[TUTTI_PROTO_SIMPLE]) + slot * stride;
+}
+
+// Names for messages; a value no sender writes (a corrupt or foreign slot) shows as its number.
+std::string protoText(int proto) {
+  switch (proto) {
+    case TUTTI_PROTO_LL: return "LL";
+    case TUTTI_PROTO_LL128: return "LL128";
+    case TUTTI_PROTO_SIMPLE: return "Simple";
+    default: return std::to_string(proto);
+  }
 }
 
 }  // namespace
@@ -148,11 +159,19 @@ ncclResult_t HostPrims::checkSize(const HostConn* c, size_t bytes) const {
   // A proxy records what arrived on the wire (LL / LL128 lines with their flags), protocol unknown.
   const bool proxied = (c->conn.flags & TUTTI_CONN_PROXIED) != 0;
   const size_t want = proxied ? lineWireBytes(proto_, bytes) : bytes;
-  if (got != static_cast<int64_t>(want) || (!proxied && proto != proto_)) {
+  if (proxied && got != static_cast<int64_t>(want)) {
+    TUTTI_FAIL(ncclInvalidUsage,
+               "rank {}: {} (opCount {}, channel {}): rank {} sent a {}-byte slot where {} bytes ({} bytes of data, "
+               "protocol {}) were expected (mismatched calls across ranks? TUTTI_CHECK_CALLS=1 names both calls)",
+               label_.rank, label_.opName, label_.opCount, label_.channel, c->peer, got, want, bytes,
+               protoText(proto_));
+  }
+  if (!proxied && (got != static_cast<int64_t>(want) || proto != proto_)) {
     TUTTI_FAIL(ncclInvalidUsage,
                "rank {}: {} (opCount {}, channel {}): rank {} sent {} bytes (protocol {}) where {} bytes (protocol {}) "
-               "were expected (mismatched calls across ranks?)",
-               label_.rank, label_.opName, label_.opCount, label_.channel, c->peer, got, proto, bytes, proto_);
+               "were expected (mismatched calls across ranks? TUTTI_CHECK_CALLS=1 names both calls)",
+               label_.rank, label_.opName, label_.opCount, label_.channel, c->peer, got, protoText(proto), bytes,
+               protoText(proto_));
   }
   return ncclSuccess;
 }
