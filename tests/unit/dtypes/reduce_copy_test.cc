@@ -95,7 +95,8 @@ void runCase(ncclDataType_t dt, const Case<T>& c, RedOpTable& table, std::mt1993
   for (int j = 0; j < c.nSrcs; ++j) {
     for (auto& v : in[j]) v = randomValue<T>(rng);
     srcs[j] = srcStore[j].data() + c.misalign;
-    std::memcpy(srcStore[j].data() + c.misalign, in[j].data(), c.count * sizeof(T));
+    // count 0: in[j].data() may be null, which memcpy must not get even for 0 bytes.
+    if (c.count > 0) std::memcpy(srcStore[j].data() + c.misalign, in[j].data(), c.count * sizeof(T));
   }
   for (int d = 0; d < c.nDsts; ++d) dsts[d] = dstStore[d].data() + c.misalign;
   if (c.inPlace) dsts[0] = const_cast<void*>(srcs[0]);
