@@ -61,7 +61,8 @@ size_t drawCount(Rng& rng, size_t maxCount) {
 
 std::unique_ptr<itest::RankCase> drawCase(Rng& rng, const DrawLimits& limits, uint32_t dataSeedXor) {
   const int n = limits.nranks;
-  const size_t pick = rng.below(kKinds);
+  const size_t drawn = rng.below(kKinds);
+  const size_t pick = limits.only >= 0 ? static_cast<size_t>(limits.only) : drawn;
   if (pick == std::size(kSoakColls)) {
     itest::P2pSpec s;
     constexpr itest::P2pPattern kPatterns[] = {itest::P2pPattern::kRingShift, itest::P2pPattern::kAllToAll,
@@ -105,6 +106,16 @@ std::unique_ptr<itest::RankCase> drawCase(Rng& rng, const DrawLimits& limits, ui
 }
 
 }  // namespace
+
+const std::vector<std::string>& operationNames() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (Coll c : kSoakColls) v.push_back(itest::collName(c));
+    v.push_back("SendRecv");
+    return v;
+  }();
+  return names;
+}
 
 IterationDraw drawIteration(uint64_t seed, long iteration, const DrawLimits& limits, uint32_t dataSeedXor) {
   Rng mixer(seed);

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "harness.h"
 
@@ -19,7 +20,13 @@ struct DrawLimits {
   int nranks = 4;
   // Largest buffer one rank passes to one call, in bytes (AllGather's recvbuff, Scatter's sendbuff, ...).
   size_t maxBytes = size_t{4} << 20;
+  // Restricts every draw to one operation (an index into operationNames()); -1 draws from all of them.
+  int only = -1;
 };
+
+// The operations drawn, equally likely: "AllReduce", ..., "Scatter", "SendRecv" (ncclBcast is drawn as a
+// quarter of the Broadcasts).
+const std::vector<std::string>& operationNames();
 
 // One iteration: one operation, or (about one in eight) two inside one ncclGroupStart/End.
 struct IterationDraw {

@@ -39,11 +39,13 @@ void usage(const char* argv0) {
       stderr,
       "usage: %s [--iters N] [--procs P] [--seed S] [--transport shm|net] [--max-bytes B]\n"
       "          [--warmup N] [--rss-bound-mib M] [--stall-seconds T] [--timeout T]\n"
-      "          [--log-every N] [--status-every N] [--describe FIRST[-LAST]]\n"
+      "          [--log-every N] [--status-every N] [--describe FIRST[-LAST]] [--only OPERATION]\n"
       "          [--inject corrupt|hang:RANK:ITER]   (self-test: the run must then fail)\n"
       "  defaults: --iters 10000 --procs 4 --seed 1 --transport shm --max-bytes 4194304 --warmup 200\n"
       "            --rss-bound-mib 8 --stall-seconds 120 --log-every 1000 --status-every 100\n"
-      "  --describe prints what iterations FIRST..LAST run (same seed/procs/max-bytes) and exits\n",
+      "  --describe prints what iterations FIRST..LAST run (same seed/procs/max-bytes/only) and exits\n"
+      "  --only runs one operation every iteration: AllReduce AllGather ReduceScatter Broadcast Reduce\n"
+      "         AlltoAll Gather Scatter SendRecv\n",
       argv0);
 }
 
@@ -116,6 +118,17 @@ bool parseArgs(int argc, char** argv, Args* a) {
       }
       o.transport = val;
       ++i;
+    } else if (flag == "--only") {
+      const std::vector<std::string>& names = operationNames();
+      const auto found = std::find(names.begin(), names.end(), val ? val : "");
+      if (found == names.end()) {
+        std::string all;
+        for (const std::string& n : names) all += " " + n;
+        std::fprintf(stderr, "%s: --only takes one of%s; got '%s'\n", argv[0], all.c_str(), val ? val : "");
+        return false;
+      }
+      o.only = static_cast<int>(found - names.begin());
+      ++i;
     } else if (flag == "--describe") {
       std::string range = val ? val : "";
       const size_t dash = range.find('-');
@@ -156,7 +169,7 @@ bool parseArgs(int argc, char** argv, Args* a) {
 }
 
 std::string drawLabel(const SoakOptions& o, long iter) {
-  return drawIteration(o.seed, iter, DrawLimits{o.procs, o.maxBytes}).label;
+  return drawIteration(o.seed, iter, DrawLimits{o.procs, o.maxBytes, o.only}).label;
 }
 
 // Watches the board while the ranks run: stops every rank when one reports a failed call (after a grace

@@ -89,7 +89,7 @@ int runSoakRank(const itest::RankContext& ctx, const SoakOptions& o, SoakBoard* 
   ncclResult_t r = ncclCommInitRank(&comm, n, ctx.id, rank);
   if (r != ncclSuccess) return callFailed(o, board, rank, -1, "ncclCommInitRank", r, nullptr);
 
-  const DrawLimits limits{n, o.maxBytes};
+  const DrawLimits limits{n, o.maxBytes, o.only};
   const long warmup = effectiveWarmup(o);
   std::vector<int64_t> status(kStatusFields);
   std::vector<int64_t> all(static_cast<size_t>(kStatusFields) * n);
@@ -135,7 +135,7 @@ int runSoakRank(const itest::RankContext& ctx, const SoakOptions& o, SoakBoard* 
     char detail[256];
     std::snprintf(
         detail, sizeof detail,
-        "  rank %d iter %ld: rss %.2f MiB (anon %.2f, shmem %.2f, file %.2f; data %.1f) fds %" PRId64
+        "  rank %d iter %ld: rss %.2f MiB (anon %.3f, shmem %.2f, file %.2f; data %.1f) fds %" PRId64
         " mismatches %ld",
         rank, done, mib(last.rssBytes), mib(last.anonBytes), mib(last.shmemBytes), mib(last.fileBytes),
         mib(last.dataBytes), last.fds, mismatches);

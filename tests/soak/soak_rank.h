@@ -18,6 +18,7 @@ struct SoakOptions {
   uint64_t seed = 1;
   std::string transport = "shm";  // "shm" (default config) or "net" (shm and p2p disabled, loopback)
   size_t maxBytes = size_t{4} << 20;
+  int only = -1;           // --only NAME: every iteration runs that operation (index into operationNames())
   long warmup = 200;       // the first resource sample is taken after this many iterations
   long statusEvery = 100;  // ranks exchange status (and may stop together) every this many iterations
   long logEvery = 1000;    // rank 0 prints a summary line every this many iterations
