@@ -81,7 +81,8 @@ inline const char* handleProblem(const Handle& h) {
   if (port == 0) return "no address family or port";
   if (h.nSocks > static_cast<uint32_t>(kMaxSockets) || h.nThreads > static_cast<uint32_t>(kMaxThreads))
     return "socket or thread count above the limit";
-  if (h.nSocks > 0 && (h.nThreads == 0 || h.nSocks < h.nThreads)) return "socket and thread counts do not fit";
+  if (h.nSocks > 0 && (h.nThreads == 0 || h.nSocks < h.nThreads))
+    return "socket and thread counts do not fit";
   return nullptr;
 }
 

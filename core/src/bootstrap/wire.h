@@ -83,7 +83,9 @@ enum MsgKind : uint32_t {
 // ---- Validation of what arrives from a socket. Pure functions: the root, the mailbox and the rank's
 // create() call them, and tests/fuzz drives them with arbitrary bytes.
 
-inline bool validFamily(const SocketAddress& a) { return a.sa.sa_family == AF_INET || a.sa.sa_family == AF_INET6; }
+inline bool validFamily(const SocketAddress& a) {
+  return a.sa.sa_family == AF_INET || a.sa.sa_family == AF_INET6;
+}
 
 // What the root does with a complete RootHello.
 enum class HelloVerdict {
@@ -93,13 +95,15 @@ enum class HelloVerdict {
 };
 // `knownNRanks` is the nRanks taken from the first hello that was not dropped (0 before any). `why` is
 // set unless the verdict is kAccept. Whether the rank already joined is the caller's state to check.
-inline HelloVerdict checkRootHello(const RootHello& h, uint64_t magic, uint32_t knownNRanks, std::string* why) {
+inline HelloVerdict checkRootHello(const RootHello& h, uint64_t magic, uint32_t knownNRanks,
+                                   std::string* why) {
   if (h.magic != magic) {
     *why = "wrong magic (not a rank of this unique id)";
     return HelloVerdict::kDrop;
   }
   if (!validFamily(h.listen) || h.nRanks == 0 || h.nRanks > uint32_t(kMaxRanks)) {
-    *why = fmt::format("malformed hello (nRanks {}, address family {})", h.nRanks, int(h.listen.sa.sa_family));
+    *why = fmt::format("malformed hello (nRanks {}, address family {})", h.nRanks,
+                       int(h.listen.sa.sa_family));
     return HelloVerdict::kDrop;
   }
   if (knownNRanks != 0 && h.nRanks != knownNRanks) {
@@ -159,7 +163,8 @@ inline std::string decodeRootReply(const void* data, size_t bytes, DecodedRootRe
   if (reply.result != ncclSuccess) {
     size_t textBytes = std::min<size_t>({reply.textBytes, bytes - sizeof(reply), size_t(kMaxReplyText)});
     d.text.assign(static_cast<const char*>(data) + sizeof(reply), textBytes);
-    d.result = reply.result > 0 && reply.result < ncclNumResults ? ncclResult_t(reply.result) : ncclRemoteError;
+    const bool known = reply.result > 0 && reply.result < ncclNumResults;
+    d.result = known ? ncclResult_t(reply.result) : ncclRemoteError;
   } else {
     if (!validFamily(reply.next)) return "bootstrap: malformed reply from the root";
     d.next = reply.next;

@@ -42,7 +42,8 @@ TEST(BootstrapWire, ConnectionHelloNamesTheSender) {
   int peer = kPeerUnknown;
   EXPECT_EQ(checkMsgHeader(MsgHeader{kMagic, 3, kHello, 0, 0, 0}, kMagic, 4, kPeerUnknown, &peer), "");
   EXPECT_EQ(peer, 3);
-  EXPECT_EQ(checkMsgHeader(MsgHeader{kMagic, kRootRank, kHello, 0, 0, 0}, kMagic, 4, kPeerUnknown, &peer), "");
+  EXPECT_EQ(checkMsgHeader(MsgHeader{kMagic, kRootRank, kHello, 0, 0, 0}, kMagic, 4, kPeerUnknown, &peer),
+            "");
   EXPECT_EQ(peer, kPeerRoot);
   peer = kPeerUnknown;
   EXPECT_EQ(checkMsgHeader(MsgHeader{kMagic, 4, kHello, 0, 0, 0}, kMagic, 4, kPeerUnknown, &peer),
@@ -58,16 +59,22 @@ TEST(BootstrapWire, MessageHeaderBounds) {
   int unused = 0;
   EXPECT_EQ(checkMsgHeader(MsgHeader{kMagic, 2, kUser, 7, 0, 64}, kMagic, 4, 2, &unused), "");
   EXPECT_EQ(checkMsgHeader(MsgHeader{kMagic, 2, kUser, 7, 0, kMaxMessageBytes}, kMagic, 4, 2, &unused), "");
-  EXPECT_NE(checkMsgHeader(MsgHeader{kMagic, 2, kUser, 7, 0, kMaxMessageBytes + 1}, kMagic, 4, 2, &unused), "");
-  EXPECT_NE(checkMsgHeader(MsgHeader{kMagic, 1, kUser, 7, 0, 64}, kMagic, 4, 2, &unused), "");  // another rank
-  EXPECT_NE(checkMsgHeader(MsgHeader{kMagic, 2, kHello, 0, 0, 0}, kMagic, 4, 2, &unused), "");  // second hello
+  EXPECT_NE(checkMsgHeader(MsgHeader{kMagic, 2, kUser, 7, 0, kMaxMessageBytes + 1}, kMagic, 4, 2, &unused),
+            "");
+  EXPECT_NE(checkMsgHeader(MsgHeader{kMagic, 1, kUser, 7, 0, 64}, kMagic, 4, 2, &unused),
+            "");  // another rank
+  EXPECT_NE(checkMsgHeader(MsgHeader{kMagic, 2, kHello, 0, 0, 0}, kMagic, 4, 2, &unused),
+            "");  // second hello
   EXPECT_NE(checkMsgHeader(MsgHeader{kMagic, 2, kMaxKind + 1, 0, 0, 0}, kMagic, 4, 2, &unused), "");
   EXPECT_EQ(checkMsgHeader(MsgHeader{kMagic + 1, 2, kUser, 0, 0, 0}, kMagic, 4, 2, &unused), "wrong magic");
   // The root sends only its reply, bounded by the text limit; a rank never sends one.
   const uint64_t replyMax = sizeof(RootReply) + kMaxReplyText;
-  EXPECT_EQ(checkMsgHeader(MsgHeader{kMagic, kRootRank, kRootReply, 0, 0, replyMax}, kMagic, 4, kPeerRoot, &unused), "");
+  EXPECT_EQ(
+      checkMsgHeader(MsgHeader{kMagic, kRootRank, kRootReply, 0, 0, replyMax}, kMagic, 4, kPeerRoot, &unused),
+      "");
   EXPECT_NE(checkMsgHeader(MsgHeader{kMagic, kRootRank, kRootReply, 0, 0, replyMax + 1}, kMagic, 4, kPeerRoot,
-                           &unused), "");
+                           &unused),
+            "");
   EXPECT_NE(checkMsgHeader(MsgHeader{kMagic, kRootRank, kUser, 0, 0, 8}, kMagic, 4, kPeerRoot, &unused), "");
   EXPECT_NE(checkMsgHeader(MsgHeader{kMagic, 2, kRootReply, 0, 0, 40}, kMagic, 4, 2, &unused), "");
 }

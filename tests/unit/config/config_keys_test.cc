@@ -2,12 +2,12 @@
 // yaml-cpp's iterator (stack-use-after-scope under ASan, found by tests/fuzz/fuzz_config on the built-in
 // default itself); these parses go through that path at every level, so an ASan build of this test
 // (scripts/sanitize.sh or the fuzz build) catches a return of it.
-#include "plugin/config.h"
-#include "util/check.h"
-
 #include <gtest/gtest.h>
 
 #include <string>
+
+#include "plugin/config.h"
+#include "util/check.h"
 
 namespace tutti {
 namespace {
@@ -27,7 +27,8 @@ TEST(ConfigKeys, EveryLevelIsChecked) {
 TEST(ConfigKeys, NonScalarKeyIsAnErrorWithItsPosition) {
   Config c;
   EXPECT_EQ(configParse("version: 1\n[a, b]: 2\n", "keys.yaml", &c), ncclInvalidUsage);
-  EXPECT_NE(std::string(lastErrorText()).find("keys.yaml:2:1: the top level keys must be words"), std::string::npos)
+  EXPECT_NE(std::string(lastErrorText()).find("keys.yaml:2:1: the top level keys must be words"),
+            std::string::npos)
       << lastErrorText();
   EXPECT_EQ(configParse("plugins:\n  net:\n    - {name: x, {a: 1}: 2}\n", "keys.yaml", &c), ncclInvalidUsage);
   EXPECT_NE(std::string(lastErrorText()).find("keys.yaml:3:"), std::string::npos) << lastErrorText();

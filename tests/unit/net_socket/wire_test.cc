@@ -2,9 +2,8 @@
 // arbitrary input). Includes the regression for a chunk count that wrapped around 2^64.
 #include "wire.h"
 
-#include <gtest/gtest.h>
-
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 
 #include <cstdint>
 
