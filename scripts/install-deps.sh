@@ -6,7 +6,8 @@ pkgs=(build-essential cmake pkg-config git
       libgtest-dev libgmock-dev
       libibverbs-dev rdma-core
       iproute2 python3
-      gnuplot-nox)  # benchmarks/plot.sh
+      gnuplot-nox  # benchmarks/plot.sh
+      clang libclang-rt-14-dev)  # scripts/fuzz.sh (libFuzzer)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
