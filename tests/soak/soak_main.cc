@@ -3,10 +3,10 @@
 // Every iteration all ranks draw the same operation(s) from (seed, iteration) (soak_draw.h) and check
 // every output element. Each rank samples its RSS, committed memory (VmData) and open fds after the
 // warm-up and at every status checkpoint. The run fails on a wrong result or a failed call; on fds grown
-// after the warm-up or still open after ncclCommDestroy; on RSS growth over the second half of the run,
-// or VmData growth after the warm-up, beyond --rss-bound-mib; on /dev/shm segments left behind; on a
-// connection not carried by the requested transport; and when no rank finishes an iteration for
-// --stall-seconds (the ranks are then killed and the iteration each one was in is printed).
+// after the warm-up or still open after ncclCommDestroy; on RSS or VmData growth over the second half of
+// the run beyond --rss-bound-mib; on /dev/shm segments left behind; on a connection not carried by the
+// requested transport; and when no rank finishes an iteration for --stall-seconds (the ranks are then
+// killed and the iteration each one was in is printed).
 // Exit status: 0 pass, 1 fail, 2 bad arguments.
 #include <signal.h>
 #include <sys/mman.h>
@@ -326,12 +326,13 @@ int main(int argc, char** argv) {
     if (!parsed) continue;
     std::printf(
         "rank %d: rss %s -> %s -> %s MiB (warm-up, middle, end; private %s -> %s, shmem %s -> %s), "
-        "committed %s -> %s MiB, fds %" PRId64 " -> %" PRId64 ", %" PRId64 " iterations, %" PRId64
-        " mismatches\n",
+        "committed %s -> %s -> %s MiB, fds %" PRId64 " -> %" PRId64 ", threads %" PRId64 " -> %" PRId64
+        ", %" PRId64 " iterations, %" PRId64 " mismatches\n",
         c.rank, mibString(s.rssStart).c_str(), mibString(s.rssMid).c_str(), mibString(s.rssEnd).c_str(),
         mibString(s.privStart).c_str(), mibString(s.privEnd).c_str(), mibString(s.shmemStart).c_str(),
-        mibString(s.shmemEnd).c_str(), mibString(s.dataStart).c_str(), mibString(s.dataEnd).c_str(),
-        s.fdsStart, s.fdsEnd, s.done, s.mismatches);
+        mibString(s.shmemEnd).c_str(), mibString(s.dataStart).c_str(), mibString(s.dataMid).c_str(),
+        mibString(s.dataEnd).c_str(), s.fdsStart, s.fdsEnd, s.threadsStart, s.threadsEnd, s.done,
+        s.mismatches);
     const std::string r = "rank " + std::to_string(c.rank);
     if (s.rssStart < 0 || s.rssMid < 0 || s.fdsStart < 0) {
       if (s.done == o.iters) problems.push_back(r + ": no resource sample after the warm-up");
@@ -340,14 +341,15 @@ int main(int argc, char** argv) {
         problems.push_back(r + ": open fds grew from " + std::to_string(s.fdsStart) + " to " +
                            std::to_string(s.fdsEnd));
       // Resident memory first grows as FIFO pages mapped at connect time are touched by their first large
-      // enough message, then levels off; a leak keeps growing. So RSS is bounded over the second half of
-      // the run, and committed memory (which first touches do not change) from the warm-up on.
+      // enough message, and committed memory as lazily made resources (a thread and its stack, a
+      // buffer) appear on the first call that needs them; both then level off, while a leak keeps
+      // growing with the calls. So both are bounded over the second half of the run.
       if (s.rssEnd - s.rssMid > bound)
         problems.push_back(r + ": RSS grew by " + mibString(s.rssEnd - s.rssMid) +
                            " MiB over the second half of the run (bound " + mibString(bound) + ")");
-      if (s.dataEnd - s.dataStart > bound)
-        problems.push_back(r + ": committed memory (VmData) grew by " + mibString(s.dataEnd - s.dataStart) +
-                           " MiB after the warm-up (bound " + mibString(bound) + ")");
+      if (s.dataEnd - s.dataMid > bound)
+        problems.push_back(r + ": committed memory (VmData) grew by " + mibString(s.dataEnd - s.dataMid) +
+                           " MiB over the second half of the run (bound " + mibString(bound) + ")");
     }
     if (s.fdsLeaked > 0)
       problems.push_back(r + ": " + std::to_string(s.fdsLeaked) + " fds still open after ncclCommDestroy");

@@ -136,9 +136,9 @@ int runSoakRank(const itest::RankContext& ctx, const SoakOptions& o, SoakBoard* 
     std::snprintf(
         detail, sizeof detail,
         "  rank %d iter %ld: rss %.2f MiB (anon %.3f, shmem %.2f, file %.2f; data %.1f) fds %" PRId64
-        " mismatches %ld",
+        " threads %" PRId64 " mismatches %ld",
         rank, done, mib(last.rssBytes), mib(last.anonBytes), mib(last.shmemBytes), mib(last.fileBytes),
-        mib(last.dataBytes), last.fds, mismatches);
+        mib(last.dataBytes), last.fds, last.threads, mismatches);
     std::printf("%s\n", detail);
     if (done % o.logEvery == 0 || done == o.iters || done == warmup) emitLine(board, detail);
     status[kDone] = done;
@@ -194,7 +194,10 @@ int runSoakRank(const itest::RankContext& ctx, const SoakOptions& o, SoakBoard* 
   s.shmemEnd = last.shmemBytes;
   s.rssMid = mid.rssBytes;
   s.dataStart = start.dataBytes;
+  s.dataMid = mid.dataBytes;
   s.dataEnd = last.dataBytes;
+  s.threadsStart = start.threads;
+  s.threadsEnd = last.threads;
   s.fdsStart = start.fds;
   s.fdsEnd = last.fds;
   s.fdsLeaked = leaked;
@@ -214,7 +217,8 @@ constexpr std::pair<const char*, int64_t RankSummary::*> kSummaryFields[] = {
     {"priv_start", &RankSummary::privStart},   {"priv_end", &RankSummary::privEnd},
     {"shmem_start", &RankSummary::shmemStart}, {"shmem_end", &RankSummary::shmemEnd},
     {"rss_mid", &RankSummary::rssMid},         {"data_start", &RankSummary::dataStart},
-    {"data_end", &RankSummary::dataEnd},       {"fds_start", &RankSummary::fdsStart},
+    {"data_mid", &RankSummary::dataMid},       {"data_end", &RankSummary::dataEnd},
+    {"threads_start", &RankSummary::threadsStart}, {"threads_end", &RankSummary::threadsEnd},       {"fds_start", &RankSummary::fdsStart},
     {"fds_end", &RankSummary::fdsEnd},         {"fds_leaked", &RankSummary::fdsLeaked},
     {"mismatches", &RankSummary::mismatches},  {"done", &RankSummary::done}};
 }  // namespace

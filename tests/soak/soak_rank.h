@@ -60,7 +60,8 @@ struct RankSummary {
   int64_t privStart = -1, privEnd = -1;  // private part: anonymous + file-backed pages
   int64_t shmemStart = -1, shmemEnd = -1;
   int64_t rssMid = -1;  // at the checkpoint nearest the middle of the run (after the warm-up)
-  int64_t dataStart = -1, dataEnd = -1;  // VmData
+  int64_t dataStart = -1, dataMid = -1, dataEnd = -1;  // VmData
+  int64_t threadsStart = -1, threadsEnd = -1;
   int64_t fdsStart = -1, fdsEnd = -1;
   int64_t fdsLeaked = -1;  // descriptors opened since before ncclCommInitRank and still open after destroy
   int64_t mismatches = -1;

@@ -27,6 +27,7 @@ ResourceSample sampleResources() {
       if (std::sscanf(line, "RssShmem: %lld kB", &kib) == 1) s.shmemBytes = kib << 10;
       if (std::sscanf(line, "RssFile: %lld kB", &kib) == 1) s.fileBytes = kib << 10;
       if (std::sscanf(line, "VmData: %lld kB", &kib) == 1) s.dataBytes = kib << 10;
+      if (std::sscanf(line, "Threads: %lld", &kib) == 1) s.threads = kib;
     }
     std::fclose(f);
   }

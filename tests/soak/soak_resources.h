@@ -18,6 +18,7 @@ struct ResourceSample {
   // VmData: committed private writable memory (heap arenas, private mappings), resident or not. A heap or
   // mapping leak grows it; the first touch of an already mapped buffer does not.
   int64_t dataBytes = -1;
+  int64_t threads = -1;  // a new thread shows in VmData too (its stack), so report it beside
 };
 
 // Returns free heap to the system first (malloc_trim), so the sample measures memory still in use
