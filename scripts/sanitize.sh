@@ -60,6 +60,10 @@ configure_and_build() {
 # --- AddressSanitizer + UBSan + LeakSanitizer ------------------------------------------------------------
 # The whole suite but:
 asan_skip=(
+  '@|forced algorithm/protocol repeats of the matrices (name@ring_LL, ...): the same code paths as the
+                                     base matrices, which run; the normal build runs every variant'
+  '^perf_|perf-tool sweeps: the collectives of the Threads/ and Processes/ matrices, timed; the normal build
+                                     runs them'
   '^multiproc\.netns\.|network-namespace nodes: the net/shm paths of the Processes/ matrix (which runs), minutes more'
   '^plugin_check_tuner_hang$|waits out a deliberately hung plugin (17 s+): it checks the guard, not memory'
   '^plugin_check_tuner_crash$|the plugin stores through NULL on purpose: UBSan/ASan report it (exit 1) before
@@ -90,6 +94,7 @@ tsan_skip=(
   'Processes/|ranks as forked processes: each process is single-threaded per rank; the thread suites cover it'
   '^multiproc\.|network-namespace nodes: forked processes, as above'
   '^perf_|perf-tool sweeps: the same collectives as the Threads/ matrix, slower under TSan'
+  '@|forced algorithm/protocol repeats of the matrices: same synchronisation as the base matrices'
   '^plugin_check_|label plugins: tutti-plugin-check forks a worker per check; run under ASan'
   '^sdk_examples_out_of_tree$|builds uninstrumented examples out of tree; run under ASan'
   '^profiler_trace\.e2e_procs$|forked ranks; the threads variant runs'
