@@ -8,9 +8,12 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <unordered_set>
 #include <vector>
 
 using namespace tutti;
@@ -144,6 +147,7 @@ NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* 
 
 NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
   return apiGuard("ncclCommFinalize", [&]() -> ncclResult_t {
+    if (comm == nullptr) return ncclSuccess;  // as NCCL
     TUTTI_CHECK(checkInitialized(comm, "ncclCommFinalize"));
     if (comm->state.load() == CommState::Revoked)
       TUTTI_FAIL(ncclInvalidUsage, "ncclCommFinalize: rank {}: the communicator was revoked; destroy it instead",
@@ -265,14 +269,23 @@ NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, i
 }
 
 NCCL_API(ncclResult_t, ncclCommGetUniqueId, ncclComm_t comm, ncclUniqueId* uniqueId) {
-  (void)comm, (void)uniqueId;
-  return notSupported("ncclCommGetUniqueId", "growing communicators is not implemented yet");
+  return apiGuard("ncclCommGetUniqueId", [&]() -> ncclResult_t {
+    TUTTI_CHECK(checkInitialized(comm, "ncclCommGetUniqueId"));
+    TUTTI_CHECK(argCheckPtr(uniqueId, "uniqueId", "ncclCommGetUniqueId"));
+    return notSupported("ncclCommGetUniqueId", "growing communicators is not implemented yet");
+  });
 }
 
 NCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
          ncclComm_t* newcomm, ncclConfig_t* config) {
-  (void)comm, (void)nRanks, (void)uniqueId, (void)rank, (void)newcomm, (void)config;
-  return notSupported("ncclCommGrow", "growing communicators is not implemented yet");
+  (void)uniqueId, (void)rank, (void)config;
+  return apiGuard("ncclCommGrow", [&]() -> ncclResult_t {
+    // comm is NULL on the ranks that join; when set it must be a live communicator.
+    if (comm != nullptr) TUTTI_CHECK(checkInitialized(comm, "ncclCommGrow"));
+    TUTTI_CHECK(argCheckPtr(newcomm, "newcomm", "ncclCommGrow"));
+    if (nRanks <= 0) TUTTI_FAIL(ncclInvalidArgument, "ncclCommGrow: nRanks {} must be positive", nRanks);
+    return notSupported("ncclCommGrow", "growing communicators is not implemented yet");
+  });
 }
 
 NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
@@ -412,35 +425,62 @@ NCCL_API(ncclResult_t, ncclCommMemStats, ncclComm_t comm, ncclCommMemStat_t stat
 
 NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
          int winFlags) {
-  (void)comm, (void)buff, (void)size, (void)win, (void)winFlags;
-  return notSupported("ncclCommWindowRegister", "one-sided windows are not implemented yet");
+  (void)buff, (void)size, (void)winFlags;
+  return apiGuard("ncclCommWindowRegister", [&]() -> ncclResult_t {
+    TUTTI_CHECK(checkInitialized(comm, "ncclCommWindowRegister"));
+    TUTTI_CHECK(argCheckPtr(win, "win", "ncclCommWindowRegister"));
+    return notSupported("ncclCommWindowRegister", "one-sided windows are not implemented yet");
+  });
 }
 
 NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win) {
-  (void)comm, (void)win;
-  return notSupported("ncclCommWindowDeregister", "one-sided windows are not implemented yet");
+  (void)win;
+  return apiGuard("ncclCommWindowDeregister", [&]() -> ncclResult_t {
+    TUTTI_CHECK(checkInitialized(comm, "ncclCommWindowDeregister"));
+    return notSupported("ncclCommWindowDeregister", "one-sided windows are not implemented yet");
+  });
 }
 
 NCCL_API(ncclResult_t, ncclWinGetUserPtr, ncclComm_t comm, ncclWindow_t win, void** outUserPtr) {
-  (void)comm, (void)win, (void)outUserPtr;
-  return notSupported("ncclWinGetUserPtr", "one-sided windows are not implemented yet");
+  (void)win;
+  return apiGuard("ncclWinGetUserPtr", [&]() -> ncclResult_t {
+    TUTTI_CHECK(checkInitialized(comm, "ncclWinGetUserPtr"));
+    TUTTI_CHECK(argCheckPtr(outUserPtr, "outUserPtr", "ncclWinGetUserPtr"));
+    return notSupported("ncclWinGetUserPtr", "one-sided windows are not implemented yet");
+  });
 }
 
-// On the host backend "device" memory is host memory.
+// On the host backend "device" memory is host memory. Blocks are remembered so ncclMemFree refuses a pointer
+// it did not hand out instead of passing it to free().
+static std::mutex gMemMutex;
+static std::unordered_set<void*> gMemBlocks;
+
 NCCL_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
   return apiGuard("ncclMemAlloc", [&]() -> ncclResult_t {
     TUTTI_CHECK(argCheckPtr(ptr, "ptr", "ncclMemAlloc"));
     if (size == 0) TUTTI_FAIL(ncclInvalidArgument, "ncclMemAlloc: size is 0");
+    if (size > SIZE_MAX - 4095) TUTTI_FAIL(ncclInvalidArgument, "ncclMemAlloc: size {} is too large", size);
     void* p = std::aligned_alloc(4096, (size + 4095) & ~size_t{4095});
     if (!p) TUTTI_FAIL(ncclSystemError, "ncclMemAlloc: cannot allocate {} bytes", size);
+    std::lock_guard<std::mutex> lock(gMemMutex);
+    gMemBlocks.insert(p);
     *ptr = p;
     return ncclSuccess;
   });
 }
 
 NCCL_API(ncclResult_t, ncclMemFree, void* ptr) {
-  std::free(ptr);
-  return ncclSuccess;
+  return apiGuard("ncclMemFree", [&]() -> ncclResult_t {
+    if (ptr == nullptr) return ncclSuccess;
+    {
+      std::lock_guard<std::mutex> lock(gMemMutex);
+      if (gMemBlocks.erase(ptr) == 0)
+        TUTTI_FAIL(ncclInvalidArgument, "ncclMemFree: ptr {} was not returned by ncclMemAlloc (or was freed already)",
+                   ptr);
+    }
+    std::free(ptr);
+    return ncclSuccess;
+  });
 }
 
 NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,

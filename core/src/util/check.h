@@ -16,18 +16,18 @@ const char* lastErrorText();
 void clearLastError();
 // Puts back a text saved from lastErrorText() (no log line).
 void restoreLastError(const std::string& text);
+// While > 0 on a thread, its errors are logged but not recorded for ncclGetLastError (LastErrorKeeper).
+void quietErrors(int delta);
 
 // Keeps ncclGetLastError's text across best-effort work whose own failures are only consequences of the
-// error being reported (e.g. telling a dead peer why we abort).
+// error being reported (e.g. telling a dead peer why we abort): errors of this thread in the scope are
+// logged, never recorded. (Saving and restoring the text instead would race with other threads' errors.)
 class LastErrorKeeper {
  public:
-  LastErrorKeeper() : saved_(lastErrorText()) {}
-  ~LastErrorKeeper() { restoreLastError(saved_); }
+  LastErrorKeeper() { quietErrors(+1); }
+  ~LastErrorKeeper() { quietErrors(-1); }
   LastErrorKeeper(const LastErrorKeeper&) = delete;
   LastErrorKeeper& operator=(const LastErrorKeeper&) = delete;
-
- private:
-  std::string saved_;
 };
 
 }  // namespace tutti

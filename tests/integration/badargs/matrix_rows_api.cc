@@ -13,36 +13,6 @@ using Ctx = MatrixCtx;
 using CallFn = std::function<ncclResult_t(Ctx&)>;
 using CommFn = std::function<ncclComm_t(Ctx&)>;
 
-// Known gaps, each in core/src/api/comm_api.cc: the row states NCCL's behaviour and is skipped with this
-// reason until the entry point is fixed (then delete the line here).
-constexpr const char* kGapNotSupportedFirst =
-    "comm_api.cc answers ncclInvalidUsage (not supported) before checking the communicator";
-const struct {
-  const char* row;
-  const char* why;
-} kKnownGaps[] = {
-    {"CommFinalize_NullComm", "comm_api.cc returns ncclInvalidArgument; NCCL treats NULL as a no-op (ncclSuccess)"},
-    {"CommRevoke_NullComm", "comm_api.cc returns ncclSuccess; NCCL checks the pointer (ncclInvalidArgument)"},
-    {"CommGetUniqueId_NullComm", kGapNotSupportedFirst},
-    {"CommGetUniqueId_GarbageComm", kGapNotSupportedFirst},
-    {"CommGetUniqueId_DestroyedComm", kGapNotSupportedFirst},
-    {"CommGrow_NullComm", kGapNotSupportedFirst},
-    {"CommGrow_GarbageComm", kGapNotSupportedFirst},
-    {"CommGrow_DestroyedComm", kGapNotSupportedFirst},
-    {"CommWindowRegister_NullComm", kGapNotSupportedFirst},
-    {"CommWindowRegister_GarbageComm", kGapNotSupportedFirst},
-    {"CommWindowRegister_DestroyedComm", kGapNotSupportedFirst},
-    {"CommWindowDeregister_NullComm", kGapNotSupportedFirst},
-    {"CommWindowDeregister_GarbageComm", kGapNotSupportedFirst},
-    {"CommWindowDeregister_DestroyedComm", kGapNotSupportedFirst},
-    {"WinGetUserPtr_NullComm", kGapNotSupportedFirst},
-    {"WinGetUserPtr_GarbageComm", kGapNotSupportedFirst},
-    {"WinGetUserPtr_DestroyedComm", kGapNotSupportedFirst},
-    {"MemAlloc_SizeOverflow", "comm_api.cc rounds size up to 4 KiB without an overflow check: SIZE_MAX - 100 "
-                              "wraps to 0 and ncclMemAlloc succeeds with a tiny block"},
-    {"MemFree_NotFromMemAlloc", "comm_api.cc passes any pointer to free(); it needs a table of ncclMemAlloc blocks"},
-};
-
 struct Builder {
   std::vector<MatrixRow>& rows;
 
@@ -162,7 +132,9 @@ void addLifetimeRows(Builder& b) {
              ncclSuccess);
   b.badComms("CommAbort", "ncclCommAbort", [](Ctx&, ncclComm_t c) { return ncclCommAbort(c); }, nullptr,
              ncclSuccess);
-  b.badComms("CommRevoke", "ncclCommRevoke", [](Ctx&, ncclComm_t c) { return ncclCommRevoke(c, 0); });
+  // NCCL: revoking NULL is a no-op that succeeds too.
+  b.badComms("CommRevoke", "ncclCommRevoke", [](Ctx&, ncclComm_t c) { return ncclCommRevoke(c, 0); }, nullptr,
+             ncclSuccess);
   b.badComms("CommSplit", "ncclCommSplit", [](Ctx&, ncclComm_t c) {
     ncclComm_t child = nullptr;
     return ncclCommSplit(c, 0, 0, &child, nullptr);
@@ -192,7 +164,7 @@ void addLifetimeRows(Builder& b) {
     ncclComm_t child = nullptr;
     ncclUniqueId id = freshId();
     return ncclCommGrow(c, 3, &id, -1, &child, nullptr);
-  });
+  }, nullptr, ncclInvalidUsage);  // NULL: a joining rank, which reaches "not supported" (growing is not implemented)
 }
 
 void addQueryRows(Builder& b) {
@@ -419,9 +391,6 @@ void addApiRows(std::vector<MatrixRow>& rows) {
   addSignalRows(b);
   addGroupAndMiscRows(b);
   addStreamRows(b);
-  for (const auto& gap : kKnownGaps)
-    for (MatrixRow& r : rows)
-      if (r.name == gap.row) r.gap = gap.why;
 }
 
 std::vector<const char*> matrixEntryPoints() {
