@@ -95,6 +95,12 @@ tsan_skip=(
   '^multiproc\.|network-namespace nodes: forked processes, as above'
   '^perf_|perf-tool sweeps: the same collectives as the Threads/ matrix, slower under TSan'
   '@|forced algorithm/protocol repeats of the matrices: same synchronisation as the base matrices'
+  'Threads/LargeCounts|multi-MiB counts: the synchronisation of Threads/CollectiveMatrix with 10x the copying
+                                     (several minutes under TSan); run under ASan'
+  'BadArgsMatrix|one row per bad argument, checked on one thread; run under ASan'
+  '^soak_|forked processes (TSan cannot start threads after a multi-threaded fork); run under ASan'
+  '^NetSocket\.DefaultsKeepOneChunkMessagesInline$|counts the threads of the process, and the TSan runtime
+                                     adds its own'
   '^plugin_check_|label plugins: tutti-plugin-check forks a worker per check; run under ASan'
   '^sdk_examples_out_of_tree$|builds uninstrumented examples out of tree; run under ASan'
   '^profiler_trace\.e2e_procs$|forked ranks; the threads variant runs'
