@@ -242,8 +242,11 @@ ncclResult_t HostPrims::waitRecv(int peer, size_t bytes, const char** data) {
   while (i < nLines) {
     if (lineFlag(i) == flag) {
       // A line is read only after its own flag showed: never a half-written line.
-      std::memcpy(out + i * kLL128DataPerLine, lines + i * kLL128LineBytes,
-                  minSize(kLL128DataPerLine, bytes - i * kLL128DataPerLine));
+      // A full line with a fixed size (inlined vector moves rather than a call), the last one as it is.
+      if (bytes - i * kLL128DataPerLine >= kLL128DataPerLine)
+        std::memcpy(out + i * kLL128DataPerLine, lines + i * kLL128LineBytes, kLL128DataPerLine);
+      else
+        std::memcpy(out + i * kLL128DataPerLine, lines + i * kLL128LineBytes, bytes - i * kLL128DataPerLine);
       ++i;
       spins = 0;
       continue;
@@ -271,7 +274,10 @@ void HostPrims::ll128Write(char* slot, const char* src, size_t bytes, uint64_t s
   const size_t nLines = divUp(bytes, kLL128DataPerLine);
   for (size_t i = 0; i < nLines; ++i) {
     char* line = slot + i * kLL128LineBytes;
-    std::memcpy(line, src + i * kLL128DataPerLine, minSize(kLL128DataPerLine, bytes - i * kLL128DataPerLine));
+    if (bytes - i * kLL128DataPerLine >= kLL128DataPerLine)
+      std::memcpy(line, src + i * kLL128DataPerLine, kLL128DataPerLine);  // fixed size: inlined moves
+    else
+      std::memcpy(line, src + i * kLL128DataPerLine, bytes - i * kLL128DataPerLine);
     // Release: a reader that sees this flag sees the 120 bytes before it (host stores; on the GPU the
     // same guarantee needs the transport's LL128 capability).
     std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(line + kLL128DataPerLine))
@@ -279,9 +285,9 @@ void HostPrims::ll128Write(char* slot, const char* src, size_t bytes, uint64_t s
   }
 }
 
-// LL: a reader polls the slot's header line; once its flag shows, the header's release store made every
-// data line visible, and the header carries the byte count (no other cache line to read). Each data line
-// is still checked against its own flag.
+// LL: a reader polls the header line that follows the data lines it expects; once its flag shows, the
+// header's release store made every data line visible, and the header carries the byte count. Each data
+// line is still checked against its own flag.
 ncclResult_t HostPrims::waitRecvLL(int peer, size_t bytes, const char** data) {
   const HostConn* rc = recvs_[peer];
   const tuttiConnector_t& conn = rc->conn;
@@ -293,9 +299,11 @@ ncclResult_t HostPrims::waitRecvLL(int peer, size_t bytes, const char** data) {
               : static_cast<const char*>(conn.buffs[TUTTI_PROTO_LL]) + slot * (conn.buffSizes[TUTTI_PROTO_LL] / TUTTI_STEPS));
   auto load = [&](size_t i) { return std::atomic_ref<const uint64_t>(words[i]).load(std::memory_order_acquire); };
   const uint32_t flag = llFlag(step);
+  const uint32_t headerFlag = llHeaderFlag(step);
+  const size_t nLines = divUp(bytes, kLLDataPerLine);
   auto waitTail = [&] { return HostPrims::waitTail(rc); };
   // Once tail covers this step every line of it is visible: a header still missing then means the sender
-  // wrote something else (another protocol: a mismatched call), never "wait longer".
+  // wrote something else (another size or protocol: a mismatched call), never "wait longer".
   bool tailSeen = false;
   if (proxied) {
     TUTTI_CHECK(waitTail());
@@ -305,34 +313,49 @@ ncclResult_t HostPrims::waitRecvLL(int peer, size_t bytes, const char** data) {
   uint64_t header = 0;
   SpinPacer pacer(wait_.spinCount);
   for (int spins = 0;;) {
-    header = load(0);
-    if (static_cast<uint32_t>(header >> 32) == flag || tailSeen) break;
+    header = load(nLines);
+    if (static_cast<uint32_t>(header >> 32) == headerFlag || tailSeen) break;
     pacer.pause();
     if (++spins > wait_.spinCount) {  // the sender publishes tail too: sleep on it
       TUTTI_CHECK(waitTail());
       tailSeen = true;
     }
   }
-  if (static_cast<uint32_t>(header >> 32) != flag) {
-    TUTTI_CHECK(checkSize(rc, bytes));  // names the mismatch when sizes or protocols differ
-    TUTTI_FAIL(ncclInternalError, "rank {}: {} (opCount {}, channel {}): LL slot from rank {} has no header",
-               label_.rank, label_.opName, label_.opCount, label_.channel, rc->peer);
-  }
-  if (static_cast<uint32_t>(header) != bytes)
+  if (static_cast<uint32_t>(header >> 32) != headerFlag || static_cast<uint32_t>(header) != bytes) {
+    // The sizes the sender recorded are visible once tail covers the step: they name the mismatch.
+    if (!tailSeen) TUTTI_CHECK(waitTail());
+    TUTTI_CHECK(checkSize(rc, bytes));
+    if (static_cast<uint32_t>(header >> 32) != headerFlag)
+      TUTTI_FAIL(ncclInternalError, "rank {}: {} (opCount {}, channel {}): LL slot from rank {} has no header",
+                 label_.rank, label_.opName, label_.opCount, label_.channel, rc->peer);
     TUTTI_FAIL(ncclInvalidUsage,
                "rank {}: {} (opCount {}, channel {}): rank {} sent {} bytes (protocol LL) where {} bytes (protocol LL) "
                "were expected (mismatched calls across ranks?)",
                label_.rank, label_.opName, label_.opCount, label_.channel, rc->peer, static_cast<uint32_t>(header),
-               bytes, proto_);
+               bytes);
+  }
+  // Full lines with a fixed-size copy (one 4-byte store each; a variable size would copy byte by byte), then
+  // the partial last line. Flags are OR-ed up and checked once: a wrong one is rare and found again below.
   char* out = tStaging.recv[peer].data();
-  const size_t nLines = divUp(bytes, kLLDataPerLine);
-  for (size_t i = 0; i < nLines; ++i) {
-    const uint64_t word = load(1 + i);
-    if (static_cast<uint32_t>(word >> 32) != flag)
-      TUTTI_FAIL(ncclInternalError, "rank {}: {} (opCount {}, channel {}): LL slot from rank {} is incomplete "
-                 "(line {} of {})", label_.rank, label_.opName, label_.opCount, label_.channel, rc->peer, i, nLines);
+  const size_t full = bytes / kLLDataPerLine;
+  uint32_t bad = 0;
+  for (size_t i = 0; i < full; ++i) {
+    const uint64_t word = load(i);
+    bad |= static_cast<uint32_t>(word >> 32) ^ flag;
     const uint32_t d = static_cast<uint32_t>(word);
-    std::memcpy(out + i * kLLDataPerLine, &d, minSize(kLLDataPerLine, bytes - i * kLLDataPerLine));
+    std::memcpy(out + i * kLLDataPerLine, &d, kLLDataPerLine);
+  }
+  if (full < nLines) {
+    const uint64_t word = load(full);
+    bad |= static_cast<uint32_t>(word >> 32) ^ flag;
+    const uint32_t d = static_cast<uint32_t>(word);
+    std::memcpy(out + full * kLLDataPerLine, &d, bytes - full * kLLDataPerLine);
+  }
+  if (bad != 0) {
+    size_t i = 0;
+    while (i < nLines && static_cast<uint32_t>(load(i) >> 32) == flag) ++i;
+    TUTTI_FAIL(ncclInternalError, "rank {}: {} (opCount {}, channel {}): LL slot from rank {} is incomplete "
+               "(line {} of {})", label_.rank, label_.opName, label_.opCount, label_.channel, rc->peer, i, nLines);
   }
   *data = out;
   return ncclSuccess;
@@ -342,13 +365,20 @@ void HostPrims::llWrite(char* slot, const char* src, size_t bytes, uint64_t step
   const uint32_t flag = llFlag(step);
   const size_t nLines = divUp(bytes, kLLDataPerLine);
   auto* out = reinterpret_cast<uint64_t*>(slot);
-  for (size_t i = 0; i < nLines; ++i) {
+  const size_t full = bytes / kLLDataPerLine;
+  for (size_t i = 0; i < full; ++i) {
+    uint32_t d;
+    std::memcpy(&d, src + i * kLLDataPerLine, kLLDataPerLine);  // fixed size: one load, not a byte loop
+    std::atomic_ref<uint64_t>(out[i]).store(llLine(d, flag), std::memory_order_relaxed);
+  }
+  if (full < nLines) {
     uint32_t d = 0;
-    std::memcpy(&d, src + i * kLLDataPerLine, minSize(kLLDataPerLine, bytes - i * kLLDataPerLine));
-    std::atomic_ref<uint64_t>(out[1 + i]).store(llLine(d, flag), std::memory_order_relaxed);
+    std::memcpy(&d, src + full * kLLDataPerLine, bytes - full * kLLDataPerLine);
+    std::atomic_ref<uint64_t>(out[full]).store(llLine(d, flag), std::memory_order_relaxed);
   }
   // Readers poll the header: its release store publishes every data line before it.
-  std::atomic_ref<uint64_t>(out[0]).store(llLine(static_cast<uint32_t>(bytes), flag), std::memory_order_release);
+  std::atomic_ref<uint64_t>(out[nLines]).store(llLine(static_cast<uint32_t>(bytes), llHeaderFlag(step)),
+                                               std::memory_order_release);
 }
 
 // Waits until the current send slot of sends_[peer] is free (the receiver released it) and points *slot
