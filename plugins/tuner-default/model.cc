@@ -15,7 +15,6 @@ struct Shape {
 
 Shape shapeOf(ncclFunc_t f, int algo, int nRanks, int nNodes) {
   const double k = nRanks;
-  const double log2k = std::ceil(std::log2(std::max(k, 1.0)));
   Shape s;
   switch (algo) {
     case NCCL_ALGO_RING:
@@ -40,7 +39,7 @@ Shape shapeOf(ncclFunc_t f, int algo, int nRanks, int nNodes) {
       }
       break;
     case NCCL_ALGO_PAT:
-      if (f == ncclFuncAllGather || f == ncclFuncReduceScatter) s = {log2k, (k - 1) / k};
+      if (f == ncclFuncAllGather || f == ncclFuncReduceScatter) s = {std::ceil(std::log2(std::max(k, 1.0))), (k - 1) / k};
       break;
     default:
       break;  // CollNet / NVLS need hardware this model does not describe
@@ -63,11 +62,9 @@ double Model::time(ncclFunc_t f, int algo, int proto, size_t nBytes, int coreCha
   const bool tree = algo == NCCL_ALGO_TREE;
   // More ranks on a node than cores: a waiting rank gives its core away and is woken later (a longer step),
   // and the ranks share the cores' copy and reduce throughput.
-  const double over = oversubscription();
-  const double latency = options.latencyUs[l][proto] * (tree ? options.treeLatencyFactor[l] : 1.0) *
-                         (over > 1 ? options.oversubLatencyFactor : 1.0);
-  const double bandwidth = options.bandwidthGBs[l][proto] * (tree ? options.treeBandwidthFactor[l] : 1.0) /
-                           std::pow(over, options.oversubBandwidthExponent);
+  const double latency = options.latencyUs[l][proto] * (tree ? options.treeLatencyFactor[l] : 1.0) * latencyOver_;
+  const double bandwidth =
+      options.bandwidthGBs[l][proto] * (tree ? options.treeBandwidthFactor[l] : 1.0) / bandwidthOver_;
   const double bytes = static_cast<double>(nBytes);
   double t = options.overheadUs[l][proto] + latency * s.steps + s.traffic * bytes / (bandwidth * 1e3);
   if (tree && f == ncclFuncAllReduce) {
@@ -81,6 +78,12 @@ double Model::time(ncclFunc_t f, int algo, int proto, size_t nBytes, int coreCha
     t += options.treeFillFactor[l] * std::max(0.0, 2 * depth - 1) * chunk / (bandwidth * 1e3);
   }
   return t;
+}
+
+void Model::prepare() {
+  const double over = oversubscription();
+  latencyOver_ = over > 1 ? options.oversubLatencyFactor : 1.0;
+  bandwidthOver_ = std::pow(over, options.oversubBandwidthExponent);
 }
 
 double Model::oversubscription() const {

@@ -23,6 +23,13 @@ struct Model {
   double oversubscription() const;
   // Channels worth using for nBytes: 1 for small collectives, one per channelBytes up to maxChannels.
   int channels(size_t nBytes) const;
+  // Computes what time() needs that does not depend on the call (the oversubscription terms): once, after
+  // options, nRanks and nNodes are set. time() is called for every entry of every collective's table.
+  void prepare();
+
+ private:
+  double latencyOver_ = 1;    // latency factor for oversubscribed ranks
+  double bandwidthOver_ = 1;  // bandwidth divisor: over^oversubBandwidthExponent
 };
 
 // Fills the entries of table[numAlgo][numProto] that are >= 0 (leaves NCCL_ALGO_PROTO_IGNORE and
