@@ -65,8 +65,6 @@ configure_and_build() {
 # --- AddressSanitizer + UBSan + LeakSanitizer ------------------------------------------------------------
 # The whole suite but:
 asan_skip=(
-  '^profiler_trace\.e2e_procs$|a forked rank once hung before joining under ASan (forked from a process whose
-                                     rendezvous thread runs); forked ranks under ASan: the Processes/ suites'
   '^soak_|memory bounds: ASan keeps freed memory in quarantine, so RSS grows by design (LSan checks leaks in
                                      every test); the normal build runs them'
   '@|forced algorithm/protocol repeats of the matrices (name@ring_LL, ...): the same code paths as the

@@ -1,5 +1,6 @@
 #include "launch.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -64,35 +65,79 @@ bool detectLauncher(int* rank, int* size, std::string* error) {
 
 bool forkRanks(int n, ncclUniqueId* id, int* rank, int* exitCode) {
   *exitCode = 1;
-  if (ncclResult_t res = ncclGetUniqueId(id); res != ncclSuccess) {
-    std::fprintf(stderr, "ncclGetUniqueId failed: %s (%s)\n", ncclGetErrorString(res), ncclGetLastError(nullptr));
-    return false;
-  }
   // Anything still buffered would be printed once by every child.
   std::fflush(stdout);
   std::fflush(stderr);
   const pid_t parent = getpid();
   std::vector<pid_t> pids;
+  std::vector<int> idFds;  // parent's write end of each child's id pipe
+  auto closeIdFds = [&idFds] {
+    for (int& fd : idFds)
+      if (fd >= 0) close(fd), fd = -1;
+  };
   auto stopAll = [&pids] {
     for (pid_t p : pids)
       if (p > 0) kill(p, SIGTERM);
   };
+  // The children are forked while this process has no other thread: a thread of the library (the
+  // rendezvous root) could hold a lock at fork time that the child then waits on forever (allocators
+  // without fork handlers, e.g. the sanitizers'). The id follows through a pipe once it exists.
   for (int r = 0; r < n; ++r) {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+      std::fprintf(stderr, "pipe for rank %d failed: %s\n", r, std::strerror(errno));
+      closeIdFds();
+      stopAll();
+      while (wait(nullptr) > 0 || errno == EINTR) {}
+      return false;
+    }
     pid_t p = fork();
     if (p == 0) {
       // A child must not outlive a parent killed by a timeout: it would spin in the library forever.
       prctl(PR_SET_PDEATHSIG, SIGTERM);
       if (getppid() != parent) _exit(1);
+      close(fds[1]);
+      for (int fd : idFds) close(fd);  // earlier siblings' pipes: only the parent writes them
+      size_t got = 0;
+      while (got < sizeof *id) {
+        const ssize_t k = read(fds[0], reinterpret_cast<char*>(id) + got, sizeof *id - got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) _exit(1);  // the parent could not make the id (it says why)
+        got += static_cast<size_t>(k);
+      }
+      close(fds[0]);
       *rank = r;
       return true;
     }
+    close(fds[0]);
     if (p < 0) {
       std::fprintf(stderr, "fork() of rank %d failed: %s\n", r, std::strerror(errno));
+      close(fds[1]);
+      closeIdFds();
       stopAll();
       while (wait(nullptr) > 0 || errno == EINTR) {}
       return false;
     }
     pids.push_back(p);
+    idFds.push_back(fds[1]);
+  }
+  if (ncclResult_t res = ncclGetUniqueId(id); res != ncclSuccess) {
+    std::fprintf(stderr, "ncclGetUniqueId failed: %s (%s)\n", ncclGetErrorString(res), ncclGetLastError(nullptr));
+    closeIdFds();  // the children read EOF and exit
+    while (wait(nullptr) > 0 || errno == EINTR) {}
+    return false;
+  }
+  signal(SIGPIPE, SIG_IGN);  // a child that died before reading must not kill the parent
+  for (int& fd : idFds) {
+    size_t put = 0;
+    while (put < sizeof *id) {
+      const ssize_t k = write(fd, reinterpret_cast<const char*>(id) + put, sizeof *id - put);
+      if (k < 0 && errno == EINTR) continue;
+      if (k <= 0) break;  // that child is gone: the wait below reports it
+      put += static_cast<size_t>(k);
+    }
+    close(fd);
+    fd = -1;
   }
   bool failed = false;
   for (int left = n; left > 0;) {

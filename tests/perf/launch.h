@@ -17,7 +17,8 @@ const char* modeName(Mode m);
 // when neither pair is set; sets *error (and returns true) when a pair is set but malformed.
 bool detectLauncher(int* rank, int* size, std::string* error);
 
-// The parent makes the unique id (its bootstrap root thread stays in the parent), then forks n children.
+// Forks n children, then the parent makes the unique id (its bootstrap root thread stays in the parent) and
+// hands it to each child through a pipe: no child is forked from a process with library threads running.
 // In a child returns true with *rank and *id set: the child runs rank *rank and exits. In the parent
 // waits for every child, stops the rest when one fails, and returns false with *exitCode set.
 bool forkRanks(int n, ncclUniqueId* id, int* rank, int* exitCode);
