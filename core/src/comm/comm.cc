@@ -187,9 +187,14 @@ constexpr int kFailureNoteTag = 0x300000;
 
 int commAskFailure(void* c, int peer) {
   auto* comm = static_cast<ncclComm*>(c);
+  // Held across the bounded wait: a second channel asking about the same peer waits for the first one's
+  // answer instead of for a second note that never comes (it then blamed the peer that only passed it on).
+  std::lock_guard<std::mutex> lock(comm->failureNotesMutex);
+  if (auto it = comm->failureNotes.find(peer); it != comm->failureNotes.end()) return it->second;
   int record = -1;
   if (!comm->bootstrap || comm->bootstrap->recvWithin(peer, kFailureNoteTag, &record, sizeof record, 500) != ncclSuccess)
     return -1;
+  comm->failureNotes[peer] = record;
   return record;
 }
 

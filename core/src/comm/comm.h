@@ -116,6 +116,10 @@ struct ncclComm {
 
   std::atomic<bool> abortFlag{false};
   std::atomic<int> failure{-1};  // first failureRecord (device/host/wait.h) that aborted this communicator
+  // Failure notes received from network peers (commAskFailure), by peer: a peer sends one note, and every
+  // channel that saw its connection close asks for it.
+  std::mutex failureNotesMutex;
+  std::map<int, int> failureNotes;
   std::atomic<ncclResult_t> asyncError{ncclSuccess};
   std::atomic<tutti::CommState> state{tutti::CommState::Ready};
   // Calls and queued stream work using the communicator right now (CommOpsGuard): its memory is freed
