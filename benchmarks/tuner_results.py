@@ -4,7 +4,7 @@ into benchmarks/results/tuner_calibration.md / tuner_sweep.md. Standard library 
 
 usage: tuner_results.py fit   RAW_DIR HEADER_FILE OUT_MD OPTIONS_CC
        tuner_results.py sweep RAW_DIR HEADER_FILE OUT_MD
-       tuner_results.py doubtful RAW_DIR      (rows above 1.10, as "path ranks size" lines)
+       tuner_results.py best RAW_DIR          (every row's best forced pair, as "path ranks size algo/proto")
        tuner_results.py keep RAW_DIR PATH RANKS SIZE FACTOR   (pairs within FACTOR of the best at SIZE)
 
 Raw files hold nccl-tests-format output (several sweeps may be appended; a size measured more than once
@@ -17,8 +17,10 @@ fit: files <link>-<proto>-lat-np<N>.txt (8 B, N = 2 and 4) and <link>-<proto>-bw
 8 B at 2 and 4 ranks (2 and 6 steps) gives latency = (t4 - t2) / 4 and overhead = t2 - 2 latency; the
 bandwidth is the slope between the two large sizes: traffic x (S2 - S1) / (t2 - t1) / 1e3.
 
-sweep: files <path>-np<N>-<algo>-<proto>.txt (forced pairs), <path>-np<N>-auto.txt (automatic) and
-<path>-np<N>-auto-log.txt (the TUNING log of a short automatic run: the pick per size).
+sweep: files <path>-np<N>-<algo>-<proto>.txt (forced pairs), <path>-np<N>-auto.txt (automatic),
+<path>-np<N>-auto-log.txt (the TUNING log of a short automatic run: the pick per size) and the head-to-head
+runs h2h-<path>-np<N>-auto.txt / h2h-<path>-np<N>-<algo>-<proto>.txt (auto and each row's best pair measured
+again alternately; the row's auto/best comes from these).
 """
 import os
 import re
@@ -163,7 +165,8 @@ def picks(path):
 
 
 def sweep_rows(raw):
-    """[(path, np, [row])] with row = (size, {pair: time or None}, auto time, pick, best pair, best time)."""
+    """[(path, np, [row])] with row = (size, {pair: time or None}, auto time, pick, best pair, best time,
+    (head-to-head auto time, head-to-head best pair time))."""
     names = os.listdir(raw)
     groups = sorted({re.match(r"(\w+)-np(\d+)-", n).groups() for n in names if re.match(r"\w+-np\d+-", n)},
                     key=lambda g: (g[0] != "shm", int(g[1])))
@@ -173,29 +176,39 @@ def sweep_rows(raw):
         forced = {ap: parse(os.path.join(raw, f"{path}-np{np}-{ap.replace('/', '-')}.txt")) for ap in pairs}
         auto = parse(os.path.join(raw, f"{path}-np{np}-auto.txt"))
         pick = picks(os.path.join(raw, f"{path}-np{np}-auto-log.txt"))
+        h2h_auto = parse(os.path.join(raw, f"h2h-{path}-np{np}-auto.txt"))
+        h2h = {ap: parse(os.path.join(raw, f"h2h-{path}-np{np}-{ap.replace('/', '-')}.txt")) for ap in pairs}
         rows = []
         for s in sorted(set(auto).union(*[set(d) for d in forced.values()])):
             # None: no row at all (the engine refused the pair); 0: rows elsewhere only (run hit its limit).
             times = {ap: forced[ap].get(s, 0 if forced[ap] else None) for ap in pairs}
             measured = [(t, ap) for ap, t in times.items() if t]
             best_t, best = min(measured) if measured else (None, None)
-            rows.append((s, times, auto.get(s), pick.get(s, "?"), best, best_t))
+            confirm = (h2h_auto.get(s), h2h[best].get(s)) if best else (None, None)
+            rows.append((s, times, auto.get(s), pick.get(s, "?"), best, best_t, confirm))
         out.append((path, np, rows))
     return pairs, out
 
 
 def ratio_of(row):
-    _, _, auto, _, _, best_t = row
-    return auto / best_t if auto and best_t else None
+    """auto / best from the head-to-head runs (None until both sides have a time there)."""
+    auto, best = row[6]
+    return auto / best if auto and best else None
 
 
-def doubtful(raw):
-    """Prints 'path np size' for every row above the flag, for tuner_sweep.sh to measure again."""
+def best_pairs(raw):
+    """Prints 'path np size algo/proto iters warmup limit' for every row with a best forced pair, for the
+    head-to-head runs: iterations for about 0.3 s of timed calls (2..2000; a single-size run has no earlier
+    sizes to warm it up, and a few calls of a few microseconds measure the start, not the steady state),
+    warm-up a fifth of that, limit four times the expected run plus 20 s."""
     for path, np, rows in sweep_rows(raw)[1]:
         for row in rows:
-            r = ratio_of(row)
-            if r is not None and r > FLAG:
-                print(path, np, row[0])
+            if row[4]:
+                t = row[5]  # us
+                iters = max(2, min(2000, int(3e5 / t)))
+                warm = max(1, iters // 5)
+                limit = int(4 * (iters + warm) * t / 1e6) + 20
+                print(path, np, row[0], row[4], iters, warm, limit)
 
 
 def keep(raw, path, np, size, factor):
@@ -218,10 +231,11 @@ def sweep(raw, header, out_md):
     body, ratios, choice, available = [], [], [], set()
     for path, np, rows in groups:
         body += [f"## AllReduce over {path}, {np} ranks", "",
-                 "| size | " + " | ".join(pairs) + " | auto | auto pick | best forced | auto/best |",
-                 "|---:|" + "---:|" * len(pairs) + "---:|---|---|---:|"]
+                 "| size | " + " | ".join(pairs) + " | auto | auto pick | best forced | h2h auto | h2h best "
+                 "| auto/best |",
+                 "|---:|" + "---:|" * len(pairs) + "---:|---|---|---:|---:|---:|"]
         for row in rows:
-            s, times, auto, pick, best, _ = row
+            s, times, auto, pick, best, _, (h_auto, h_best) = row
             cells = [f"{t:.1f}" if t else "n/a" if t is None else "-" for t in times.values()]
             available.update(ap for ap, t in times.items() if t)
             r = ratio_of(row)
@@ -234,8 +248,10 @@ def sweep(raw, header, out_md):
                 if r > FLAG:
                     # Same pair as the best forced run: the gap is noise between runs, not a wrong choice.
                     flag = " (same pair)" if pick == best else " **!**"
+            fmt = lambda t: f"{t:.1f}" if t else "-"
             body.append(f"| {human(s)} | " + " | ".join(cells) + f" | {f'{auto:.1f}' if auto else 't/o'} | "
-                        f"{pick} | {best or '-'} | {f'{r:.2f}' if r is not None else '-'}{flag} |")
+                        f"{pick} | {best or '-'} | {fmt(h_auto)} | {fmt(h_best)} | "
+                        f"{f'{r:.2f}' if r is not None else '-'}{flag} |")
         body.append("")
     summary = "no rows"
     if ratios:
@@ -256,10 +272,12 @@ def sweep(raw, header, out_md):
              f"- pairs the engine ran: {', '.join(sorted(available)) or 'none'} (n/a: refused at init or on the "
              "first call; -: not measured, because the run hit its time limit or the pair was more than 2x "
              "slower than the fastest at the last size before the largest segment)",
-             "- times: slowest rank's average per call (us), out-of-place, fastest of the repeats (rows above 1.10 "
-             "are measured again and keep their fastest); auto pick: the TUNING log of a separate short run "
-             "(logging every call would slow the timed one); **!**: auto/best above 1.10 with a pick other than "
-             "the best forced pair; (same pair): above 1.10 although auto ran the best pair (noise)", ""] + body
+             "- times: slowest rank's average per call (us), out-of-place, fastest of the repeats; auto pick: the "
+             "TUNING log of a separate short run (logging every call would slow the timed one); best forced: the "
+             "fastest pair of the sweep; h2h auto / h2h best: auto and that pair measured again head to head, "
+             "alternately and equally often (the sweep's best is the luckiest of six pairs, so it is not compared "
+             "with auto directly); auto/best = h2h auto / h2h best; **!**: above 1.10 with a pick other than "
+             "the best forced pair; (same pair): above 1.10 although auto ran the best pair", ""] + body
     with open(out_md, "w") as f:
         f.write("\n".join(lines))
     print(f"summary: {summary}")
@@ -268,8 +286,8 @@ def sweep(raw, header, out_md):
 def main():
     if len(sys.argv) == 6 and sys.argv[1] == "fit":
         fit(*sys.argv[2:6])
-    elif len(sys.argv) == 3 and sys.argv[1] == "doubtful":
-        doubtful(sys.argv[2])
+    elif len(sys.argv) == 3 and sys.argv[1] == "best":
+        best_pairs(sys.argv[2])
     elif len(sys.argv) == 7 and sys.argv[1] == "keep":
         keep(*sys.argv[2:7])
     elif len(sys.argv) == 5 and sys.argv[1] == "sweep":

@@ -8,8 +8,7 @@
 #
 # usage: benchmarks/tuner_sweep.sh BUILD_DIR       (all_reduce_perf and the plugins must be built)
 #   RANKS="2 4" PATHS="shm net" narrow the sweep; QUICK=1 stops at 1 MiB (a smoke run, ~1 minute);
-#   BUDGET=S (default 720) stops measuring doubtful rows again once the sweep has run S seconds;
-#   PASSES=N (default 5) bounds how often they are measured again.
+#   CONFIRM=N (default 5): head-to-head runs per row of auto against the row's best forced pair.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,21 +23,22 @@ ranks=${RANKS:-"2 4"}
 paths=${PATHS:-"shm net"}
 algos="ring tree"
 protos="Simple LL LL128"
-budget=${BUDGET:-720}
 socket_env=(NCCL_SHM_DISABLE=1 NCCL_P2P_DISABLE=1 NCCL_SOCKET_IFNAME=lo)
 mkdir -p "$raw"
 rm -f "$raw"/*.txt "$raw"/*.log
 
-# Size segments as in side_by_side.sh: fewer iterations as sizes grow; segments below 16 MiB are swept
-# three times and keep each size's fastest sweep (a rank losing its core for a time slice spoils one sweep).
+# Size segments: fewer iterations as sizes grow, but never only a handful (the first calls after a size
+# change include waking ranks that went to sleep: 5 calls of 256 KiB averaged 2.5x the steady state);
+# segments below 16 MiB are swept three times and keep each size's fastest sweep (a rank losing its core
+# for a time slice spoils one sweep).
 # `limit` bounds one run in seconds: LL on a socket at 256 MiB would take minutes, so such a run is cut
 # and its missing rows show as "-" (the rows printed before the cut count). The largest segment measures
 # only the pairs within 2x of the fastest at the size before it (LL would spend minutes there, and lose).
 #        min   max   factor iters warmup repeats limit
-segments=("8    8     4 200 20 3 20"
-          "16   64K   4  30  5 3 30"
-          "256K 4M    4   5  1 3 30"
-          "16M  256M  4   1  1 1 30")
+segments=("8    8     4 1000 100 3 20"
+          "16   64K   4  200  20 3 30"
+          "256K 4M    4   20   4 3 60"
+          "16M  256M  4    3   1 1 60")
 [ "${QUICK:-0}" = 1 ] && segments=("8 8 4 50 5 1 20" "16 64K 4 10 2 1 20" "256K 1M 4 4 1 1 30")
 
 # run FILE ENV... -- ARGS...: appends one run (command first). A failure is recorded and the sweep goes on.
@@ -99,38 +99,28 @@ for path in $paths; do
   done
 done
 
-# Doubtful rows (auto/best above 1.10): measured again, auto and every pair interleaved, up to PASSES (5)
-# times; each keeps its fastest time, so a row stays flagged only when the gap survives every run (small sizes over the socket
-# are bimodal run to run on 2 cores: 16 or 35 us for the same pair, so the fastest of many runs is compared).
-# seg_for SIZE: the iterations of the segment a size belongs to.
-seg_for() {
-  local s=$1 seg b e f n w reps lim
-  for seg in "${segments[@]}"; do
-    read -r b e f n w reps lim <<< "$seg"
-    [ "$s" -le "$(numfmt --from=iec "$e")" ] && { echo "$n $w $lim"; return; }
-  done
-  echo "2 1 60"
-}
-for ((rep = 1; rep <= ${PASSES:-5}; ++rep)); do
-  mapfile -t redo < <(python3 "$root/benchmarks/tuner_results.py" doubtful "$raw")
-  [ "${#redo[@]}" -gt 0 ] || break
-  echo "== again (pass $rep): ${#redo[@]} rows above 1.10" >&2
-  for row in "${redo[@]}"; do
-    if [ $(( $(date +%s) - start )) -ge "$budget" ]; then
-      echo "   time budget (${budget} s) spent: the remaining rows keep the times they have" >&2
-      break 2
-    fi
-    read -r path np size <<< "$row"
-    read -r n w limit <<< "$(seg_for "$size")"
+# Confirmation: the sweep above picks each row's best forced pair as the fastest of six pairs, each the
+# fastest of its repeats, so "best" has had six times the chances of a lucky run that auto had (on 2 cores
+# one run of the same pair can be 1.5x another). Every row is therefore measured again head to head: auto
+# and that row's best pair alternately, CONFIRM (5) times each, into files of their own; the table's
+# auto/best compares the fastest of these fresh runs, so both sides had the same number of chances.
+mapfile -t rows < <(python3 "$root/benchmarks/tuner_results.py" best "$raw")
+echo "== head to head: auto against the best forced pair, ${#rows[@]} rows x ${CONFIRM:-5}" >&2
+for ((rep = 0; rep < ${CONFIRM:-5}; ++rep)); do
+  for row in "${rows[@]}"; do
+    read -r path np size ap n w limit <<< "$row"
     base_env=(TUTTI_SWEEP=1)
     [ "$path" = net ] && base_env=("${socket_env[@]}")
     sweep=(-P "$np" -b "$size" -e "$size" -n "$n" -w "$w")
-    run "$raw/$path-np$np-auto.txt" "${base_env[@]}" -- "${sweep[@]}" || true
-    for f in "$raw/$path-np$np"-*-*.txt; do
-      ap=${f#"$raw/$path-np$np-"}; ap=${ap%.txt}
-      [ "$ap" = auto-log ] && continue
-      run "$f" "${base_env[@]}" NCCL_ALGO=${ap%-*} NCCL_PROTO=${ap#*-} -- "${sweep[@]}" || true
-    done
+    # Alternate which side runs first, so a slow spell does not always fall on the same one.
+    if (( rep % 2 == 0 )); then
+      run "$raw/h2h-$path-np$np-auto.txt" "${base_env[@]}" -- "${sweep[@]}" || true
+    fi
+    run "$raw/h2h-$path-np$np-${ap%/*}-${ap#*/}.txt" "${base_env[@]}" NCCL_ALGO=${ap%/*} \
+      NCCL_PROTO=${ap#*/} -- "${sweep[@]}" || true
+    if (( rep % 2 == 1 )); then
+      run "$raw/h2h-$path-np$np-auto.txt" "${base_env[@]}" -- "${sweep[@]}" || true
+    fi
   done
 done
 elapsed=$(( $(date +%s) - start ))
@@ -140,7 +130,7 @@ trap 'rm -f "$header"' EXIT
 {
   echo "# Tuner: forced pairs against the automatic choice"
   echo
-  echo "- command: \`benchmarks/tuner_sweep.sh $1\` (RANKS=\"$ranks\", PATHS=\"$paths\", sweep segments:" \
+  echo "- command: \`benchmarks/tuner_sweep.sh $1\` (RANKS=\"$ranks\", PATHS=\"$paths\", CONFIRM=${CONFIRM:-5}, sweep segments:" \
        "${segments[*]/%/;} as min max factor iters warmup repeats limit)"
   echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'), run time ${elapsed} s, load average before: $load_before," \
        "after: $(cut -d' ' -f1-3 /proc/loadavg) (other work on the host skews small sizes most)"
