@@ -4,7 +4,9 @@ into benchmarks/results/tuner_calibration.md / tuner_sweep.md. Standard library 
 
 usage: tuner_results.py fit   RAW_DIR HEADER_FILE OUT_MD OPTIONS_CC
        tuner_results.py sweep RAW_DIR HEADER_FILE OUT_MD
-       tuner_results.py best RAW_DIR          (every row's best forced pair, as "path ranks size algo/proto")
+       tuner_results.py best RAW_DIR          (every row's best forced pair: "path ranks size algo/proto iters
+                                               warmup limit")
+       tuner_results.py doubtful RAW_DIR      (the same for rows whose head-to-head auto/best is above 1.10)
        tuner_results.py keep RAW_DIR PATH RANKS SIZE FACTOR   (pairs within FACTOR of the best at SIZE)
 
 Raw files hold nccl-tests-format output (several sweeps may be appended; a size measured more than once
@@ -196,14 +198,16 @@ def ratio_of(row):
     return auto / best if auto and best else None
 
 
-def best_pairs(raw):
+def best_pairs(raw, only_doubtful=False):
     """Prints 'path np size algo/proto iters warmup limit' for every row with a best forced pair, for the
     head-to-head runs: iterations for about 0.3 s of timed calls (2..2000; a single-size run has no earlier
     sizes to warm it up, and a few calls of a few microseconds measure the start, not the steady state),
-    warm-up a fifth of that, limit four times the expected run plus 20 s."""
+    warm-up a fifth of that, limit four times the expected run plus 20 s. only_doubtful: just the rows whose
+    head-to-head auto/best is above the flag so far."""
     for path, np, rows in sweep_rows(raw)[1]:
         for row in rows:
-            if row[4]:
+            r = ratio_of(row)
+            if row[4] and (not only_doubtful or (r is not None and r > FLAG)):
                 t = row[5]  # us
                 iters = max(2, min(2000, int(3e5 / t)))
                 warm = max(1, iters // 5)
@@ -275,8 +279,8 @@ def sweep(raw, header, out_md):
              "- times: slowest rank's average per call (us), out-of-place, fastest of the repeats; auto pick: the "
              "TUNING log of a separate short run (logging every call would slow the timed one); best forced: the "
              "fastest pair of the sweep; h2h auto / h2h best: auto and that pair measured again head to head, "
-             "alternately and equally often (the sweep's best is the luckiest of six pairs, so it is not compared "
-             "with auto directly); auto/best = h2h auto / h2h best; **!**: above 1.10 with a pick other than "
+             "alternately and equally often, fastest run of each (rows still above 1.10 after CONFIRM rounds get "
+             "EXTRA more; the sweep's best is the luckiest of six pairs, so it is not compared with auto directly); auto/best = h2h auto / h2h best; **!**: above 1.10 with a pick other than "
              "the best forced pair; (same pair): above 1.10 although auto ran the best pair", ""] + body
     with open(out_md, "w") as f:
         f.write("\n".join(lines))
@@ -288,6 +292,8 @@ def main():
         fit(*sys.argv[2:6])
     elif len(sys.argv) == 3 and sys.argv[1] == "best":
         best_pairs(sys.argv[2])
+    elif len(sys.argv) == 3 and sys.argv[1] == "doubtful":
+        best_pairs(sys.argv[2], True)
     elif len(sys.argv) == 7 and sys.argv[1] == "keep":
         keep(*sys.argv[2:7])
     elif len(sys.argv) == 5 and sys.argv[1] == "sweep":
