@@ -14,20 +14,14 @@
 #include <string>
 
 #include "bootstrap/wire.h"
+#include "fuzz_common.h"
 
 using namespace tutti;
 using namespace tutti::wire;
 
 namespace {
 
-[[noreturn]] void failCheck(const char* what, const std::string& detail) {
-  std::fprintf(stderr, "fuzz_bootstrap_wire: invariant violated: %s\n  %s\n", what, detail.c_str());
-  std::abort();
-}
-#define CHECK_OR_DIE(cond, detail)         \
-  do {                                     \
-    if (!(cond)) failCheck(#cond, detail); \
-  } while (0)
+constexpr const char* kFuzzTarget = "fuzz_bootstrap_wire";
 
 // Reads a T from the front of [p, end); false when too few bytes are left.
 template <typename T>

@@ -17,6 +17,7 @@
 
 #include "plugin/config.h"
 #include "plugin/config_parse.h"
+#include "fuzz_common.h"
 
 using namespace tutti;
 
@@ -24,21 +25,14 @@ namespace {
 
 constexpr const char* kName = "fuzz.yaml";
 
-[[noreturn]] void failCheck(const char* what, const std::string& detail) {
-  std::fprintf(stderr, "fuzz_config: invariant violated: %s\n  %s\n", what, detail.c_str());
-  std::abort();
-}
-#define CHECK_OR_DIE(cond, detail)         \
-  do {                                     \
-    if (!(cond)) failCheck(#cond, detail); \
-  } while (0)
+constexpr const char* kFuzzTarget = "fuzz_config";
 
 const Config& builtin() {
   static const Config* base = [] {
     auto* c = new Config();
     std::string err;
     if (!configParseText(configBuiltinText(), kBuiltinConfigName, ParamOrigin::Default, "", c, &err))
-      failCheck("the built-in default parses", err);
+      fuzz::failCheck(kFuzzTarget, "the built-in default parses", err);
     return c;
   }();
   return *base;
@@ -183,7 +177,7 @@ void checkRoundTrip(const Config& c) {
   Config again;
   std::string err;
   if (!configParseText(yaml, kName, ParamOrigin::File, "", &again, &err))
-    failCheck("re-parse of emitted config", err + "\n" + yaml);
+    fuzz::failCheck(kFuzzTarget, "re-parse of emitted config", err + "\n" + yaml);
   CHECK_OR_DIE(again.version == c.version && again.device == c.device, yaml);
   for (PluginKind k : {PluginKind::Transport, PluginKind::Net, PluginKind::Tuner, PluginKind::Profiler}) {
     const auto &x = c.plugins(k), &y = again.plugins(k);
@@ -205,7 +199,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Config cfg = builtin();
   std::string err;
   if (!configParseText(text, kName, ParamOrigin::File, "", &cfg, &err)) {
-    if (!hasPosition(err)) failCheck("an error names fuzz.yaml:line:col", err);
+    if (!hasPosition(err)) fuzz::failCheck(kFuzzTarget, "an error names fuzz.yaml:line:col", err);
     return 0;
   }
   checkContracts(cfg, text);

@@ -20,19 +20,13 @@
 #include "plan/tuning.h"
 #include "plugin/params.h"
 #include "util/check.h"
+#include "fuzz_common.h"
 
 using namespace tutti;
 
 namespace {
 
-[[noreturn]] void failCheck(const char* what, const std::string& detail) {
-  std::fprintf(stderr, "fuzz_env_parsers: invariant violated: %s\n  input: '%s'\n", what, detail.c_str());
-  std::abort();
-}
-#define CHECK_OR_DIE(cond, detail)         \
-  do {                                     \
-    if (!(cond)) failCheck(#cond, detail); \
-  } while (0)
+constexpr const char* kFuzzTarget = "fuzz_env_parsers";
 
 bool sameFilter(const AlgoProtoFilter& a, const AlgoProtoFilter& b) {
   return std::memcmp(a.algo, b.algo, sizeof a.algo) == 0 &&

@@ -15,19 +15,13 @@
 #include <vector>
 
 #include "wire.h"
+#include "fuzz_common.h"
 
 using namespace tutti::netsock;
 
 namespace {
 
-[[noreturn]] void failCheck(const char* what, const std::string& detail) {
-  std::fprintf(stderr, "fuzz_net_socket_wire: invariant violated: %s\n  %s\n", what, detail.c_str());
-  std::abort();
-}
-#define CHECK_OR_DIE(cond, detail)         \
-  do {                                     \
-    if (!(cond)) failCheck(#cond, detail); \
-  } while (0)
+constexpr const char* kFuzzTarget = "fuzz_net_socket_wire";
 
 template <typename T>
 bool take(const uint8_t*& p, const uint8_t* end, T* out) {

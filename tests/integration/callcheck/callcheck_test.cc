@@ -224,7 +224,7 @@ enum class Via { kShm, kNet, kShmChecked };
 EnvList viaEnv(Via via) {
   if (via == Via::kShm) return {};
   if (via == Via::kShmChecked) return {{"TUTTI_CHECK_CALLS", "1"}};
-  return {{"NCCL_SHM_DISABLE", "1"}, {"NCCL_P2P_DISABLE", "1"}, {"NCCL_SOCKET_IFNAME", "lo"}};
+  return netOverLoopbackEnv();
 }
 
 std::string viaName(Via via) { return via == Via::kShm ? "Shm" : via == Via::kNet ? "Net" : "ShmChecked"; }

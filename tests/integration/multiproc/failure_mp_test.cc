@@ -26,16 +26,7 @@ namespace {
 
 enum class Via { kShm, kNet };
 
-EnvList viaEnv(Via via) {
-  if (via == Via::kShm) return {};
-  return {{"NCCL_SHM_DISABLE", "1"}, {"NCCL_P2P_DISABLE", "1"}, {"NCCL_SOCKET_IFNAME", "lo"}};
-}
-
-int64_t monotonicNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);  // one clock for every process on the host
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
+EnvList viaEnv(Via via) { return via == Via::kShm ? EnvList{} : netOverLoopbackEnv(); }
 
 // Memory shared by the parent and every child (mapped before fork).
 struct Shared {

@@ -17,6 +17,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <utility>
@@ -106,5 +107,12 @@ std::string checkTransports(const std::vector<TransportUse>& uses, int nranks,
 
 // The environment for a logged run: NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT, NCCL_DEBUG_FILE in `dir`.
 EnvList initLogEnv(const std::string& dir);
+
+// The environment that sends every connection between ranks of one host through the net plugin over
+// loopback (no shm, no p2p): how tests run the network path on one machine.
+EnvList netOverLoopbackEnv();
+
+// CLOCK_MONOTONIC in nanoseconds: one clock for every process on the host (times compared across ranks).
+int64_t monotonicNs();
 
 }  // namespace tutti::itest

@@ -25,16 +25,9 @@ namespace {
 
 enum class Via { kShm, kNet };
 
-EnvList viaEnv(Via via) {
-  if (via == Via::kShm) return {};
-  return {{"NCCL_SHM_DISABLE", "1"}, {"NCCL_P2P_DISABLE", "1"}, {"NCCL_SOCKET_IFNAME", "lo"}};
-}
+EnvList viaEnv(Via via) { return via == Via::kShm ? EnvList{} : netOverLoopbackEnv(); }
 
-double monotonicSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
+double monotonicSeconds() { return monotonicNs() / 1e9; }
 
 class ShrinkAfterKill : public testing::TestWithParam<Via> {};
 
