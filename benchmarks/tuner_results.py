@@ -280,8 +280,9 @@ def sweep(raw, header, out_md):
              "TUNING log of a separate short run (logging every call would slow the timed one); best forced: the "
              "fastest pair of the sweep; h2h auto / h2h best: auto and that pair measured again head to head, "
              "alternately and equally often, fastest run of each (rows still above 1.10 after CONFIRM rounds get "
-             "EXTRA more; the sweep's best is the luckiest of six pairs, so it is not compared with auto directly); auto/best = h2h auto / h2h best; **!**: above 1.10 with a pick other than "
-             "the best forced pair; (same pair): above 1.10 although auto ran the best pair", ""] + body
+             "EXTRA more; the sweep's best is the luckiest of six pairs, so it is not compared with auto "
+             "directly); auto/best = h2h auto / h2h best; **!**: above 1.10 with a pick other than the best "
+             "forced pair; (same pair): above 1.10 although auto ran the best pair", ""] + body
     with open(out_md, "w") as f:
         f.write("\n".join(lines))
     print(f"summary: {summary}")
