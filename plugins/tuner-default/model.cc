@@ -39,7 +39,8 @@ Shape shapeOf(ncclFunc_t f, int algo, int nRanks, int nNodes) {
       }
       break;
     case NCCL_ALGO_PAT:
-      if (f == ncclFuncAllGather || f == ncclFuncReduceScatter) s = {std::ceil(std::log2(std::max(k, 1.0))), (k - 1) / k};
+      if (f == ncclFuncAllGather || f == ncclFuncReduceScatter)
+        s = {std::ceil(std::log2(std::max(k, 1.0))), (k - 1) / k};
       break;
     default:
       break;  // CollNet / NVLS need hardware this model does not describe
@@ -80,7 +81,10 @@ double Model::time(ncclFunc_t f, int algo, int proto, size_t nBytes, int coreCha
   return t;
 }
 
-void Model::prepare() {
+void Model::configure(const Options& opts, int ranks, int nodes) {
+  options = opts;
+  nRanks = ranks;
+  nNodes = nodes;
   const double over = oversubscription();
   latencyOver_ = over > 1 ? options.oversubLatencyFactor : 1.0;
   bandwidthOver_ = std::pow(over, options.oversubBandwidthExponent);

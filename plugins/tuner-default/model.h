@@ -9,7 +9,7 @@
 namespace tutti::tunerdefault {
 
 struct Model {
-  Options options;
+  Options options;  // read-only outside configure()
   int nRanks = 1;
   int nNodes = 1;
 
@@ -23,9 +23,10 @@ struct Model {
   double oversubscription() const;
   // Channels worth using for nBytes: 1 for small collectives, one per channelBytes up to maxChannels.
   int channels(size_t nBytes) const;
-  // Computes what time() needs that does not depend on the call (the oversubscription terms): once, after
-  // options, nRanks and nNodes are set. time() is called for every entry of every collective's table.
-  void prepare();
+  // Sets the options and the communicator's shape, and computes what time() needs that does not depend on
+  // the call (the oversubscription terms; time() runs for every entry of every collective's table). The
+  // only way to set them, so the precomputed terms cannot go stale.
+  void configure(const Options& opts, int ranks, int nodes);
 
  private:
   double latencyOver_ = 1;    // latency factor for oversubscribed ranks

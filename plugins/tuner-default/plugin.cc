@@ -34,10 +34,7 @@ ncclResult_t init(void** context, uint64_t commId, size_t nRanks, size_t nNodes,
     }
     auto* ctx = new Context();
     ctx->log = logFunction;
-    ctx->model.options = options;
-    ctx->model.nRanks = static_cast<int>(nRanks);
-    ctx->model.nNodes = static_cast<int>(nNodes);
-    ctx->model.prepare();
+    ctx->model.configure(options, static_cast<int>(nRanks), static_cast<int>(nNodes));
     static const char* const kLinkNames[] = {"process", "shm", "net"};
     TUNER_LOG(logFunction, NCCL_LOG_INFO, "tuner default: %zu ranks on %zu nodes, link %s", nRanks, nNodes,
               kLinkNames[ctx->model.link()]);
