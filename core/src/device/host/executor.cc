@@ -68,8 +68,11 @@ class Pool {
       } catch (...) {
         res = ncclInternalError;
       }
-      job.group->done(res);
+      // The item's captures (plans, profiler references into the communicator) are released before the
+      // group hears of the result: once it does, the caller may return and destroy the communicator.
+      WorkGroup* group = job.group;
       job = Job{};
+      group->done(res);
       lock.lock();
     }
   }

@@ -56,6 +56,7 @@ void HostStream::loop() {
     running_ = true;
     lock.unlock();
     ncclResult_t res = work();
+    work = nullptr;  // its captures go before synchronize() can return
     lock.lock();
     running_ = false;
     if (res != ncclSuccess && error_ == ncclSuccess) error_ = res;
