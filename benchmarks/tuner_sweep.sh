@@ -9,7 +9,7 @@
 # usage: benchmarks/tuner_sweep.sh BUILD_DIR       (all_reduce_perf and the plugins must be built)
 #   RANKS="2 4" PATHS="shm net" narrow the sweep; QUICK=1 stops at 1 MiB (a smoke run, ~1 minute);
 #   CONFIRM=N (default 5): head-to-head runs per row of auto against the row's best forced pair;
-#   EXTRA=N (default 10): more of them for the rows still above 1.10 after that.
+#   EXTRA=N (default 30): more of them for the rows still above 1.10 after that.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -131,13 +131,15 @@ h2h() {
 mapfile -t rows < <(python3 "$root/benchmarks/tuner_results.py" best "$raw")
 echo "== head to head: auto against the best forced pair, ${#rows[@]} rows x ${CONFIRM:-5}" >&2
 h2h "${CONFIRM:-5}" "${rows[@]}"
-# Rows still above 1.10 get EXTRA (10) more rounds, both sides alike, all of them run (no stopping once a
+# Rows still above 1.10 get EXTRA (30) more rounds, both sides alike, all of them run (no stopping once a
 # row looks fine): on 2 cores one run of 4 ranks over sockets can take 1.35x another of the same pair, and
-# the fastest of 5 is not yet a stable figure; the fastest of 15 is.
+# its time depends on where the scheduler placed the 8 threads for that run, so the fastest of 5 is not a
+# stable figure. Even 15 were not: at 8 B one launch in about 25 lands in a 67-us placement against the usual
+# 85-130 us, and which side drew it decided the row.
 mapfile -t rows < <(python3 "$root/benchmarks/tuner_results.py" doubtful "$raw")
-if [ "${#rows[@]}" -gt 0 ] && [ "${EXTRA:-10}" -gt 0 ]; then
-  echo "== head to head again: ${#rows[@]} rows above 1.10 x ${EXTRA:-10}" >&2
-  h2h "${EXTRA:-10}" "${rows[@]}"
+if [ "${#rows[@]}" -gt 0 ] && [ "${EXTRA:-30}" -gt 0 ]; then
+  echo "== head to head again: ${#rows[@]} rows above 1.10 x ${EXTRA:-30}" >&2
+  h2h "${EXTRA:-30}" "${rows[@]}"
 fi
 elapsed=$(( $(date +%s) - start ))
 
@@ -146,7 +148,7 @@ trap 'rm -f "$header"' EXIT
 {
   echo "# Tuner: forced pairs against the automatic choice"
   echo
-  echo "- command: \`benchmarks/tuner_sweep.sh $1\` (RANKS=\"$ranks\", PATHS=\"$paths\", CONFIRM=${CONFIRM:-5}, EXTRA=${EXTRA:-10}, sweep segments:" \
+  echo "- command: \`benchmarks/tuner_sweep.sh $1\` (RANKS=\"$ranks\", PATHS=\"$paths\", CONFIRM=${CONFIRM:-5}, EXTRA=${EXTRA:-30}, sweep segments:" \
        "${segments[*]/%/;} as min max factor iters warmup repeats limit)"
   echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'), run time ${elapsed} s, load average before: $load_before," \
        "after: $(cut -d' ' -f1-3 /proc/loadavg) (other work on the host skews small sizes most)"
