@@ -9,7 +9,11 @@
 # usage: benchmarks/tuner_sweep.sh BUILD_DIR       (all_reduce_perf and the plugins must be built)
 #   RANKS="2 4" PATHS="shm net" narrow the sweep; QUICK=1 stops at 1 MiB (a smoke run, ~1 minute);
 #   CONFIRM=N (default 5): head-to-head runs per row of auto against the row's best forced pair;
-#   EXTRA=N (default 30): more of them for the rows still above 1.10 after that.
+#   EXTRA=N (default 30): more of them for the rows still above 1.10 after that;
+#   BIND=0: leave the ranks unbound (default: all_reduce_perf --bind, rank r on CPU r mod cores, the proxy
+#   thread then off its rank's CPU; unbound, each launch's thread placement makes small sizes bimodal).
+bind=()
+[ "${BIND:-1}" = 0 ] || bind=(--bind)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -48,9 +52,9 @@ run() {
   local envs=()
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done
   shift
-  echo "## command: ${envs[*]} $perf $*" >> "$file"
+  echo "## command: ${envs[*]} $perf $* ${bind[*]}" >> "$file"
   local rc=0
-  env "${envs[@]}" timeout "$limit" "$perf" "$@" -c 0 >> "$file" 2>&1 || rc=$?
+  env "${envs[@]}" timeout "$limit" "$perf" "$@" "${bind[@]}" -c 0 >> "$file" 2>&1 || rc=$?
   [ "$rc" = 0 ] || echo "## FAILED (exit $rc)" >> "$file"
   return "$rc"
 }
@@ -148,7 +152,7 @@ trap 'rm -f "$header"' EXIT
 {
   echo "# Tuner: forced pairs against the automatic choice"
   echo
-  echo "- command: \`benchmarks/tuner_sweep.sh $1\` (RANKS=\"$ranks\", PATHS=\"$paths\", CONFIRM=${CONFIRM:-5}, EXTRA=${EXTRA:-30}, sweep segments:" \
+  echo "- command: \`benchmarks/tuner_sweep.sh $1\` (RANKS=\"$ranks\", PATHS=\"$paths\", CONFIRM=${CONFIRM:-5}, EXTRA=${EXTRA:-30}, BIND=${BIND:-1}, sweep segments:" \
        "${segments[*]/%/;} as min max factor iters warmup repeats limit)"
   echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'), run time ${elapsed} s, load average before: $load_before," \
        "after: $(cut -d' ' -f1-3 /proc/loadavg) (other work on the host skews small sizes most)"

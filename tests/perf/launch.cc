@@ -1,6 +1,7 @@
 #include "launch.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -61,6 +62,26 @@ const char* modeName(Mode m) {
 bool detectLauncher(int* rank, int* size, std::string* error) {
   return launcherPair("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", rank, size, error) ||
          launcherPair("PMI_RANK", "PMI_SIZE", rank, size, error);
+}
+
+int bindCpuFor(int rank) {
+  cpu_set_t mask;
+  if (sched_getaffinity(0, sizeof mask, &mask) != 0 || CPU_COUNT(&mask) == 0) return -1;
+  int k = rank % CPU_COUNT(&mask);
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &mask) && k-- == 0) return c;
+  return -1;
+}
+
+bool bindToCpu(int rank, int cpu) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  if (cpu >= 0 && cpu < CPU_SETSIZE) {
+    CPU_SET(cpu, &one);
+    if (sched_setaffinity(0, sizeof one, &one) == 0) return true;
+  }
+  std::fprintf(stderr, "rank %d: --bind: cannot bind to CPU %d: %s\n", rank, cpu, std::strerror(errno));
+  return false;
 }
 
 bool forkRanks(int n, ncclUniqueId* id, int* rank, int* exitCode) {

@@ -23,6 +23,12 @@ bool detectLauncher(int* rank, int* size, std::string* error);
 // waits for every child, stops the rest when one fails, and returns false with *exitCode set.
 bool forkRanks(int n, ncclUniqueId* id, int* rank, int* exitCode);
 
+// --bind: the CPU rank `rank` of `n` runs on, the (rank mod k)-th of the k CPUs this process may use (as
+// mpirun --bind-to core does, round robin when ranks outnumber CPUs); -1 when the mask cannot be read.
+int bindCpuFor(int rank);
+// Binds the calling thread (a forked rank's only thread) to `cpu`; false with a message on stderr.
+bool bindToCpu(int rank, int cpu);
+
 // Launcher mode: rank 0 makes the id and publishes it atomically (write + rename) at idFilePath(); the
 // others poll for the file for up to `timeoutSec`. Returns false with a message on stderr on failure.
 bool shareIdThroughFile(int rank, int timeoutSec, ncclUniqueId* id);

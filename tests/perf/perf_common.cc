@@ -34,6 +34,8 @@ struct Options {
   int root = 0;
   bool predict = false;  // --predict: add ncclGroupSimulateEnd's estimate as a last column
   std::string plot;      // --plot OUT: also draw the table with benchmarks/plot.sh (OUT.svg / OUT.png)
+  bool bind = false;     // --bind: each forked rank on one CPU (bindCpus[rank])
+  std::vector<int> bindCpus;
 };
 
 #ifndef TUTTI_PLOT_SCRIPT
@@ -288,7 +290,9 @@ void usage(const char* prog) {
               "  benchmarks/plot.sh (gnuplot; TUTTI_PLOT overrides the script's path).\n"
               "  -g N: N ranks as threads of this process; -P N (or TUTTI_PERF_PROCS=N): N forked processes,\n"
               "  one rank each; under mpirun (OMPI_COMM_WORLD_* or PMI_*): one rank per process, the unique id\n"
-              "  passed through the file TUTTI_PERF_ID_FILE (default /tmp/tutti-perf-id-<job>).\n", prog);
+              "  passed through the file TUTTI_PERF_ID_FILE (default /tmp/tutti-perf-id-<job>).\n"
+              "  --bind (with -P): rank r runs on CPU r mod k of the k CPUs this process may use, as mpirun\n"
+              "  --bind-to core does; under mpirun, bind with mpirun's own option.\n", prog);
 }
 
 // Which ranks this process runs; process modes have exactly one, threads mode all of them.
@@ -380,6 +384,11 @@ void printHeader(const Options& o, const Run& run, const char* prog) {
   std::printf("# Tutti %s: nranks %d, mode %s, %d process%s x %d rank%s, iters %d, warmup %d, check %d, "
               "NCCL API %d\n", prog, run.nRanks, modeName(run.mode), procs, procs > 1 ? "es" : "", run.localRanks,
               run.localRanks > 1 ? "s" : "", o.iters, o.warmup, o.check, version);
+  if (o.bind) {
+    std::string cpus;
+    for (size_t r = 0; r < o.bindCpus.size(); ++r) cpus += (r ? ", " : "") + std::to_string(r) + ":" + std::to_string(o.bindCpus[r]);
+    std::printf("# bind: rank:CPU %s\n", cpus.c_str());
+  }
   std::printf("# env:%s\n", envSummary().c_str());
   std::printf("#\n#%59s%s\n", "", "out-of-place                       in-place");
   std::printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s%s\n", "size", "count", "type", "redop", "root",
@@ -523,10 +532,12 @@ int perfMain(Coll coll, int argc, char** argv) {
   if (const char* p = std::getenv("TUTTI_PERF_PROCS"); p != nullptr && *p) o.procs = std::atoi(p) > 0 ? std::atoi(p) : -1;
   int opt;
   const struct option longOpts[] = {{"predict", no_argument, nullptr, 'p'}, {"plot", required_argument, nullptr, 'x'},
-                                    {"help", no_argument, nullptr, 'h'}, {nullptr, 0, nullptr, 0}};
+                                    {"bind", no_argument, nullptr, 'B'}, {"help", no_argument, nullptr, 'h'},
+                                    {nullptr, 0, nullptr, 0}};
   while ((opt = getopt_long(argc, argv, "b:e:f:i:g:t:P:n:w:c:d:o:r:z:m:a:h", longOpts, nullptr)) != -1) {
     switch (opt) {
       case 'p': o.predict = true; break;
+      case 'B': o.bind = true; break;
       case 'x': o.plot = optarg; break;
       case 'b': o.minBytes = parseSize(optarg); break;
       case 'e': o.maxBytes = parseSize(optarg); break;
@@ -570,10 +581,23 @@ int perfMain(Coll coll, int argc, char** argv) {
     return 2;
   }
 
+  if (o.bind && run.mode != Mode::Fork) {
+    std::fprintf(stderr, "--bind binds forked ranks (-P N); ranks as threads are not bound, and under mpirun "
+                 "its own --bind-to option binds\n");
+    return 2;
+  }
   if (run.mode == Mode::Fork) {
+    for (int r = 0; o.bind && r < run.nRanks; ++r) {
+      o.bindCpus.push_back(bindCpuFor(r));
+      if (o.bindCpus.back() < 0) {
+        std::fprintf(stderr, "--bind: cannot read this process's CPU mask: %s\n", std::strerror(errno));
+        return 1;
+      }
+    }
     ncclUniqueId id;
     int rank = 0, parentExit = 1;
     if (!forkRanks(run.nRanks, &id, &rank, &parentExit)) return parentExit;
+    if (o.bind && !bindToCpu(rank, o.bindCpus[rank])) _exit(1);
     run.firstRank = rank;
     int rc = runProcessRank(coll, o, run, id, argv[0]);
     // The child shares the parent's copy of the library's globals (and none of its threads); leave

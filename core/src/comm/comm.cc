@@ -7,6 +7,7 @@
 #include "plan/tuning.h"
 
 #include "plugin/params.h"
+#include "proxy/proxy.h"
 #include "plugin/transport_plugin.h"
 #include "util/check.h"
 
@@ -140,6 +141,16 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
     for (const auto& p : comm->peers) localRanks += p.hostHash == comm->peers[rank].hostHash;
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     comm->spinCount = localRanks <= cores ? 20000 : 1000;
+  }
+
+  // The proxy thread reads its placement when it starts (first network connection of the process): a value
+  // it could not use is an init error now rather than a silent default then.
+  {
+    ProxyAffinity affinity;
+    std::string why;
+    if (!parseProxyAffinity(paramString("TUTTI_PROXY_AFFINITY"), &affinity, &why))
+      TUTTI_FAIL(ncclInvalidArgument, "rank {}: TUTTI_PROXY_AFFINITY: {}", rank, why);
+    proxySetAffinity(affinity);
   }
 
   comm->nChannels = topoChannelCount(nRanks);

@@ -2,6 +2,7 @@
 #include "plugin/params.h"
 
 #include "plugin/config.h"
+#include "proxy/affinity.h"
 #include "util/log.h"
 
 #include <cerrno>
@@ -71,6 +72,15 @@ bool paramCheckValue(const ParamInfo& p, const std::string& text, std::string* w
   if (p.type == ParamType::Int && !parseInt(text, &v)) {
     if (why) *why = fmt::format("{} takes an integer, got '{}'", p.name, text);
     return false;
+  }
+  // String parameters with a grammar are checked here too, so a config file's typo is reported at its line.
+  if (std::string_view(p.name) == "TUTTI_PROXY_AFFINITY") {
+    ProxyAffinity affinity;
+    std::string wrong;
+    if (!parseProxyAffinity(text, &affinity, &wrong)) {
+      if (why) *why = fmt::format("{}: {}", p.name, wrong);
+      return false;
+    }
   }
   return true;
 }

@@ -1,8 +1,10 @@
 #include "proxy/proxy.h"
 
+#include "proxy/affinity.h"
 #include "util/log.h"
 
 #include <linux/futex.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -12,7 +14,9 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -27,7 +31,20 @@ class Proxy {
     ++version_;
     if (!started_) {
       started_ = true;
-      std::thread([this] { loop(); }).detach();  // process lifetime
+      cpu_set_t cpus;
+      std::string reason;
+      const bool place = placement(&cpus, &reason);
+      std::thread([this, place, cpus, reason] {
+        pthread_setname_np(pthread_self(), "tutti-proxy");
+        if (place) {
+          if (sched_setaffinity(0, sizeof cpus, &cpus) == 0)
+            TUTTI_INFO(NCCL_INIT | NCCL_PROXY, "proxy thread on CPUs {} ({})", formatCpuList(cpus), reason);
+          else
+            TUTTI_WARN("proxy thread: could not move to CPUs {} ({}): {}; it keeps its creator's CPUs",
+                       formatCpuList(cpus), reason, std::strerror(errno));
+        }
+        loop();
+      }).detach();  // process lifetime
     }
     cv_.notify_all();
   }
@@ -44,6 +61,24 @@ class Proxy {
   }
 
  private:
+  // The CPUs for the proxy thread about to be created by the calling thread (affinity.h); false when it
+  // should simply keep the calling thread's.
+  bool placement(cpu_set_t* cpus, std::string* reason) const {
+    cpu_set_t creator;
+    if (sched_getaffinity(0, sizeof creator, &creator) != 0) return false;
+    *cpus = proxyCpus(affinity_, creator, onlineCpus(), reason);
+    return !CPU_EQUAL(cpus, &creator);
+  }
+
+ public:
+  void setAffinity(const ProxyAffinity& affinity) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    affinity_ = affinity;
+  }
+
+ private:
+  ProxyAffinity affinity_;  // guarded by mutex_; read when the thread starts
+
   void loop() {
     std::vector<std::shared_ptr<ProxyTask>> snapshot;
     int idleRounds = 0;
@@ -157,5 +192,6 @@ Proxy& proxy() {
 void proxyAdd(const std::shared_ptr<ProxyTask>& task) { proxy().add(task); }
 void proxyRemove(ProxyTask* task) { proxy().remove(task); }
 void proxyRing() { proxy().ring(); }
+void proxySetAffinity(const ProxyAffinity& affinity) { proxy().setAffinity(affinity); }
 
 }  // namespace tutti

@@ -7,6 +7,8 @@
 
 #include <tutti/common.h>
 
+#include "proxy/affinity.h"
+
 #include <memory>
 
 namespace tutti {
@@ -29,5 +31,9 @@ void proxyRemove(ProxyTask* task);
 // Wakes the proxy thread if it sleeps: called after posting work on a proxied connection. Costs one atomic
 // load while the proxy is awake.
 void proxyRing();
+
+// Where the proxy thread will run (affinity.h): takes effect if the thread has not started yet (it starts
+// with the process's first network connection and lives as long as the process). Thread-safe.
+void proxySetAffinity(const ProxyAffinity& affinity);
 
 }  // namespace tutti
