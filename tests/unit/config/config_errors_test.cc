@@ -45,6 +45,8 @@ const BadCase kBad[] = {
     {"params not a map", "params: 3\n", "1:9: params: expected a map"},
     {"unknown param", "params:\n  NCCL_BUFSIZE: 1\n", "2:3: params: unknown parameter 'NCCL_BUFSIZE'"},
     {"int param not int", "params:\n  NCCL_BUFFSIZE: abc\n", "2:18: params: NCCL_BUFFSIZE takes an integer, got 'abc'"},
+    {"proxy affinity not a CPU list", "params:\n  TUTTI_PROXY_AFFINITY: 0-\n",
+     "2:25: params: TUTTI_PROXY_AFFINITY: '0-': expected auto, inherit or a CPU list such as 0-3,8 ('' is not a CPU number)"},
     {"param not scalar", "params:\n  NCCL_ALGO: [ring]\n", "2:14: params.NCCL_ALGO: expected a value, got a list"},
     {"duplicate param", "params:\n  NCCL_ALGO: ring\n  NCCL_ALGO: tree\n", "3:3: params: duplicate parameter"},
     {"TUTTI_CONFIG in file", "params:\n  TUTTI_CONFIG: x.yaml\n", "2:3: params: TUTTI_CONFIG selects"},
