@@ -6,7 +6,7 @@
 // same core, can deliver. A rank bound to a single CPU (mpirun --bind-to core, taskset, all_reduce_perf
 // --bind) therefore gets a proxy on the other online CPUs, the way a GPU's proxy runs on host cores while
 // the kernel runs on the device. Measured on 2 cores, AllReduce 64 B over sockets, 2 ranks bound to one
-// core each: 16 us with the proxy off the rank's core, 42 us on it, 18-44 us unbound.
+// core each: 16-17 us with the proxy off the rank's core, 40-50 us on it, 18-44 us unbound.
 //
 //   auto     (default) a creating thread bound to exactly one CPU: every other online CPU; otherwise the
 //            creating thread's CPUs (unbound ranks are left to the scheduler)

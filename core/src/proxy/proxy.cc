@@ -49,6 +49,11 @@ class Proxy {
     cv_.notify_all();
   }
 
+  void setAffinity(const ProxyAffinity& affinity) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    affinity_ = affinity;
+  }
+
   void remove(ProxyTask* task) {
     std::unique_lock<std::mutex> lock(mutex_);
     tasks_.erase(std::remove_if(tasks_.begin(), tasks_.end(), [&](const auto& t) { return t.get() == task; }),
@@ -70,13 +75,6 @@ class Proxy {
     return !CPU_EQUAL(cpus, &creator);
   }
 
- public:
-  void setAffinity(const ProxyAffinity& affinity) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    affinity_ = affinity;
-  }
-
- private:
   ProxyAffinity affinity_;  // guarded by mutex_; read when the thread starts
 
   void loop() {
