@@ -406,9 +406,10 @@ ncclResult_t netRecvSetup(void*, const tuttiConnectRequest_t* req, const tuttiPe
   TUTTI_CHECK(allocEnd(req, true, &e));
   NetState* net = loadNet();
   if (net->plugin->net.listen(net->ctx, e->dev, e->handle, &e->listenComm) != ncclSuccess) {
+    const int dev = e->dev;
     std::free(e->mem);
     delete e;
-    TUTTI_FAIL(ncclSystemError, "net: {} could not listen on device {}", net->name, e->dev);
+    TUTTI_FAIL(ncclSystemError, "net: {} could not listen on device {}", net->name, dev);
   }
   std::memcpy(info, e->handle, NCCL_NET_HANDLE_MAXSIZE);
   *res = e;
