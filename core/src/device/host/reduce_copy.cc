@@ -36,6 +36,22 @@ void reduceTwo(const Op& op, const unsigned char* a, const unsigned char* b, uns
   }
 }
 
+// Both results of dst0 = dst1 = (Pre ? preOp(a) : a) op b in one pass: recvReduceCopySend, the middle of
+// every ring AllReduce, writes its result to the output and to the next rank's slot. Element-wise, so
+// either destination may equal a or b exactly.
+template <typename T, typename Op, bool Pre, bool Post>
+void reduceTwoToTwo(const Op& op, const unsigned char* a, const unsigned char* b, unsigned char* dst0,
+                    unsigned char* dst1, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    T x = loadElem<T>(a, i);
+    if constexpr (Pre) x = op.preOp(x);
+    T r = op.reduce(x, loadElem<T>(b, i));
+    if constexpr (Post) r = op.postOp(r);
+    storeElem<T>(dst0, i, r);
+    storeElem<T>(dst1, i, r);
+  }
+}
+
 // Any number of sources and destinations, block by block: acc = src0 (preOp), fold each further source
 // into acc, postOp, then write acc to every destination. A destination equal to src[0] is safe because
 // a block is fully read before it is written.
@@ -68,6 +84,10 @@ void runKernel(const Op& op, int nSrcs, const void* const* srcs, int nDsts, void
     reduceTwo<T, Op, Pre, Post>(op, static_cast<const unsigned char*>(srcs[0]),
                                 static_cast<const unsigned char*>(srcs[1]), static_cast<unsigned char*>(dsts[0]),
                                 count);
+  } else if (nSrcs == 2 && nDsts == 2) {
+    reduceTwoToTwo<T, Op, Pre, Post>(op, static_cast<const unsigned char*>(srcs[0]),
+                                     static_cast<const unsigned char*>(srcs[1]), static_cast<unsigned char*>(dsts[0]),
+                                     static_cast<unsigned char*>(dsts[1]), count);
   } else {
     reduceGeneral<T, Op, Pre, Post>(op, nSrcs, srcs, nDsts, dsts, count);
   }
