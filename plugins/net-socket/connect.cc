@@ -258,8 +258,10 @@ ncclResult_t netListen(int dev, void* opaqueHandle, void** listenComm) {
   }
   const Options& o = options();
   l->magic = randomU64();
-  l->nThreads = static_cast<uint32_t>(o.nSocksPerThread == 0 ? 0 : o.nThreads);
-  l->nSocks = static_cast<uint32_t>(o.nThreads * o.nSocksPerThread);
+  int nThreads = 0, nSocksPerThread = 0;
+  socketCounts(o, d->name, &nThreads, &nSocksPerThread);
+  l->nThreads = static_cast<uint32_t>(nSocksPerThread == 0 ? 0 : nThreads);
+  l->nSocks = static_cast<uint32_t>(nThreads * nSocksPerThread);
 
   Handle h;
   std::memset(opaqueHandle, 0, NCCL_NET_HANDLE_MAXSIZE);

@@ -5,7 +5,9 @@
 
 #include <sys/socket.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -30,6 +32,18 @@ ncclResult_t readInt(const char* name, long long lo, long long hi, long long* ou
   return ncclSuccess;
 }
 
+// A thread or socket count: 0..hi, or kAutoSockets.
+ncclResult_t readSocketCount(const char* name, long long hi, long long* out) {
+  long long x = *out;
+  if (ncclResult_t r = readInt(name, kAutoSockets, hi, &x); r != ncclSuccess) return r;
+  if (x < 0 && x != kAutoSockets) {
+    SOCK_WARN("NET/Socket : %s=%lld is not in [0, %lld] (or %d: per NIC)", name, x, hi, kAutoSockets);
+    return ncclInvalidUsage;
+  }
+  *out = x;
+  return ncclSuccess;
+}
+
 }  // namespace
 
 ncclResult_t readOptions(Options* out) {
@@ -45,18 +59,13 @@ ncclResult_t readOptions(Options* out) {
       return ncclInvalidUsage;
     }
   }
+  // -2 (NCCL's value for "detect") is the same as unset.
   long long x = o.nThreads;
-  if (ncclResult_t r = readInt("NCCL_SOCKET_NTHREADS", 0, kMaxThreads, &x); r != ncclSuccess) return r;
+  if (ncclResult_t r = readSocketCount("NCCL_SOCKET_NTHREADS", kMaxThreads, &x); r != ncclSuccess) return r;
   o.nThreads = static_cast<int>(x);
   x = o.nSocksPerThread;
-  if (ncclResult_t r = readInt("NCCL_NSOCKS_PERTHREAD", 0, kMaxSockets, &x); r != ncclSuccess) return r;
+  if (ncclResult_t r = readSocketCount("NCCL_NSOCKS_PERTHREAD", kMaxSockets, &x); r != ncclSuccess) return r;
   o.nSocksPerThread = static_cast<int>(x);
-  if (o.nThreads * o.nSocksPerThread > kMaxSockets) {
-    // As in NCCL: keep the thread count, trim the sockets per thread to the total limit.
-    o.nSocksPerThread = kMaxSockets / o.nThreads;
-    SOCK_WARN("NET/Socket : more than %d sockets per comm requested, using NCCL_NSOCKS_PERTHREAD=%d", kMaxSockets,
-              o.nSocksPerThread);
-  }
   x = static_cast<long long>(o.inlineBytes);
   if (ncclResult_t r = readInt("NCCL_SOCKET_INLINE", 0, 1 << 30, &x); r != ncclSuccess) return r;
   o.inlineBytes = static_cast<size_t>(x);
@@ -71,6 +80,32 @@ ncclResult_t readOptions(Options* out) {
   o.timeoutMs = static_cast<int>(x);
   *out = o;
   return ncclSuccess;
+}
+
+void socketCounts(const Options& o, const std::string& ifname, int* nThreads, int* nSocksPerThread) {
+  int nt = o.nThreads, ns = o.nSocksPerThread;
+  if (nt == kAutoSockets || ns == kAutoSockets) {
+    // The NIC's PCI vendor; virtual interfaces (lo, veth, bridges) have none and get the plain defaults.
+    char vendor[16] = {};
+    if (FILE* f = std::fopen(("/sys/class/net/" + ifname + "/device/vendor").c_str(), "r")) {
+      if (std::fgets(vendor, sizeof vendor, f) == nullptr) vendor[0] = '\0';
+      std::fclose(f);
+    }
+    int autoNt = 0, autoNs = 0;
+    nicSocketDefaults(vendor, &autoNt, &autoNs);
+    if (nt == kAutoSockets) nt = autoNt;
+    if (ns == kAutoSockets) ns = autoNs;
+  }
+  if (nt > 0 && nt * ns > kMaxSockets) {
+    // As in NCCL: keep the thread count, trim the sockets per thread to the total limit.
+    ns = kMaxSockets / nt;
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true))
+      SOCK_WARN("NET/Socket : more than %d sockets per comm requested, using NCCL_NSOCKS_PERTHREAD=%d",
+                kMaxSockets, ns);
+  }
+  *nThreads = nt;
+  *nSocksPerThread = ns;
 }
 
 const Options& options() { return gOptions; }

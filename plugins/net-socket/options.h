@@ -9,14 +9,39 @@
 
 namespace tutti::netsock {
 
+constexpr int kAutoSockets = -2;
+
+// Helper threads and sockets per thread for a NIC whose PCI vendor id is `pciVendor` (as in
+// /sys/class/net/<if>/device/vendor, e.g. "0x1d0f"; NULL or empty when unknown), NCCL's choices: cloud NICs
+// whose single TCP stream is capped get parallel streams (AWS ENA 2 x 8, Google gVNIC 4 x 1); everything
+// else moves every message on the control socket in the proxy's thread, which on a host with few cores
+// beats waking helper threads (ring AllReduce over loopback, 4 ranks on 2 cores, 1 MiB: 1.9 -> 1.5 ms).
+inline void nicSocketDefaults(const char* pciVendor, int* nThreads, int* nSocksPerThread) {
+  const std::string v = pciVendor ? pciVendor : "";
+  if (v.rfind("0x1d0f", 0) == 0) {
+    *nThreads = 2;
+    *nSocksPerThread = 8;
+  } else if (v.rfind("0x1ae0", 0) == 0) {
+    *nThreads = 4;
+    *nSocksPerThread = 1;
+  } else {
+    *nThreads = 0;
+    *nSocksPerThread = 1;
+  }
+}
+
 struct Options {
   std::string ifname;           // NCCL_SOCKET_IFNAME: prefix list, leading ^ excludes, leading = exact
   int family = 0;               // NCCL_SOCKET_FAMILY: AF_INET / AF_INET6; 0 (AF_UNSPEC) takes either
-  int nThreads = 1;             // NCCL_SOCKET_NTHREADS: helper threads per comm (0: no data sockets)
-  int nSocksPerThread = 2;      // NCCL_NSOCKS_PERTHREAD: data sockets per helper thread
+  // NCCL_SOCKET_NTHREADS: helper threads per comm (0: no data sockets, every message on the control
+  // socket); NCCL_NSOCKS_PERTHREAD: data sockets per helper thread. kAutoSockets (unset) takes the NIC's
+  // defaults at listen time, see nicSocketDefaults.
+  int nThreads = kAutoSockets;
+  int nSocksPerThread = kAutoSockets;
   // NCCL_SOCKET_INLINE: messages up to this size travel on the control socket, moved by the caller's
-  // thread. The default is the smallest chunk: a message that would be one chunk gains no parallelism from
-  // the helper threads and pays two thread wake-ups (NCCL's 128 B made 1 KiB..64 KiB messages slow).
+  // thread, where there are data sockets. The default is the smallest chunk: a message that would be one
+  // chunk gains no parallelism from the helper threads and pays two thread wake-ups (NCCL's 128 B made
+  // 1 KiB..64 KiB messages slow).
   size_t inlineBytes = 65536;
   size_t minChunkBytes = 65536; // NCCL_SOCKET_MIN_TASKSIZE: smallest piece a large message is cut into
   int maxDevices = 16;          // NCCL_SOCKET_MAX_IFS: most interfaces exposed as devices
@@ -25,6 +50,10 @@ struct Options {
 
 // Parses the environment into *out. Bad values are logged and give ncclInvalidUsage.
 ncclResult_t readOptions(Options* out);
+
+// Helper threads and data sockets per thread for a comm listening on interface `ifname`: the variables
+// where set, the NIC's defaults (nicSocketDefaults) where not; the total is trimmed to kMaxSockets.
+void socketCounts(const Options& o, const std::string& ifname, int* nThreads, int* nSocksPerThread);
 
 // The options read by the current init (valid between init and the last finalize).
 const Options& options();

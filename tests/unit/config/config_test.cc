@@ -119,15 +119,19 @@ TEST(ConfigBuiltin, SchemaTableDrivesKeys) {
 }
 
 // configs/REFERENCE.md carries the tables `tutti-info --reference` prints; every declared key and
-// parameter must have its row (regenerate the file when this fails).
+// parameter must have its row, parameters with their current default (regenerate the file when this fails).
 TEST(ConfigBuiltin, ReferenceDocumentsEveryKeyAndParam) {
   std::ifstream in(std::string(TUTTI_TEST_SOURCE_DIR) + "/configs/REFERENCE.md");
   ASSERT_TRUE(in) << "configs/REFERENCE.md missing";
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   for (const ConfigKeyInfo& k : configSchema())
     EXPECT_NE(text.find(std::string("| `") + k.key + "` |"), std::string::npos) << k.key;
-  for (const ParamInfo& p : paramTable())
-    EXPECT_NE(text.find(std::string("| `") + p.name + "` | " + paramTypeName(p.type)), std::string::npos) << p.name;
+  for (const ParamInfo& p : paramTable()) {
+    const std::string def = paramDefaultText(p);
+    const std::string row = std::string("| `") + p.name + "` | " + paramTypeName(p.type) + " | " +
+                            (def.empty() ? std::string("\"\"") : "`" + def + "`") + " |";
+    EXPECT_NE(text.find(row), std::string::npos) << row;
+  }
 }
 
 TEST(ConfigParse, FileOverlaysDefaultWithOrigins) {

@@ -52,10 +52,14 @@ inline void clearWarnings() {
   gWarnings.clear();
 }
 
-// Defaults for every test process; values already set (by a child of EXPECT_EXIT) are kept.
+// Defaults for every test process; values already set (by a child of EXPECT_EXIT) are kept. One helper
+// thread with two data sockets, so that messages above 64 KiB take the chunked path (the plugin's own
+// default on lo has no helper threads; the options tests check that default in a clean child).
 inline void setTestEnv() {
   setenv("NCCL_SOCKET_IFNAME", "lo", 0);
   setenv("TUTTI_NET_SOCKET_TIMEOUT_MS", "3000", 0);
+  setenv("NCCL_SOCKET_NTHREADS", "1", 0);
+  setenv("NCCL_NSOCKS_PERTHREAD", "2", 0);
 }
 
 inline void* pluginLib() {

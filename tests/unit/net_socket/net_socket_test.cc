@@ -1,6 +1,7 @@
 // net-socket through the ncclNet_v12_t table (and the v6 / v9 tables): devices, connection setup over
 // loopback, message sizes, many outstanding requests, and the option variants (in child processes).
 #include "net_socket_fixture.h"
+#include "options.h"
 
 #include <dirent.h>
 
@@ -136,7 +137,9 @@ TEST_F(NetSocket, ManyOutstandingRequestsInOrder) {
     EXPECT_EQ(static_cast<size_t>(got), src[i].size());
   }
   for (int j = 0; j < kN; j++) {
-    if (!sdone[j]) ASSERT_EQ(waitRequest(n->test, sreq[j]), ncclSuccess) << "send " << j;
+    if (!sdone[j]) {
+      ASSERT_EQ(waitRequest(n->test, sreq[j]), ncclSuccess) << "send " << j;
+    }
   }
   for (int i = 0; i < kN; i++) EXPECT_EQ(src[i], dst[i]) << "message " << i;
   // Slots are reusable after completion.
@@ -168,11 +171,13 @@ int threadCount() {
   return n;
 }
 
-// Defaults: messages up to one chunk (64 KiB) stay on the control socket in the caller's thread; only larger
-// ones start the helper threads (one per comm). The listener's choice travels in the handle.
-TEST_F(NetSocket, DefaultsKeepOneChunkMessagesInline) {
-  for (const char* v : {"NCCL_SOCKET_NTHREADS", "NCCL_NSOCKS_PERTHREAD", "NCCL_SOCKET_INLINE"})
-    if (std::getenv(v)) GTEST_SKIP() << v << " is set in the environment";
+// With helper threads (the fixture's one thread, two sockets): messages up to one chunk (64 KiB, the default
+// NCCL_SOCKET_INLINE) stay on the control socket in the caller's thread; only larger ones start the helper
+// threads (one per comm). The listener's choice travels in the handle.
+TEST_F(NetSocket, HelperThreadsOnlyForMessagesAboveOneChunk) {
+  if (std::getenv("NCCL_SOCKET_INLINE")) GTEST_SKIP() << "NCCL_SOCKET_INLINE is set in the environment";
+  if (std::string(std::getenv("NCCL_SOCKET_NTHREADS")) != "1" || std::string(std::getenv("NCCL_NSOCKS_PERTHREAD")) != "2")
+    GTEST_SKIP() << "NCCL_SOCKET_NTHREADS / NCCL_NSOCKS_PERTHREAD are set in the environment";
   listen();
   tutti::netsock::Handle h;
   std::memcpy(&h, handle, sizeof h);
@@ -299,14 +304,22 @@ class NetSocketOptions : public ::testing::Test {
   void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
 };
 
-// In the child: init, connect a pair, move `size` bytes and check them. Exit code 0 on success.
-void childTransfer(size_t size) {
+// In the child: init, connect a pair, move `size` bytes and check them. Exit code 0 on success. With
+// wantThreads >= 0 the listener's handle must carry that many helper threads and wantSocks data sockets, and
+// the transfer must start no thread where wantThreads is 0.
+void childTransfer(size_t size, int wantThreads = -1, int wantSocks = -1) {
   const ncclNet_v12_t* n = net();  // the caller set the environment before this first load
   void* ctx = nullptr;
   if (n == nullptr || n->init(&ctx, 1, nullptr, testLogger, nullptr) != ncclSuccess) std::exit(2);
   char handle[NCCL_NET_HANDLE_MAXSIZE];
   void *lc = nullptr, *sc = nullptr, *rc = nullptr;
   if (n->listen(ctx, 0, handle, &lc) != ncclSuccess) std::exit(3);
+  tutti::netsock::Handle h;
+  std::memcpy(&h, handle, sizeof h);
+  if (wantThreads >= 0 && (h.nThreads != static_cast<uint32_t>(wantThreads) ||
+                           h.nSocks != static_cast<uint32_t>(wantSocks)))
+    std::exit(9);
+  const int threadsBefore = threadCount();
   if (!establish([&](void** s) { return n->connect(ctx, 0, handle, s, nullptr); },
                  [&](void** r) { return n->accept(lc, r, nullptr); }, &sc, &rc))
     std::exit(4);
@@ -319,11 +332,50 @@ void childTransfer(size_t size) {
   if (n->irecv(rc, 1, &d, &size, &tag, nullptr, nullptr, &rreq) != ncclSuccess) std::exit(6);
   if (waitBoth(n->test, sreq, rreq, nullptr) != ncclSuccess) std::exit(7);
   if (src != dst) std::exit(8);
+  if (wantThreads == 0 && threadCount() != threadsBefore) std::exit(10);
   n->closeSend(sc);
   n->closeRecv(rc);
   n->closeListen(lc);
   n->finalize(ctx);
   std::exit(0);
+}
+
+// NCCL's choices per NIC vendor: parallel streams only for the cloud NICs that need them.
+TEST(NetSocketDefaults, HelperThreadsPerNicVendor) {
+  int nt = -1, ns = -1;
+  tutti::netsock::nicSocketDefaults("0x1d0f\n", &nt, &ns);  // AWS ENA, as read from sysfs
+  EXPECT_EQ(nt, 2);
+  EXPECT_EQ(ns, 8);
+  tutti::netsock::nicSocketDefaults("0x1ae0", &nt, &ns);  // Google gVNIC
+  EXPECT_EQ(nt, 4);
+  EXPECT_EQ(ns, 1);
+  for (const char* other : std::initializer_list<const char*>{"0x8086", "0x15b3", "", "0x1d0", nullptr}) {
+    tutti::netsock::nicSocketDefaults(other, &nt, &ns);
+    EXPECT_EQ(nt, 0) << (other ? other : "NULL");
+    EXPECT_EQ(ns, 1) << (other ? other : "NULL");
+  }
+}
+
+// Unset, on an interface without a PCI device (lo): no helper threads and no data sockets; a large message
+// travels on the control socket in the caller's thread. One variable set alone keeps the other's default.
+TEST_F(NetSocketOptions, DefaultsOnLoopbackUseNoHelperThreads) {
+  EXPECT_EXIT(
+      {
+        net();  // loads the plugin, which sets the test defaults; init reads the variables after that
+        unsetenv("NCCL_SOCKET_INLINE");
+        unsetenv("NCCL_SOCKET_NTHREADS");
+        unsetenv("NCCL_NSOCKS_PERTHREAD");
+        childTransfer(3 << 20, 0, 0);
+      },
+      ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(
+      {
+        net();
+        setenv("NCCL_SOCKET_NTHREADS", "3", 1);
+        setenv("NCCL_NSOCKS_PERTHREAD", "-2", 1);  // NCCL's "detect", the same as unset
+        childTransfer(3 << 20, 3, 3);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 TEST_F(NetSocketOptions, NoHelperThreadsSendsEverythingOnControlSocket) {
@@ -376,6 +428,8 @@ TEST_F(NetSocketOptions, NoMatchingInterfaceFailsInit) {
 TEST_F(NetSocketOptions, MalformedValuesFailInit) {
   EXPECT_EXIT(childInit("NCCL_SOCKET_NTHREADS", "many"), ::testing::ExitedWithCode(ncclInvalidUsage), "");
   EXPECT_EXIT(childInit("NCCL_SOCKET_NTHREADS", "17"), ::testing::ExitedWithCode(ncclInvalidUsage), "");
+  EXPECT_EXIT(childInit("NCCL_SOCKET_NTHREADS", "-1"), ::testing::ExitedWithCode(ncclInvalidUsage), "");
+  EXPECT_EXIT(childInit("NCCL_NSOCKS_PERTHREAD", "-3"), ::testing::ExitedWithCode(ncclInvalidUsage), "");
   EXPECT_EXIT(childInit("NCCL_SOCKET_FAMILY", "AF_UNIX"), ::testing::ExitedWithCode(ncclInvalidUsage), "");
   EXPECT_EXIT(childInit("TUTTI_NET_SOCKET_TIMEOUT_MS", "-5"), ::testing::ExitedWithCode(ncclInvalidUsage), "");
 }
