@@ -30,7 +30,8 @@ Shape shapeOf(ncclFunc_t f, int algo, int nRanks, int nNodes) {
       // Reduce up then broadcast down: a binary tree across nodes and a chain inside each node, so the
       // depth is log2(nodes) plus the chain's length (on one node the "tree" is a chain of k ranks). A rank
       // with both a parent and a child receives and sends every byte twice (once per phase); with depth 1
-      // (2 ranks) each rank sends and receives it once.
+      // (2 ranks) each rank sends and receives it once, but the root reduces all of it and the two phases
+      // do not overlap, so the traffic of a depth-1 tree is an option (Model::time).
       if (f == ncclFuncAllReduce) {
         const double nodes = std::clamp(nNodes, 1, std::max(nRanks, 1));
         const double chain = std::ceil(k / nodes) - 1;
@@ -67,18 +68,34 @@ double Model::time(ncclFunc_t f, int algo, int proto, size_t nBytes, int coreCha
   const double bandwidth =
       options.bandwidthGBs[l][proto] * (tree ? options.treeBandwidthFactor[l] : 1.0) / bandwidthOver_;
   const double bytes = static_cast<double>(nBytes);
-  double t = options.overheadUs[l][proto] + latency * s.steps + s.traffic * bytes / (bandwidth * 1e3);
+  const double depth = tree ? s.steps / 2 : 0;
+  const double traffic = tree && depth < 2 ? options.treeShallowTraffic[l] : s.traffic;
+  double t = options.overheadUs[l][proto] + latency * s.steps + traffic * bytes / (bandwidth * 1e3);
   if (tree && f == ncclFuncAllReduce) {
-    // Pipeline fill: a chunk (at most one FIFO slot of data per channel) goes up `depth` links and back
-    // down before the last one leaves, so the tree pays about 2 x depth - 1 chunk times beyond its steady
-    // state. With few slots per channel (1 MiB on 2 channels is one 512 KiB slot each) nothing overlaps and
-    // a tree costs several times a ring, even between 2 ranks; at many slots per channel the term fades.
-    const double depth = s.steps / 2;
+    // Pipeline fill: a chunk goes up `depth` links and back down before the last one leaves, so the tree
+    // pays about 2 x depth - 1 chunk times beyond its steady state. A chunk is one FIFO slot of data per
+    // channel, with Simple cut finer for small shares as the core does (treeStepBytes). With few chunks per
+    // channel nothing overlaps and a tree costs several times a ring, even between 2 ranks; at many chunks
+    // per channel the term fades.
     const int channelsUsed = std::max(1, std::min(channels(nBytes), coreChannels > 0 ? coreChannels : 1));
-    const double chunk = std::min(bytes, static_cast<double>(options.slotDataBytes[proto]) * channelsUsed);
+    const double step = static_cast<double>(
+        proto == NCCL_PROTO_SIMPLE
+            ? treeStepBytes(options.slotDataBytes[proto], nBytes / channelsUsed, static_cast<int>(depth))
+            : options.slotDataBytes[proto]);
+    const double chunk = std::min(bytes, step * channelsUsed);
     t += options.treeFillFactor[l] * std::max(0.0, 2 * depth - 1) * chunk / (bandwidth * 1e3);
   }
   return t;
+}
+
+long long treeStepBytes(long long slotBytes, size_t shareBytes, int depth) {
+  // The core's rule (core/src/plan/plan.h, treeChunkBytes): halve the slot, not below 32 KiB, until the
+  // channel's share makes 4 chunks per link of depth.
+  constexpr long long kMinChunk = 32 * 1024, kChunksPerDepth = 4;
+  const unsigned long long want = kChunksPerDepth * static_cast<unsigned long long>(std::max(depth, 1));
+  long long chunk = slotBytes;
+  while (chunk / 2 >= kMinChunk && shareBytes < want * static_cast<unsigned long long>(chunk)) chunk /= 2;
+  return chunk;
 }
 
 void Model::configure(const Options& opts, int ranks, int nodes) {

@@ -33,6 +33,10 @@ struct Model {
   double bandwidthOver_ = 1;  // bandwidth divisor: over^oversubBandwidthExponent
 };
 
+// Bytes per step of a tree AllReduce with Simple for a channel share of shareBytes on a tree `depth` links
+// deep: the core's rule, mirrored (the plugin links nothing of the core).
+long long treeStepBytes(long long slotBytes, size_t shareBytes, int depth);
+
 // Fills the entries of table[numAlgo][numProto] that are >= 0 (leaves NCCL_ALGO_PROTO_IGNORE and
 // out-of-model entries untouched).
 void modelFill(const Model& m, ncclFunc_t f, size_t nBytes, int coreChannels, float* table, int numAlgo,

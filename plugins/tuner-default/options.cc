@@ -43,6 +43,9 @@ const OptionInfo kOptions[] = {
      "Tree bandwidth as a multiple of the link's (ring) bandwidth: one number, or process,shm,net"},
     {"TUTTI_TUNER_TREE_FILL_FACTOR", "1,0.175,0.151",
      "Weight of the tree's pipeline fill ((depth - 1) slots of data per channel): one number, or process,shm,net"},
+    {"TUTTI_TUNER_TREE_SHALLOW_TRAFFIC", "1",
+     "Bytes per byte of the collective a tree of depth 1 (two ranks) moves, against 2 for deeper trees: one "
+     "number, or process,shm,net"},
     {"TUTTI_TUNER_CORES", "auto",
      "Cores the ranks of one node share, or auto (this process's CPU count); 0 ignores oversubscription"},
     {"TUTTI_TUNER_OVERSUBSCRIBED", "2.86,0.637",
@@ -176,6 +179,7 @@ ncclResult_t readOptions(Options* out, std::string* error) {
   if (!parseFactor("TUTTI_TUNER_TREE_LATENCY_FACTOR", o.treeLatencyFactor, error)) return ncclInvalidUsage;
   if (!parseFactor("TUTTI_TUNER_TREE_BANDWIDTH_FACTOR", o.treeBandwidthFactor, error)) return ncclInvalidUsage;
   if (!parseFactor("TUTTI_TUNER_TREE_FILL_FACTOR", o.treeFillFactor, error, true)) return ncclInvalidUsage;
+  if (!parseFactor("TUTTI_TUNER_TREE_SHALLOW_TRAFFIC", o.treeShallowTraffic, error)) return ncclInvalidUsage;
   long long x = 0;
   if (const char* cores = valueOf("TUTTI_TUNER_CORES"); strcasecmp(cores, "auto") == 0) {
     o.cores = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));

@@ -21,6 +21,7 @@ struct Options {
   double treeLatencyFactor[kNumLinks] = {1, 1, 1};    // TUTTI_TUNER_TREE_LATENCY_FACTOR: tree vs ring step
   double treeBandwidthFactor[kNumLinks] = {1, 1, 1};  // TUTTI_TUNER_TREE_BANDWIDTH_FACTOR: tree vs ring GB/s
   double treeFillFactor[kNumLinks] = {1, 1, 1};       // TUTTI_TUNER_TREE_FILL_FACTOR: pipeline-fill weight
+  double treeShallowTraffic[kNumLinks] = {1, 1, 1};   // TUTTI_TUNER_TREE_SHALLOW_TRAFFIC: depth-1 tree traffic
   int cores = 0;                     // TUTTI_TUNER_CORES: cores a node's ranks share (0: ignore oversubscription)
   double oversubLatencyFactor = 1;   // TUTTI_TUNER_OVERSUBSCRIBED: step latency factor when ranks > cores,
   double oversubBandwidthExponent = 1;  // and bandwidth divided by (ranks / cores)^exponent

@@ -42,7 +42,10 @@ ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out) {
   const size_t slotData = plan.protocol == TUTTI_PROTO_LL      ? llSlotData(slotBytes)
                           : plan.protocol == TUTTI_PROTO_LL128 ? ll128SlotData(slotBytes)
                                                                : slotBytes;
-  const size_t slotElems = slotData / plan.eltSize;
+  const size_t stepData = plan.algorithm == NCCL_ALGO_TREE && plan.protocol == TUTTI_PROTO_SIMPLE
+                              ? treeChunkBytes(slotData, perChannel * plan.eltSize, comm->trees.depth)
+                              : slotData;
+  const size_t slotElems = stepData / plan.eltSize;
   const size_t chunkCount = std::max<size_t>(align, slotElems - slotElems % align);
 
   for (int c = 0; c < nc; ++c) {

@@ -28,6 +28,23 @@ struct CollPlan {
 // Minimum bytes a channel is given before another channel is used.
 inline constexpr size_t kMinBytesPerChannel = 256 * 1024;
 
+// Smallest chunk a tree step is cut to, and how many chunks per link of depth a channel's share should
+// make (see treeChunkBytes).
+inline constexpr size_t kTreeMinChunkBytes = 32 * 1024;
+inline constexpr size_t kTreeChunksPerDepth = 4;
+
+// Bytes per step of a tree AllReduce with Simple: a chunk climbs `depth` links and comes back down before
+// the tree runs at full rate, so a share of few slot-sized chunks runs nearly serially (a 64 KiB share on
+// a 2-deep tree is one chunk passed along 4 links in turn). The slot is halved, not below
+// kTreeMinChunkBytes, until the share makes kTreeChunksPerDepth chunks per link of depth. The default
+// tuner's cost model mirrors this rule (plugins/tuner-default/model.cc).
+inline size_t treeChunkBytes(size_t slotBytes, size_t shareBytes, int depth) {
+  size_t chunk = slotBytes;
+  const size_t want = kTreeChunksPerDepth * static_cast<size_t>(depth > 0 ? depth : 1);
+  while (chunk / 2 >= kTreeMinChunkBytes && shareBytes < want * chunk) chunk /= 2;
+  return chunk;
+}
+
 ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out);
 
 }  // namespace tutti

@@ -2,6 +2,7 @@
 
 #include "util/check.h"
 
+#include <algorithm>
 #include <climits>
 #include <unordered_map>
 
@@ -117,6 +118,24 @@ ncclResult_t topoDoubleTree(const std::vector<int>& nodeOf, DoubleTree* out) {
           TUTTI_FAIL(ncclInternalError, "tree {}: node {} has too many children", tree, n);
         }
         head.down[slot] = chainAt(c, 0);
+      }
+    }
+  }
+  // Depth: breadth first from each tree's root (the one rank without a parent).
+  for (const std::vector<TreeLinks>& links : t.links) {
+    std::vector<int> level(nRanks, -1), queue;
+    queue.reserve(nRanks);
+    for (int r = 0; r < nRanks; ++r)
+      if (links[r].up < 0) {
+        level[r] = 0;
+        queue.push_back(r);
+      }
+    for (size_t i = 0; i < queue.size(); ++i) {
+      const TreeLinks& l = links[queue[i]];
+      t.depth = std::max(t.depth, level[queue[i]]);
+      for (int c = 0; c < l.nDown(); ++c) {
+        level[l.down[c]] = level[queue[i]] + 1;
+        queue.push_back(l.down[c]);
       }
     }
   }

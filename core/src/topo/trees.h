@@ -36,6 +36,7 @@ struct DoubleTree {
   int nNodes = 0;
   std::vector<int> nodeIndex;             // rank -> node; nodes are numbered in order of their lowest rank
   std::vector<TreeLinks> links[kTreeCount];  // links[t][rank]
+  int depth = 0;  // most links between a rank and its root, over both trees (0: one rank)
   const TreeLinks& channelLinks(int channel, int rank) const { return links[channel % kTreeCount][rank]; }
 };
 

@@ -1,5 +1,6 @@
 // Double binary trees: node-level trees for 1..4096 nodes, and rank-level trees (chains inside nodes)
 // for 1..4096 ranks in several ranks-per-node shapes, contiguous or not.
+#include "plan/plan.h"
 #include "topo/trees.h"
 
 #include <gtest/gtest.h>
@@ -159,8 +160,9 @@ std::vector<NamedShape> shapes() {
 
 // Checks one rank-level tree: spanning from one root, links consistent both ways, arity <= 3, chains
 // inside nodes in rank order (tree 0) or reverse rank order (tree 1), node links only between heads.
-// Returns the first violation ("" if none); plain checks, as this runs for ~17 million ranks.
-std::string checkRankTree(const std::vector<int>& nodeOf, const DoubleTree& dt, int t) {
+// Returns the first violation ("" if none); plain checks, as this runs for ~17 million ranks. *depth gets
+// the most links between a rank and the root.
+std::string checkRankTree(const std::vector<int>& nodeOf, const DoubleTree& dt, int t, int* depth) {
   const int k = static_cast<int>(nodeOf.size());
   const std::vector<TreeLinks>& l = dt.links[t];
   auto at = [](int r) { return "rank " + std::to_string(r) + ": "; };
@@ -221,15 +223,21 @@ std::string checkRankTree(const std::vector<int>& nodeOf, const DoubleTree& dt, 
   }
   // Every rank reached exactly once from the root.
   std::vector<char> seen(k, 0);
+  std::vector<int> level(k, 0);
   std::vector<int> stack{root};
   int reached = 0;
+  *depth = 0;
   while (!stack.empty()) {
     const int v = stack.back();
     stack.pop_back();
     if (seen[v]) return at(v) + "reached twice";
     seen[v] = 1;
     ++reached;
-    for (int i = 0; i < l[v].nDown(); ++i) stack.push_back(l[v].down[i]);
+    *depth = std::max(*depth, level[v]);
+    for (int i = 0; i < l[v].nDown(); ++i) {
+      level[l[v].down[i]] = level[v] + 1;
+      stack.push_back(l[v].down[i]);
+    }
   }
   if (reached != k) return "reached " + std::to_string(reached) + " of " + std::to_string(k) + " ranks";
   return "";
@@ -254,9 +262,13 @@ TEST_P(TreeRanks, SpanningTreesWithChainsInsideNodes) {
     }
     ASSERT_TRUE(ordered);
     ASSERT_EQ(next, dt.nNodes);
+    int depth = 0;
     for (int t = 0; t < kTreeCount; ++t) {
-      ASSERT_EQ(checkRankTree(nodeOf, dt, t), "") << "tree " << t;
+      int d = -1;
+      ASSERT_EQ(checkRankTree(nodeOf, dt, t, &d), "") << "tree " << t;
+      depth = std::max(depth, d);
     }
+    ASSERT_EQ(dt.depth, depth);
     // Channels alternate between the trees.
     ASSERT_EQ(&dt.channelLinks(0, k - 1), &dt.links[0][k - 1]);
     ASSERT_EQ(&dt.channelLinks(3, 0), &dt.links[1][0]);
@@ -265,6 +277,39 @@ TEST_P(TreeRanks, SpanningTreesWithChainsInsideNodes) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, TreeRanks, ::testing::Range(0, static_cast<int>(shapes().size())),
                          [](const ::testing::TestParamInfo<int>& i) { return shapes()[i.param].name; });
+
+// The depth the planner sizes tree chunks by: links across nodes plus the chain inside a node.
+TEST(TreeRanks, DepthOfSmallShapes) {
+  struct Case {
+    std::vector<int> nodeOf;
+    int depth;
+  };
+  for (const Case& c : std::vector<Case>{{{0}, 0},
+                                         {{0, 1}, 1},
+                                         {{0, 1, 2, 3}, 2},          // node tree of height 2 (root, 1 child, 1 leaf)
+                                         {{0, 0, 0, 0}, 3},          // one node: a chain of 4
+                                         {{0, 0, 1, 1}, 2},          // heads linked, chain of 2 below
+                                         {{0, 1, 2, 3, 4, 5, 6, 7}, 3}}) {
+    DoubleTree dt;
+    ASSERT_EQ(topoDoubleTree(c.nodeOf, &dt), ncclSuccess);
+    EXPECT_EQ(dt.depth, c.depth) << c.nodeOf.size() << " ranks on " << dt.nNodes << " nodes";
+  }
+}
+
+// Tree Simple steps: a share that makes few slot-sized chunks per link of depth is cut finer, never below
+// 32 KiB; large shares keep whole slots.
+TEST(TreeChunks, SmallSharesAreCutForPipelining) {
+  constexpr size_t K = 1024;
+  EXPECT_EQ(treeChunkBytes(512 * K, 64 * K, 2), 32 * K);           // two chunks instead of one
+  EXPECT_EQ(treeChunkBytes(512 * K, 1024 * K, 2), 128 * K);        // 8 chunks = 4 per link of depth
+  EXPECT_EQ(treeChunkBytes(512 * K, 1024 * K - 1, 2), 64 * K);     // one byte short of 8 x 128 KiB
+  EXPECT_EQ(treeChunkBytes(512 * K, 4096 * K, 2), 512 * K);
+  EXPECT_EQ(treeChunkBytes(512 * K, 4096 * K, 3), 256 * K);        // deeper trees want more chunks
+  EXPECT_EQ(treeChunkBytes(512 * K, 1, 1), 32 * K);
+  EXPECT_EQ(treeChunkBytes(512 * K, 0, 0), 32 * K);                // a one-rank "tree" is never deeper than 1
+  EXPECT_EQ(treeChunkBytes(48 * K, 1, 2), 48 * K);                 // a slot below 64 KiB is never cut
+  EXPECT_EQ(treeChunkBytes(100 * K, 1, 2), 50 * K);
+}
 
 TEST(TreeRanks, HeadsDifferBetweenTreesWhenNodesHaveSeveralRanks) {
   // 3 nodes of 4 ranks: tree 0 enters node 1 at rank 4, tree 1 at rank 7.

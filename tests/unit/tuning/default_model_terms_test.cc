@@ -102,6 +102,31 @@ TEST_F(DefaultTunerTerms, TreeFactorsScaleOnlyTree) {
   EXPECT_NEAR(scaledBig.tree - scaled.tree, 2097.152f / 4, 0.01f);
 }
 
+TEST_F(DefaultTunerTerms, ShallowTreeTrafficAppliesOnlyAtDepthOne) {
+  Env env;
+  env.set("TUTTI_TUNER_INTRA_LINK", "shm");
+  env.set("TUTTI_TUNER_OVERHEAD_SHM", "0,0,0");
+  env.set("TUTTI_TUNER_LATENCY_SHM", "1,1,1");
+  env.set("TUTTI_TUNER_BANDWIDTH_SHM", "1,1,1");
+  env.set("TUTTI_TUNER_TREE_LATENCY_FACTOR", "1");
+  env.set("TUTTI_TUNER_TREE_BANDWIDTH_FACTOR", "1");
+  const size_t mib = size_t{1} << 20;
+  env.set("TUTTI_TUNER_TREE_SHALLOW_TRAFFIC", "1");
+  const Costs two = costs(2, mib), four = costs(4, mib), nodes = costs(4, mib, 2);
+  env.set("TUTTI_TUNER_TREE_SHALLOW_TRAFFIC", "9,1.5,9");  // process,shm,net: shm applies
+  // 2 ranks: 1.5 x 1 MiB instead of 1 x 1 MiB at 1 GB/s.
+  EXPECT_NEAR(costs(2, mib).tree - two.tree, 0.5f * 1048.576f, 0.01f);
+  EXPECT_FLOAT_EQ(costs(2, mib).ring, two.ring);
+  // Deeper trees keep their 2 bytes per byte: a chain of 4, and 2 nodes of 2 (one link plus a chain of 1).
+  EXPECT_FLOAT_EQ(costs(4, mib).tree, four.tree);
+  EXPECT_FLOAT_EQ(costs(4, mib, 2).tree, nodes.tree);
+  for (const char* bad : {"0", "-1", "1,2"}) {
+    Env e;
+    e.set("TUTTI_TUNER_TREE_SHALLOW_TRAFFIC", bad);
+    EXPECT_LT(costs(2, 8).ring, 0) << "TUTTI_TUNER_TREE_SHALLOW_TRAFFIC=" << bad;
+  }
+}
+
 TEST_F(DefaultTunerTerms, TreeIsAChainInsideANodeAndATreeAcrossNodes) {
   Env env;
   env.set("TUTTI_TUNER_OVERHEAD_NET", "0,0,0");
@@ -157,12 +182,13 @@ TEST_F(DefaultTunerTerms, TreeFillIsSlotsOfDataTimesTheChainDepth) {
   const size_t mib = size_t{1} << 20;
   const Costs none4 = costs(4, mib, 1, 2), none2 = costs(2, mib, 1, 2), noneBig = costs(4, 64 * mib, 1, 2);
   env.set("TUTTI_TUNER_TREE_FILL_FACTOR", "1");
-  // A chain of 4 (depth 3) pays 2 x 3 - 1 = 5 chunk times. 1 MiB on 2 channels of 512 KiB slots is one
-  // chunk of 1 MiB: 5 x 1048.576 us at 1 GB/s.
-  EXPECT_NEAR(costs(4, mib, 1, 2).tree - none4.tree, 5 * 1048.576f, 0.05f);
+  // A chain of 4 (depth 3) pays 2 x 3 - 1 = 5 chunk times. 1 MiB on 2 channels is a 512 KiB share per
+  // channel, which the core cuts into 32 KiB chunks (it wants 4 x 3 chunks; 32 KiB is the floor): 5 x 2 x
+  // 32 KiB at 1 GB/s.
+  EXPECT_NEAR(costs(4, mib, 1, 2).tree - none4.tree, 5 * 65.536f, 0.05f);
   EXPECT_FLOAT_EQ(costs(4, mib, 1, 2).ring, none4.ring) << "the ring has no fill term";
-  // Between 2 ranks (depth 1) one chunk: the reduce and the broadcast of one slot cannot overlap.
-  EXPECT_NEAR(costs(2, mib, 1, 2).tree - none2.tree, 1048.576f, 0.05f);
+  // Between 2 ranks (depth 1) 4 chunks of 128 KiB per channel are enough; one chunk time.
+  EXPECT_NEAR(costs(2, mib, 1, 2).tree - none2.tree, 262.144f, 0.05f);
   // Larger collectives: the chunk stays one slot per channel, so the fill stops growing.
   EXPECT_NEAR(costs(4, 64 * mib, 1, 2).tree - noneBig.tree, 5 * 1048.576f, 0.5f);
   // One channel offered by the core: half the chunk.
