@@ -7,13 +7,15 @@ only.
 usage: fit_tuner.py PLUGIN_SO RAW_DIR OUT_MD [LINK ...]      (LINK: shm, net; default both)
 
 RAW_DIR holds tuner_sweep.sh's raw outputs (<path>-np<N>-<algo>-<proto>.txt, each size's fastest run
-counts). The links are fitted together: per link 12 constants (per-call overhead, per-step latency and
-bandwidth for LL/LL128/Simple; the tree's latency, bandwidth and pipeline-fill factors), plus the two
+counts). The links are fitted together: per link 13 constants (per-call overhead, per-step latency and
+bandwidth for LL/LL128/Simple; the tree's latency, bandwidth and pipeline-fill factors and its depth-1
+traffic), plus the two
 oversubscription constants they share, in two passes of Nelder-Mead (restarted) over their logarithms:
   1. least squares of log(predicted / measured) over every measured (ranks, size, algo, proto): the model
      right to a ratio, at small and large sizes alike;
   2. the same plus a penalty for every (ranks, size) whose cheapest predicted pair is measured slower than
-     the best pair (log of the ratio, weighted): what the core's choice pays for a wrong ranking.
+     the best pair (log of the ratio, weighted): what the core's choice pays for a wrong ranking, smoothed
+     (a softmin over the predicted times) so that the simplex can follow it.
 Prints the constants as environment variables and writes OUT_MD (fit errors and the choice the fitted
 model would make on the fitting data; the honest check is a fresh sweep with the new defaults).
 """
@@ -31,6 +33,7 @@ ALLREDUCE = 4  # ncclFuncAllReduce
 LINK_VAR = {"shm": "SHM", "net": "NET"}
 LINK_INDEX = {"process": 0, "shm": 1, "net": 2}
 PENALTY = 4.0  # pass 2: weight of a wrong ranking against the squared log error of one point
+SOFTMIN = 0.03  # pass 2: predicted log-time scale over which pairs share the pick
 DEFAULTS = current_defaults(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "plugins",
                                          "tuner-default", "options.cc"))
 
@@ -87,17 +90,18 @@ def load(raw, link):
     return data
 
 
-# Parameter vector: per link overhead[3], latency[3], bandwidth[3], tree latency, tree bandwidth, tree fill
-# (12 each), then the oversubscription latency factor and bandwidth exponent (shared by the links), all as
-# logarithms. Overheads and the exponent may be zero: fitted as log(0.05 + x), clipped at 0.
-PER_LINK = 12
+# Parameter vector: per link overhead[3], latency[3], bandwidth[3], tree latency, tree bandwidth, tree fill,
+# depth-1 tree traffic (13 each), then the oversubscription latency factor and bandwidth exponent (shared by
+# the links), all as logarithms. Overheads and the exponent may be zero: fitted as log(0.05 + x), clipped at 0.
+PER_LINK = 13
+TREE_TERMS = (("TUTTI_TUNER_TREE_LATENCY_FACTOR", 9), ("TUTTI_TUNER_TREE_BANDWIDTH_FACTOR", 10),
+              ("TUTTI_TUNER_TREE_FILL_FACTOR", 11), ("TUTTI_TUNER_TREE_SHALLOW_TRAFFIC", 12))
 
 
 def to_env(links, x):
     env = {}
     factors = {}
-    for name in ("LATENCY", "BANDWIDTH", "FILL"):
-        var = f"TUTTI_TUNER_TREE_{name}_FACTOR"
+    for var, _ in TREE_TERMS:
         cur = DEFAULTS.get(var, "1").split(",")
         factors[var] = cur * 3 if len(cur) == 1 else cur
     for i, link in enumerate(links):
@@ -106,8 +110,8 @@ def to_env(links, x):
         env[f"TUTTI_TUNER_OVERHEAD_{LINK_VAR[link]}"] = ",".join(num(o) if o >= 0.01 else "0" for o in over)
         env[f"TUTTI_TUNER_LATENCY_{LINK_VAR[link]}"] = ",".join(num(a) for a in v[3:6])
         env[f"TUTTI_TUNER_BANDWIDTH_{LINK_VAR[link]}"] = ",".join(num(b) for b in v[6:9])
-        for name, val in (("LATENCY", v[9]), ("BANDWIDTH", v[10]), ("FILL", v[11])):
-            factors[f"TUTTI_TUNER_TREE_{name}_FACTOR"][LINK_INDEX[link]] = num(val)
+        for var, i in TREE_TERMS:
+            factors[var][LINK_INDEX[link]] = num(v[i])
     env.update({k: ",".join(v) for k, v in factors.items()})
     lat, expo = math.exp(x[-2]), max(0.0, math.exp(x[-1]) - 0.05)
     env["TUTTI_TUNER_OVERSUBSCRIBED"] = f"{num(lat)},{num(expo) if expo >= 0.01 else '0'}"
@@ -116,7 +120,7 @@ def to_env(links, x):
 
 def evaluate(tuner, links, datas, x, penalty):
     env = to_env(links, x)
-    err, n, wrong, rowsets = 0.0, 0, [], 0
+    err, n, wrong, rowsets, regret = 0.0, 0, [], 0, 0.0
     for link, data in zip(links, datas):
         env["TUTTI_TUNER_INTRA_LINK"] = link
         for nranks, rows in data.items():
@@ -127,11 +131,20 @@ def evaluate(tuner, links, datas, x, penalty):
                     err += math.log(max(pred[size][pair], 1e-3) / t) ** 2
                     n += 1
                 best = min(meas.values())
+                worst = 2 * max(meas.values())  # an unmeasured pair was > 2x slower: no pick
                 pick = min(pred[size], key=lambda p: pred[size][p])
-                got = meas.get(pick, 2 * max(meas.values()))  # an unmeasured pair was > 2x slower: no pick
+                got = meas.get(pick, worst)
                 if got > best * 1.0001:
                     wrong.append((link, nranks, size, pick, got / best))
-    loss = err / max(n, 1) + penalty * sum(math.log(r[-1]) for r in wrong) / max(rowsets, 1)
+                if penalty:
+                    # What the pick costs, smoothed: each pair weighted by a softmin of its predicted log
+                    # time (pairs predicted within a few % share the weight), so the penalty moves with the
+                    # constants instead of in steps that a simplex cannot follow.
+                    lp = {p: math.log(max(c, 1e-3)) for p, c in pred[size].items()}
+                    lo = min(lp.values())
+                    w = {p: math.exp(-(v - lo) / SOFTMIN) for p, v in lp.items()}
+                    regret += sum(w[p] * math.log(meas.get(p, worst) / best) for p in w) / sum(w.values())
+    loss = err / max(n, 1) + penalty * regret / max(rowsets, 1)
     return loss, err / max(n, 1), wrong
 
 
@@ -175,7 +188,7 @@ def start_point(data):
         s = max(rows)
         big += [s * 1.5 / (t * 1e3) for t in rows[s].values()]
     bw = max(0.05, sorted(big)[len(big) // 2])
-    return [math.log(0.05 + 1.0)] * 3 + [math.log(lat)] * 3 + [math.log(bw)] * 3 + [0.0, 0.0, 0.0]
+    return [math.log(0.05 + 1.0)] * 3 + [math.log(lat)] * 3 + [math.log(bw)] * 3 + [0.0, 0.0, 0.0, 0.0]
 
 
 def fit(tuner, links, datas, restarts=4):
