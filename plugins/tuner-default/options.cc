@@ -42,7 +42,7 @@ const OptionInfo kOptions[] = {
     {"TUTTI_TUNER_TREE_BANDWIDTH_FACTOR", "1.3,1.07,0.931",
      "Tree bandwidth as a multiple of the link's (ring) bandwidth: one number, or process,shm,net"},
     {"TUTTI_TUNER_TREE_FILL_FACTOR", "1,0.0718,0.0907",
-     "Weight of the tree's pipeline fill ((depth - 1) slots of data per channel): one number, or process,shm,net"},
+     "Weight of the tree's pipeline fill ((2 depth - 1) chunk times): one number, or process,shm,net"},
     {"TUTTI_TUNER_TREE_SHALLOW_TRAFFIC", "1,1.39,1.27",
      "Bytes per byte of the collective a tree of depth 1 (two ranks) moves, against 2 for deeper trees: one "
      "number, or process,shm,net"},
