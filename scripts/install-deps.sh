@@ -2,7 +2,7 @@
 # Installs Tutti's build and test dependencies from Debian's packages (run as root).
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config git
-      libyaml-cpp-dev libfmt-dev libboost-dev libboost-filesystem-dev
+      libyaml-cpp-dev libfmt-dev libboost-dev libboost-filesystem-dev libboost-context-dev
       libgtest-dev libgmock-dev
       libibverbs-dev rdma-core
       iproute2 python3

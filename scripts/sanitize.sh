@@ -58,7 +58,7 @@ configure_and_build() {
   local targets=()
   (($#)) && targets=(--target "$@")
   step "$config" configure nice -n 15 cmake -S "$root" -B "$dir" -DTUTTI_SANITIZE="$sanitize" \
-    -DTUTTI_WITH_CUDA=OFF || return 1
+    -DTUTTI_WITH_CUDA=OFF -DTUTTI_WITH_SIM=OFF || return 1
   step "$config" build nice -n 15 cmake --build "$dir" -j"$jobs" "${targets[@]}"
 }
 

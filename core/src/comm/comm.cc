@@ -6,6 +6,8 @@
 
 #include "plan/tuning.h"
 
+#include "device/sim/launch.h"
+#include "plugin/config.h"
 #include "plugin/params.h"
 #include "proxy/proxy.h"
 #include "plugin/transport_plugin.h"
@@ -27,7 +29,45 @@ uint64_t hashBytes(const void* data, size_t n) {
   return h;
 }
 
+// Which backend runs this communicator: TUTTI_DEVICE (environment or params:), else the config's `device:`.
+ncclResult_t selectBackend(ncclComm* comm) {
+  DeviceKind kind = DeviceKind::Auto;
+  std::string from = "device";
+  if (paramIsSet("TUTTI_DEVICE")) {
+    const std::string v = paramString("TUTTI_DEVICE");
+    from = "TUTTI_DEVICE";
+    if (v == "auto") kind = DeviceKind::Auto;
+    else if (v == "host") kind = DeviceKind::Host;
+    else if (v == "sim") kind = DeviceKind::Sim;
+    else if (v == "cuda") kind = DeviceKind::Cuda;
+    else TUTTI_FAIL(ncclInvalidArgument, "rank {}: TUTTI_DEVICE={}: unknown backend (expected auto, host, sim or cuda)",
+                    comm->rank, v);
+  } else {
+    const Config* cfg = nullptr;
+    TUTTI_CHECK(configGet(&cfg));
+    kind = cfg->device;
+  }
+  switch (kind) {
+    case DeviceKind::Sim:
+      if (!sim::available())
+        TUTTI_FAIL(ncclInvalidUsage, "rank {}: {} sim: this build has no sim backend (configured with "
+                   "TUTTI_WITH_SIM=OFF)", comm->rank, from);
+      comm->backend = Backend::Sim;
+      break;
+    case DeviceKind::Cuda:
+      TUTTI_FAIL(ncclInvalidUsage, "rank {}: {} cuda: this build runs communicators on the host or sim backend only "
+                 "(the CUDA device runtime is not part of it); use host or sim", comm->rank, from);
+    default:  // auto: no GPU runtime in this build, so the host backend
+      comm->backend = Backend::Host;
+      break;
+  }
+  TUTTI_INFO(NCCL_INIT, "rank {}: backend {} ({})", comm->rank, backendName(comm->backend), from);
+  return ncclSuccess;
+}
+
 }  // namespace
+
+const char* backendName(Backend b) { return b == Backend::Sim ? "sim" : "host"; }
 
 // The registry answers without touching *comm (it may be freed or unmapped); the magic is read only then.
 bool commIsValid(const ncclComm* comm) { return commRegistryContains(comm) && comm->magic == kCommMagic; }
@@ -103,6 +143,7 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   comm->commHash = hashBytes(&id, sizeof id);
   comm->redOps = std::make_unique<RedOpTable>(nRanks);
   comm->timeoutNs = std::max<int64_t>(0, paramInt("TUTTI_TIMEOUT")) * 1000000000ll;
+  TUTTI_CHECK(selectBackend(comm));
   callCheckInit(&*comm);
   logSetThreadRank(rank);
   static std::once_flag versionOnce;

@@ -61,6 +61,11 @@ struct ChannelRing {
   Connection* recvConn = nullptr;  // from `prev`
 };
 
+// What runs a communicator's operations (config `device:` / TUTTI_DEVICE): the host backend's CPU
+// primitives, or the device kernels on the CPU SIMT emulator.
+enum class Backend { Host, Sim };
+const char* backendName(Backend b);
+
 // Initializing: a nonblocking init (or split/shrink) still runs in the background; asyncError says how it
 // ends. Revoked: ncclCommRevoke stopped its operations; only destroy, abort, split and shrink remain.
 enum class CommState { Initializing, Ready, Finalized, Revoked, Aborted };
@@ -90,6 +95,7 @@ struct ncclComm {
   int nRanks = 0;
   int cudaDev = -1;
   int nNodes = 1;
+  tutti::Backend backend = tutti::Backend::Host;
   uint64_t commHash = 0;  // same on every rank of the communicator
   ncclConfig_t config{};
   std::string commName;

@@ -38,6 +38,7 @@ const char* deviceKindName(DeviceKind k) {
   switch (k) {
     case DeviceKind::Host: return "host";
     case DeviceKind::Cuda: return "cuda";
+    case DeviceKind::Sim: return "sim";
     default: return "auto";
   }
 }

@@ -31,7 +31,7 @@ struct SourceLoc {
 // Name shown for values that come from the embedded copy of configs/default.yaml.
 inline constexpr const char* kBuiltinConfigName = "<built-in default.yaml>";
 
-enum class DeviceKind { Auto, Host, Cuda };
+enum class DeviceKind { Auto, Host, Cuda, Sim };
 const char* deviceKindName(DeviceKind k);
 
 // Values as NCCL's tuner ABI numbers them (NCCL_ALGO_* / NCCL_PROTO_*); -1 = not set.

@@ -215,9 +215,9 @@ bool Parser::parseRoot(const YAML::Node& root, Config* cfg) {
       cfg->version = 1;
     }
     if (auto d = root["device"]) {
-      constexpr const char* kDevices[] = {"auto", "host", "cuda"};
+      constexpr const char* kDevices[] = {"auto", "host", "cuda", "sim"};  // DeviceKind order
       int dev;
-      if (!word(d, "device", kDevices, 3, &dev)) return false;
+      if (!word(d, "device", kDevices, 4, &dev)) return false;
       cfg->device = static_cast<DeviceKind>(dev);
       cfg->deviceOrigin = origin(d);
     }

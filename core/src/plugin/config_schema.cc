@@ -6,7 +6,7 @@ namespace tutti {
 namespace {
 const ConfigKeyInfo kSchema[] = {
     {"version", "int", "1", "Schema version; this build reads version 1"},
-    {"device", "auto|host|cuda", "auto", "Backend for new communicators (auto: cuda when a GPU is visible)"},
+    {"device", "auto|host|cuda|sim", "auto", "Backend for new communicators (auto: cuda when a GPU is visible, else host; sim: the CUDA kernels on the CPU emulator)"},
     {"plugins", "map", "built-in default.yaml", "Plugins by kind; a kind left out keeps the built-in list"},
     {"plugins.transport", "list of plugin entries", "p2p, shm",
      "Intra-node transports, tried in this order for each peer pair"},

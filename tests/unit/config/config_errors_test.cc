@@ -23,7 +23,7 @@ const BadCase kBad[] = {
     {"duplicate top key", "device: host\ndevice: cuda\n", "2:1: duplicate key 'device'"},
     {"bad version type", "version: one\n", "1:10: version: expected an integer, got 'one'"},
     {"unsupported version", "version: 2\n", "1:10: unsupported config version 2"},
-    {"unknown device", "device: gpu\n", "1:9: device: unknown value 'gpu' (expected auto|host|cuda)"},
+    {"unknown device", "device: gpu\n", "1:9: device: unknown value 'gpu' (expected auto|host|cuda|sim)"},
     {"device not scalar", "device: [host]\n", "1:9: device: expected a value, got a list"},
     {"plugins not a map", "plugins: [socket]\n", "1:10: plugins: expected a map"},
     {"unknown plugin kind", "plugins:\n  nets: []\n", "2:3: unknown key 'nets' in plugins"},

@@ -5,6 +5,7 @@
 #include "device/common/tree.h"
 #include "device/host/prims.h"
 #include "device/host/reduce_copy.h"
+#include "device/sim/launch.h"
 #include "plugin/transport_plugin.h"
 #include "proxy/net_transport.h"
 #include "util/check.h"
@@ -26,6 +27,8 @@ HostConn* connOf(ncclComm* comm, int channel, int connIndex, int peer, bool isSe
   return c ? &c->host : nullptr;
 }
 
+}  // namespace
+
 // Any failure poisons the communicator: its other waits end and its peers see the connections close,
 // so an error on one rank never leaves another rank waiting forever. The bootstrap stays usable, so the
 // survivors can still shrink the communicator.
@@ -41,6 +44,8 @@ WorkItem guarded(ncclComm* comm, WorkItem item) {
     return res;
   };
 }
+
+namespace {
 
 bool isTree(const CollPlan& p) { return p.algorithm == NCCL_ALGO_TREE; }
 
@@ -114,6 +119,19 @@ ncclResult_t countChannelSteps(ncclComm* comm, const std::vector<CollPlan>& coll
   }
   return ncclSuccess;
 }
+
+}  // namespace
+
+ncclResult_t announceChannelSteps(ncclComm* comm, const std::vector<CollPlan>& colls, int c) {
+  if (comm->nRanks == 1) return ncclSuccess;
+  const ChannelRing& ring = comm->rings[c];
+  StepCounts counts;
+  TUTTI_CHECK(countChannelSteps(comm, colls, c, ring.recvConn ? &ring.recvConn->host : nullptr, &counts));
+  for (int i = 0; i < counts.n; ++i) announceRecvSteps(counts.entries[i].first, counts.entries[i].second);
+  return ncclSuccess;
+}
+
+namespace {
 
 // ---- profiling (only when comm->profiler is set) --------------------------------------------------------
 
@@ -276,6 +294,7 @@ ncclResult_t launchConnect(CommLaunch& launch) {
 
 ncclResult_t launchItems(CommLaunch& launch, std::vector<WorkItem>* items) {
   ncclComm* comm = launch.comm;
+  if (comm->backend == Backend::Sim) return sim::launchItems(launch, items);
   // Collectives: one item per channel, running that channel's share of every collective in order.
   int channels = 0;
   for (const CollPlan& p : launch.colls) channels = std::max(channels, static_cast<int>(p.work.size()));

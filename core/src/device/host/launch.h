@@ -22,6 +22,14 @@ struct CommLaunch {
 // Opens the connections the launch needs. Collective over the communicator's ranks taking part.
 ncclResult_t launchConnect(CommLaunch& launch);
 
+// Wraps a work item so that its failure poisons the communicator (asyncError set, operations cancelled,
+// connections closed so the peers stop too).
+WorkItem guarded(ncclComm* comm, WorkItem item);
+
+// Announces to the receive ends of channel `c` (network proxies) the steps the launch's collectives will take
+// from them.
+ncclResult_t announceChannelSteps(ncclComm* comm, const std::vector<CollPlan>& colls, int c);
+
 // Appends the launch's work items: one per channel for the collectives (run in order on that channel),
 // one for all sends and one for all receives (peers visited in the same round order on every rank, so
 // sends and receives pair up without deadlock). Self send/receive pairs are copied here directly.
