@@ -27,6 +27,11 @@ endif()
 set(TUTTI_CUDA_ARCHITECTURES "80-real;90" CACHE STRING "CUDA architectures of the kernels")
 message(STATUS "Tutti: CUDA backend ${TUTTI_HAVE_CUDA}")
 
+# The sim backend: the device kernels compiled by the host compiler and run on the CPU SIMT emulator
+# (Boost.Context fibers). Sanitizer builds turn it off: fibers switching stacks need annotations the
+# sanitizers' runtimes would have to be told about, and the kernels are tested by the ordinary build.
+option(TUTTI_WITH_SIM "Build the sim backend (the device kernels on the CPU SIMT emulator)" ON)
+
 set(TUTTI_HAVE_IB OFF)
 if(NOT TUTTI_WITH_IB STREQUAL "OFF")
   find_path(IBVERBS_INCLUDE_DIR infiniband/verbs.h)

@@ -44,3 +44,26 @@ function(tutti_add_forced_variant target)
                        PROPERTIES LABELS integration TIMEOUT ${V_TIMEOUT}
                                   ENVIRONMENT "NCCL_ALGO=${V_ALGO};NCCL_PROTO=${V_PROTO}")
 endfunction()
+
+# tutti_add_sim_variant(<target> SUFFIX <s> FILTER <gtest filter> SEED <n> [ALGO <a> PROTO <p>] [TIMEOUT s]
+#                       [LABELS ...]): the target's tests matching FILTER once more on the sim backend
+# (TUTTI_DEVICE=sim: the device kernels on the CPU SIMT emulator), named <test><s>, label `sim`, with the
+# emulator's switch points drawn from TUTTI_SIM_SEED=<n> (each variant its own seed, so a run covers several;
+# a failing test prints its seed). Defined only when the build has the sim backend.
+function(tutti_add_sim_variant target)
+  if(NOT TUTTI_WITH_SIM)
+    return()
+  endif()
+  cmake_parse_arguments(V "" "SUFFIX;FILTER;SEED;ALGO;PROTO;TIMEOUT" "LABELS" ${ARGN})
+  if(NOT V_TIMEOUT)
+    set(V_TIMEOUT 300)
+  endif()
+  set(env "TUTTI_DEVICE=sim" "TUTTI_SIM_SEED=${V_SEED}")
+  if(V_ALGO)
+    list(APPEND env "NCCL_ALGO=${V_ALGO}" "NCCL_PROTO=${V_PROTO}")
+  endif()
+  # One label only: gtest_discover_tests splits a list given as LABELS (see ../multiproc).
+  gtest_discover_tests(${target} DISCOVERY_TIMEOUT 60 TEST_FILTER "${V_FILTER}" TEST_SUFFIX "${V_SUFFIX}"
+                       TEST_LIST ${target}${V_SUFFIX}_TESTS
+                       PROPERTIES LABELS sim TIMEOUT ${V_TIMEOUT} ENVIRONMENT "${env}")
+endfunction()

@@ -56,6 +56,27 @@ std::vector<std::string> Report::take() {
   return std::move(failures_);
 }
 
+namespace {
+
+// On the sim backend, a failed test names the emulator seed it ran under, so the failure can be replayed
+// (TUTTI_SIM_SEED picks the switch points; 1 when unset).
+class SimSeedListener : public testing::EmptyTestEventListener {
+  void OnTestEnd(const testing::TestInfo& info) override {
+    const char* device = std::getenv("TUTTI_DEVICE");
+    if (!info.result()->Failed() || !device || std::string(device) != "sim") return;
+    const char* seed = std::getenv("TUTTI_SIM_SEED");
+    std::printf("%s.%s failed on the sim backend: replay with TUTTI_DEVICE=sim TUTTI_SIM_SEED=%s\n",
+                info.test_suite_name(), info.name(), seed ? seed : "1 (the default)");
+  }
+};
+
+const bool kSimSeedListener = [] {
+  testing::UnitTest::GetInstance()->listeners().Append(new SimSeedListener);
+  return true;
+}();
+
+}  // namespace
+
 void reportFailures(Report& report, size_t maxShown) {
   std::vector<std::string> failures = report.take();
   for (size_t i = 0; i < failures.size() && i < maxShown; ++i) ADD_FAILURE() << failures[i];

@@ -151,6 +151,14 @@ void HostPrims::warnSlowWait(const void* ctx, int64_t waitedNs) {
              waitedNs / 1000000000, s->sending ? "a free slot towards" : "data from", s->conn->peer, s->conn->step);
 }
 
+bool HostPrims::sizeIs(const HostConn* c, size_t bytes) const {
+  const tuttiConnCtrl_t* ctrl = c->conn.ctrl;
+  const int slot = static_cast<int>(c->step % TUTTI_STEPS);
+  return std::atomic_ref<const int64_t>(ctrl->sizes[slot]).load(std::memory_order_relaxed) ==
+             static_cast<int64_t>(bytes) &&
+         std::atomic_ref<const int32_t>(ctrl->protos[slot]).load(std::memory_order_relaxed) == proto_;
+}
+
 ncclResult_t HostPrims::checkSize(const HostConn* c, size_t bytes) const {
   const tuttiConnCtrl_t* ctrl = c->conn.ctrl;
   const int slot = static_cast<int>(c->step % TUTTI_STEPS);
@@ -264,6 +272,9 @@ ncclResult_t HostPrims::waitRecv(int peer, size_t bytes, const char** data) {
       spins = 0;
     }
   }
+  // The size word is only promised before tail, not before the lines (a device sender stores it after them):
+  // a size that does not match yet is judged once tail covers the step.
+  if (!tailSeen && !sizeIs(rc, bytes)) TUTTI_CHECK(waitTail());
   TUTTI_CHECK(checkSize(rc, bytes));
   *data = out;
   return ncclSuccess;

@@ -92,6 +92,8 @@ class HostPrims {
   ncclResult_t waitRecvLL(int peer, size_t bytes, const char** data);
   ncclResult_t waitSend(int peer, char** slot);
   ncclResult_t checkSize(const HostConn* c, size_t bytes) const;
+  // Whether the current slot of direct (not proxied) connection c says `bytes` in this protocol, as read now.
+  bool sizeIs(const HostConn* c, size_t bytes) const;
   // WaitContext::onSlow of this object's waits: one WARN per operation (TUTTI_WAIT_WARN).
   struct SlowWait {
     const HostPrims* prims;
