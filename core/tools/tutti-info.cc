@@ -3,6 +3,9 @@
 // plugin of the config with the file it resolves to and its ABI version. Exit status: 0 when the
 // config is valid and every `required` plugin loads, 1 for a config error (printed as
 // file:line:col: message), 2 when a required plugin fails, 64 for bad command-line usage.
+#include "comm/comm.h"
+#include "device/sim/kernels.h"
+#include "device/sim/launch.h"
 #include "plugin/config.h"
 #include "plugin/config_schema.h"
 #include "plugin/params.h"
@@ -72,6 +75,33 @@ void printConfig(const Config& c) {
   }
 }
 
+// Which backend a communicator created now gets, and what this build can run.
+void printBackends() {
+  fmt::print("Backends:\n");
+  Backend b;
+  std::string from, error;
+  if (backendOfNewComms(&b, &from, &error))
+    fmt::print("  new communicators: {}  [{}]\n", backendName(b), from);
+  else
+    fmt::print("  new communicators: none: {}\n", error);
+  fmt::print("  host: the host backend (CPU primitives over host memory)\n");
+  if (sim::available()) {
+    const std::string filter = sim::simKernelFilter();
+    fmt::print("  sim:  the device kernels on the CPU SIMT emulator, {} kernel instances{}; TUTTI_SIM_SEED={}, "
+               "TUTTI_SIM_NTHREADS={}\n", sim::simKernelCount(),
+               filter.empty() ? " (every datatype)" : " (TUTTI_KERNELS=" + filter + ")", paramInt("TUTTI_SIM_SEED"),
+               paramInt("TUTTI_SIM_NTHREADS"));
+  } else {
+    fmt::print("  sim:  not built (TUTTI_WITH_SIM=OFF)\n");
+  }
+#ifdef TUTTI_CUDA_TARGETS
+  fmt::print("  cuda: kernels compiled for {} (NN: sm_NN code and compute_NN PTX; NN-real: code only); no CUDA "
+             "device runtime in this build yet\n", TUTTI_CUDA_TARGETS);
+#else
+  fmt::print("  cuda: not built (no CUDA toolkit found, or TUTTI_WITH_CUDA=OFF)\n");
+#endif
+}
+
 void printParams() {
   fmt::print("Parameters (environment > config params: > default):\n");
   fmt::print("  {:<26} {:<7} {:<22} {}\n", "NAME", "TYPE", "VALUE", "ORIGIN");
@@ -133,6 +163,8 @@ int run(int argc, char** argv) {
   if (!onlyParams) {
     fmt::print("Config: {} (found by: {})\n\n", cfg->sourcePath, cfg->discoveredBy);
     printConfig(*cfg);
+    fmt::print("\n");
+    printBackends();
     fmt::print("\n");
   }
   printParams();

@@ -29,45 +29,62 @@ uint64_t hashBytes(const void* data, size_t n) {
   return h;
 }
 
-// Which backend runs this communicator: TUTTI_DEVICE (environment or params:), else the config's `device:`.
+// Which backend runs this communicator (backendOfNewComms), logged once per rank.
 ncclResult_t selectBackend(ncclComm* comm) {
-  DeviceKind kind = DeviceKind::Auto;
-  std::string from = "device";
-  if (paramIsSet("TUTTI_DEVICE")) {
-    const std::string v = paramString("TUTTI_DEVICE");
-    from = "TUTTI_DEVICE";
-    if (v == "auto") kind = DeviceKind::Auto;
-    else if (v == "host") kind = DeviceKind::Host;
-    else if (v == "sim") kind = DeviceKind::Sim;
-    else if (v == "cuda") kind = DeviceKind::Cuda;
-    else TUTTI_FAIL(ncclInvalidArgument, "rank {}: TUTTI_DEVICE={}: unknown backend (expected auto, host, sim or cuda)",
-                    comm->rank, v);
-  } else {
-    const Config* cfg = nullptr;
-    TUTTI_CHECK(configGet(&cfg));
-    kind = cfg->device;
-  }
-  switch (kind) {
-    case DeviceKind::Sim:
-      if (!sim::available())
-        TUTTI_FAIL(ncclInvalidUsage, "rank {}: {} sim: this build has no sim backend (configured with "
-                   "TUTTI_WITH_SIM=OFF)", comm->rank, from);
-      comm->backend = Backend::Sim;
-      break;
-    case DeviceKind::Cuda:
-      TUTTI_FAIL(ncclInvalidUsage, "rank {}: {} cuda: this build runs communicators on the host or sim backend only "
-                 "(the CUDA device runtime is not part of it); use host or sim", comm->rank, from);
-    default:  // auto: no GPU runtime in this build, so the host backend
-      comm->backend = Backend::Host;
-      break;
-  }
-  TUTTI_INFO(NCCL_INIT, "rank {}: backend {} ({})", comm->rank, backendName(comm->backend), from);
+  std::string from, error;
+  if (!backendOfNewComms(&comm->backend, &from, &error)) TUTTI_FAIL(ncclInvalidUsage, "rank {}: {}", comm->rank, error);
+  TUTTI_INFO(NCCL_INIT, "rank {}: backend {} ({}){}", comm->rank, backendName(comm->backend), from,
+             comm->backend == Backend::Sim ? fmt::format(", TUTTI_SIM_SEED={}", paramInt("TUTTI_SIM_SEED")) : "");
   return ncclSuccess;
 }
 
 }  // namespace
 
 const char* backendName(Backend b) { return b == Backend::Sim ? "sim" : "host"; }
+
+bool backendOfNewComms(Backend* out, std::string* from, std::string* error) {
+  DeviceKind kind = DeviceKind::Auto;
+  *from = "config device:";
+  if (paramIsSet("TUTTI_DEVICE")) {
+    const std::string v = paramString("TUTTI_DEVICE");
+    *from = "TUTTI_DEVICE";
+    if (v == "auto") kind = DeviceKind::Auto;
+    else if (v == "host") kind = DeviceKind::Host;
+    else if (v == "sim") kind = DeviceKind::Sim;
+    else if (v == "cuda") kind = DeviceKind::Cuda;
+    else {
+      *error = fmt::format("TUTTI_DEVICE={}: unknown backend (expected auto, host, sim or cuda)", v);
+      return false;
+    }
+  } else {
+    const Config* cfg = nullptr;
+    if (configGet(&cfg) != ncclSuccess) {
+      *error = lastErrorText();
+      return false;
+    }
+    kind = cfg->device;
+  }
+  switch (kind) {
+    case DeviceKind::Sim:
+      if (!sim::available()) {
+        *error = fmt::format("{} sim: this build has no sim backend (configured with TUTTI_WITH_SIM=OFF)", *from);
+        return false;
+      }
+      *out = Backend::Sim;
+      return true;
+    case DeviceKind::Cuda:
+      *error = fmt::format("{} cuda: this build runs communicators on the host or sim backend only (the CUDA "
+                           "device runtime is not part of it yet); use host or sim", *from);
+      return false;
+    case DeviceKind::Host:
+      *out = Backend::Host;
+      return true;
+    default:  // auto: no GPU runtime in this build, so the host backend
+      *from += " auto";
+      *out = Backend::Host;
+      return true;
+  }
+}
 
 // The registry answers without touching *comm (it may be freed or unmapped); the magic is read only then.
 bool commIsValid(const ncclComm* comm) { return commRegistryContains(comm) && comm->magic == kCommMagic; }

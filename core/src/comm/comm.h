@@ -65,6 +65,9 @@ struct ChannelRing {
 // primitives, or the device kernels on the CPU SIMT emulator.
 enum class Backend { Host, Sim };
 const char* backendName(Backend b);
+// The backend a communicator created now would get: TUTTI_DEVICE (environment or params:), else the config's
+// `device:`. *from names which decided. False with *error set for an unknown or unavailable backend.
+bool backendOfNewComms(Backend* out, std::string* from, std::string* error);
 
 // Initializing: a nonblocking init (or split/shrink) still runs in the background; asyncError says how it
 // ends. Revoked: ncclCommRevoke stopped its operations; only destroy, abort, split and shrink remain.
