@@ -240,18 +240,18 @@ void profP2pStart(Task* t, ProfEvent* group) {
   t->prof = ProfRef(profStart(t->comm->profiler.get(), t->api.get(), group, &d));
 }
 
-ProfEvent* profKernelChStart(ProfEvent* parent, int channel) {
+ProfEvent* profKernelChStart(ProfEvent* parent, int channel, uint64_t timerNs) {
   ncclProfilerEventDescr_v6_t d{};
   d.type = ncclProfileKernelCh;
   d.rank = parent->prof->rank;
   d.kernelCh.channelId = static_cast<uint8_t>(channel);
-  d.kernelCh.pTimer = profHostTimerNs();
+  d.kernelCh.pTimer = timerNs ? timerNs : profHostTimerNs();
   return profStart(parent->prof, parent, nullptr, &d);
 }
 
-void profKernelChStop(ProfEvent* kernelCh) {
+void profKernelChStop(ProfEvent* kernelCh, uint64_t timerNs) {
   ncclProfilerEventStateArgs_v6_t a{};
-  a.kernelCh.pTimer = profHostTimerNs();
+  a.kernelCh.pTimer = timerNs ? timerNs : profHostTimerNs();
   profRecordState(kernelCh, ncclProfilerKernelChStop, &a);
   profRelease(kernelCh);
 }

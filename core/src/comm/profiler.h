@@ -107,9 +107,10 @@ ProfEvent* profKernelLaunchStart(ncclComm* comm, ProfEvent* groupApi);
 void profCollStart(CollPlan* plan, ProfEvent* group);
 // Starts the P2p event of a send/recv task into task->prof (parent: task->api).
 void profP2pStart(Task* task, ProfEvent* group);
-// KernelCh of `channel` under `parent` (a Coll or P2p event); stopped with profKernelChStop.
-ProfEvent* profKernelChStart(ProfEvent* parent, int channel);
-void profKernelChStop(ProfEvent* kernelCh);
+// KernelCh of `channel` under `parent` (a Coll or P2p event); stopped with profKernelChStop. `timerNs`: when it
+// started / stopped on the CLOCK_MONOTONIC scale (a kernel's own clock); 0: now.
+ProfEvent* profKernelChStart(ProfEvent* parent, int channel, uint64_t timerNs = 0);
+void profKernelChStop(ProfEvent* kernelCh, uint64_t timerNs = 0);
 // ProxyOp under `parent` for a proxied connection end; one reference, caller's.
 ProfEvent* profProxyOpStart(ProfEvent* parent, int channel, int peer, int nSteps, int chunkSize, bool isSend);
 

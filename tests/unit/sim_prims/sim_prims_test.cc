@@ -93,7 +93,7 @@ void jobEntry(const void* arg) {
     sh->status = DevStatus{};
   }
   simt::syncBlock();
-  const WaitEnv env{&job.abortWord, uint64_t{20} * 1000000000, sh, 0};
+  const WaitEnv env{&job.abortWord, uint64_t{20} * 1000000000, 0, nullptr, sh, 0};
   const DevConn* conns[1] = {b == 0 ? job.send : job.recv};
   ncclResult_t r = ncclSuccess;
   if (b == 0 && job.send) {

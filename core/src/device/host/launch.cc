@@ -131,17 +131,13 @@ ncclResult_t announceChannelSteps(ncclComm* comm, const std::vector<CollPlan>& c
   return ncclSuccess;
 }
 
-namespace {
+int p2pProtocol(const ncclComm* comm, size_t bytes) {
+  return bytes <= comm->p2pLLThreshold ? TUTTI_PROTO_LL : TUTTI_PROTO_SIMPLE;
+}
 
 // ---- profiling (only when comm->profiler is set) --------------------------------------------------------
 
-// Stops a KernelCh event on every path out of a channel's work.
-struct KernelChGuard {
-  ProfEvent* e = nullptr;
-  ~KernelChGuard() {
-    if (e) [[unlikely]] profKernelChStop(e);
-  }
-};
+namespace {
 
 // Steps already queued as ProxyOps per network connection end of one channel, during one launch.
 struct QueuedSteps {
@@ -169,6 +165,8 @@ void postProxyOp(ncclComm* comm, ProfEvent* parent, int channel, int connIndex, 
 }
 
 // ProxyOps of every collective of channel `c`, in the order the channel runs them.
+}  // namespace
+
 ncclResult_t profileChannelProxyOps(ncclComm* comm, const std::vector<CollPlan>& colls, int c) {
   if (comm->nRanks == 1 || !comm->profiler->wants(ncclProfileProxyOp | ncclProfileProxyStep)) return ncclSuccess;
   QueuedSteps queued;
@@ -204,11 +202,28 @@ ncclResult_t profileChannelProxyOps(ncclComm* comm, const std::vector<CollPlan>&
   return ncclSuccess;
 }
 
-// Protocol of one send or receive of `bytes`: LL up to the threshold (latency), Simple above (bandwidth).
-// Both ends decide from the byte count alone, so matching calls agree; mismatched ones are reported.
-int p2pProtocol(const ncclComm* comm, size_t bytes) {
-  return bytes <= comm->p2pLLThreshold ? TUTTI_PROTO_LL : TUTTI_PROTO_SIMPLE;
+
+void profileP2pProxyOp(ncclComm* comm, const Task& t, bool sending) {
+  if (!t.prof || !comm->profiler->wants(ncclProfileProxyOp | ncclProfileProxyStep)) return;
+  const size_t bytes = t.count * dataTypeSize(t.datatype);
+  const int proto = p2pProtocol(comm, bytes);
+  Connection* conn = commFindConnection(comm, 0, kConnP2p, t.root, sending);
+  if (!conn) return;
+  HostStepCounter steps(&conn->host, proto, 1);
+  steps.recv(0, bytes);
+  QueuedSteps queued;
+  postProxyOp(comm, t.prof.get(), 0, kConnP2p, t.root, sending, steps.recvSteps(), proto, &queued);
 }
+
+namespace {
+
+// Stops a KernelCh event on every path out of a channel's work.
+struct KernelChGuard {
+  ProfEvent* e = nullptr;
+  ~KernelChGuard() {
+    if (e) [[unlikely]] profKernelChStop(e);
+  }
+};
 
 ncclResult_t runP2pList(ncclComm* comm, const std::vector<Task>& tasks, bool sending) {
   ResolvedRedOp copyOp{};
@@ -224,12 +239,7 @@ ncclResult_t runP2pList(ncclComm* comm, const std::vector<Task>& tasks, bool sen
     KernelChGuard kernelCh;
     if (t.prof) [[unlikely]] {
       kernelCh.e = profKernelChStart(t.prof.get(), 0);
-      if (comm->profiler->wants(ncclProfileProxyOp | ncclProfileProxyStep)) {
-        HostStepCounter steps(conn, proto, 1);
-        steps.recv(0, bytes);
-        QueuedSteps queued;
-        postProxyOp(comm, t.prof.get(), 0, kConnP2p, t.root, sending, steps.recvSteps(), proto, &queued);
-      }
+      profileP2pProxyOp(comm, t, sending);
     }
     TUTTI_INFO(NCCL_P2P, "{} {} bytes {} rank {} proto {} (opCount {})", sending ? "Send" : "Recv", bytes,
                sending ? "to" : "from", t.root, proto == TUTTI_PROTO_LL ? "LL" : "Simple", comm->p2pOpCount);
@@ -292,6 +302,32 @@ ncclResult_t launchConnect(CommLaunch& launch) {
   return ncclSuccess;
 }
 
+ncclResult_t orderP2p(ncclComm* comm, const std::vector<Task>& p2p, std::vector<Task>* sends,
+                      std::vector<Task>* recvs) {
+  std::vector<Task> selfSends, selfRecvs;
+  const int k = comm->nRanks;
+  for (int i = 0; i < k; ++i) {
+    const int sendPeer = (comm->rank + i) % k, recvPeer = (comm->rank + k - i) % k;
+    for (const Task& t : p2p) {
+      if (t.func == ncclFuncSend && t.root == sendPeer) (i == 0 ? selfSends : *sends).push_back(t);
+      if (t.func == ncclFuncRecv && t.root == recvPeer) (i == 0 ? selfRecvs : *recvs).push_back(t);
+    }
+  }
+  if (selfSends.size() != selfRecvs.size())
+    TUTTI_FAIL(ncclInvalidUsage, "rank {}: {} send(s) to itself but {} receive(s) from itself in one group",
+               comm->rank, selfSends.size(), selfRecvs.size());
+  for (size_t i = 0; i < selfSends.size(); ++i) {
+    const size_t sb = selfSends[i].count * dataTypeSize(selfSends[i].datatype);
+    const size_t rb = selfRecvs[i].count * dataTypeSize(selfRecvs[i].datatype);
+    if (sb != rb)
+      TUTTI_FAIL(ncclInvalidUsage, "rank {}: send to itself of {} bytes matched with a receive of {} bytes",
+                 comm->rank, sb, rb);
+    if (sb && selfSends[i].sendbuff != selfRecvs[i].recvbuff)
+      std::memmove(selfRecvs[i].recvbuff, selfSends[i].sendbuff, sb);
+  }
+  return ncclSuccess;
+}
+
 ncclResult_t launchItems(CommLaunch& launch, std::vector<WorkItem>* items) {
   ncclComm* comm = launch.comm;
   if (comm->backend == Backend::Sim) return sim::launchItems(launch, items);
@@ -338,28 +374,8 @@ ncclResult_t launchItems(CommLaunch& launch, std::vector<WorkItem>* items) {
   }
 
   // Point-to-point: self pairs now; the rest in round order (send to rank+i, receive from rank-i).
-  std::vector<Task> selfSends, selfRecvs;
   std::vector<Task> sends, recvs;
-  const int k = comm->nRanks;
-  for (int i = 0; i < k; ++i) {
-    const int sendPeer = (comm->rank + i) % k, recvPeer = (comm->rank + k - i) % k;
-    for (const Task& t : launch.p2p) {
-      if (t.func == ncclFuncSend && t.root == sendPeer) (i == 0 ? selfSends : sends).push_back(t);
-      if (t.func == ncclFuncRecv && t.root == recvPeer) (i == 0 ? selfRecvs : recvs).push_back(t);
-    }
-  }
-  if (selfSends.size() != selfRecvs.size())
-    TUTTI_FAIL(ncclInvalidUsage, "rank {}: {} send(s) to itself but {} receive(s) from itself in one group",
-               comm->rank, selfSends.size(), selfRecvs.size());
-  for (size_t i = 0; i < selfSends.size(); ++i) {
-    const size_t sb = selfSends[i].count * dataTypeSize(selfSends[i].datatype);
-    const size_t rb = selfRecvs[i].count * dataTypeSize(selfRecvs[i].datatype);
-    if (sb != rb)
-      TUTTI_FAIL(ncclInvalidUsage, "rank {}: send to itself of {} bytes matched with a receive of {} bytes",
-                 comm->rank, sb, rb);
-    if (sb && selfSends[i].sendbuff != selfRecvs[i].recvbuff)
-      std::memmove(selfRecvs[i].recvbuff, selfSends[i].sendbuff, sb);
-  }
+  TUTTI_CHECK(orderP2p(comm, launch.p2p, &sends, &recvs));
   if (!sends.empty())
     items->push_back(guarded(comm, [comm, sends = std::move(sends)] { return runP2pList(comm, sends, true); }));
   if (!recvs.empty())

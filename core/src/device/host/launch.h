@@ -30,6 +30,21 @@ WorkItem guarded(ncclComm* comm, WorkItem item);
 // from them.
 ncclResult_t announceChannelSteps(ncclComm* comm, const std::vector<CollPlan>& colls, int c);
 
+// Protocol of one send or receive of `bytes`: LL up to the threshold (latency), Simple above (bandwidth).
+// Both ends decide from the byte count alone, so matching calls agree; mismatched ones are reported.
+int p2pProtocol(const ncclComm* comm, size_t bytes);
+
+// Profiler ProxyOps (comm->profiler set): of every collective of channel `c` on its network connections, in the
+// order the channel runs them; of one send or receive task. Must precede the steps (and their announcement).
+ncclResult_t profileChannelProxyOps(ncclComm* comm, const std::vector<CollPlan>& colls, int c);
+void profileP2pProxyOp(ncclComm* comm, const Task& t, bool sending);
+
+// Point-to-point of one launch in the order both backends run it: sends to rank+1, rank+2, ... and receives
+// from rank-1, rank-2, ... (every rank visits its peers in the same round order, so sends and receives pair
+// up without deadlock). Self send/receive pairs are copied now and left out.
+ncclResult_t orderP2p(ncclComm* comm, const std::vector<Task>& p2p, std::vector<Task>* sends,
+                      std::vector<Task>* recvs);
+
 // Appends the launch's work items: one per channel for the collectives (run in order on that channel),
 // one for all sends and one for all receives (peers visited in the same round order on every rank, so
 // sends and receives pair up without deadlock). Self send/receive pairs are copied here directly.

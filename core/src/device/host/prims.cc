@@ -133,19 +133,23 @@ WaitContext HostPrims::connWait(const HostConn* c, const SlowWait* slow) const {
   return w;
 }
 
+bool firstSlowWarning(std::atomic<uint64_t>* warnedOp, const char* opName, uint64_t opCount) {
+  if (!warnedOp) return true;
+  const uint64_t kind = std::strcmp(opName, "Send") == 0 ? 1 : std::strcmp(opName, "Recv") == 0 ? 2 : 0;
+  const uint64_t key = (opCount << 2 | kind) + 1;
+  uint64_t seen = warnedOp->load(std::memory_order_relaxed);
+  do {
+    if (seen == key) return false;
+  } while (!warnedOp->compare_exchange_weak(seen, key, std::memory_order_relaxed));
+  return true;
+}
+
 void HostPrims::warnSlowWait(const void* ctx, int64_t waitedNs) {
   const auto* s = static_cast<const SlowWait*>(ctx);
   const OpLabel& l = s->prims->label_;
   // One WARN per operation of the communicator, whichever of its channels waits first. Send and Recv of
   // one point-to-point group share an opCount, and collectives count apart from them.
-  const uint64_t kind = std::strcmp(l.opName, "Send") == 0 ? 1 : std::strcmp(l.opName, "Recv") == 0 ? 2 : 0;
-  const uint64_t key = (l.opCount << 2 | kind) + 1;
-  if (s->prims->wait_.warnedOp) {
-    uint64_t seen = s->prims->wait_.warnedOp->load(std::memory_order_relaxed);
-    do {
-      if (seen == key) return;
-    } while (!s->prims->wait_.warnedOp->compare_exchange_weak(seen, key, std::memory_order_relaxed));
-  }
+  if (!firstSlowWarning(s->prims->wait_.warnedOp, l.opName, l.opCount)) return;
   TUTTI_WARN("rank {}: {} (opCount {}, channel {}) has waited {} s for {} rank {} (step {}); still waiting "
              "(TUTTI_WAIT_WARN; TUTTI_TIMEOUT turns long waits into errors)", l.rank, l.opName, l.opCount, l.channel,
              waitedNs / 1000000000, s->sending ? "a free slot towards" : "data from", s->conn->peer, s->conn->step);

@@ -46,6 +46,11 @@ struct OpLabel {
 // Most connections one primitives object receives from or sends to in one step (a tree node's children).
 inline constexpr int kMaxPrimsPeers = 3;
 
+// TUTTI_WAIT_WARN reports one slow wait per operation of a communicator, whichever of its channels waits first
+// (Send and Recv of one point-to-point group share an opCount; collectives count apart from them). True for the
+// first slow wait of (opName, opCount); `warnedOp` is the communicator's record (null: always true).
+bool firstSlowWarning(std::atomic<uint64_t>* warnedOp, const char* opName, uint64_t opCount);
+
 class HostPrims {
  public:
   // recv / send may be null when the algorithm does not use that direction. `eltSize` is the size of an

@@ -74,6 +74,17 @@ struct DevStatus {
   int64_t want;       // Mismatch: what this rank expected (data bytes)
 };
 
+// A wait of one work item that outlasted KernelArgs::warnNs (TUTTI_WAIT_WARN), written once per item by the
+// first thread to claim it; the host reports it while the kernel goes on waiting.
+struct DevSlowWait {
+  uint32_t claimed;   // threads that found the wait slow (the first one writes the record)
+  uint32_t ready;     // 1 once the fields below are written (release)
+  int32_t peer;
+  int32_t sending;    // 1: waiting for a free slot towards peer; 0: for data from it
+  uint64_t step;
+  uint64_t waitedNs;
+};
+
 inline constexpr int kMaxLaunchWork = 16;
 inline constexpr int kMaxLaunchBlocks = 64;
 
@@ -82,6 +93,9 @@ struct KernelArgs {
   DevStatus* status;           // one per block
   const uint32_t* abortWord;   // nonzero: every wait ends (Aborted)
   uint64_t timeoutNs;          // 0: wait forever
+  uint64_t warnNs;             // 0: never report slow waits; else slowWaits has one record per work item
+  DevSlowWait* slowWaits;
+  uint64_t* workTimes;         // null, or per work item its start and end on the device clock (profiler)
   int32_t nWork;
   int32_t nBlocks;
   const DevWork* moreWork;     // items kMaxLaunchWork.. (device memory), when nWork exceeds the argument's room

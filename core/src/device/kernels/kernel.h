@@ -112,12 +112,14 @@ TUTTI_DEVICE_FN void kernelMain(const KernelArgs& a) {
       }
     }
     simt::syncBlock();
-    const WaitEnv env{a.abortWord, a.timeoutNs, &sh->block, i};
+    if (a.workTimes && t == 0) a.workTimes[2 * i] = simt::clockNs();
+    const WaitEnv env{a.abortWord, a.timeoutNs, a.warnNs, a.warnNs ? &a.slowWaits[i] : nullptr, &sh->block, i};
     dispatchRedOp<T>(sh->work.op, [&](const auto& op) {
       using Op = std::decay_t<decltype(op)>;
       return runWork<T, Op>(sh, op, env);
     });
     simt::syncBlock();
+    if (a.workTimes && t == 0) a.workTimes[2 * i + 1] = simt::clockNs();
     if (stopped(env)) break;
   }
   simt::syncBlock();

@@ -32,6 +32,8 @@ struct BlockShared {
 struct WaitEnv {
   const uint32_t* abortWord;
   uint64_t timeoutNs;
+  uint64_t warnNs;
+  DevSlowWait* slow;  // this work item's record (when warnNs)
   BlockShared* sh;
   int32_t work;
 };
@@ -70,12 +72,16 @@ class Poller {
       recordStop(env, StopReason::PeerClosed, c.peer, sending, step, closed);
       return false;
     }
-    if (env.timeoutNs) {
+    if (env.timeoutNs || env.warnNs) {
       const uint64_t now = simt::clockNs();
-      if (start_ == 0) start_ = now;
-      else if (now - start_ > env.timeoutNs) {
+      if (start_ == 0) {
+        start_ = now;
+      } else if (env.timeoutNs && now - start_ > env.timeoutNs) {
         recordStop(env, StopReason::TimedOut, c.peer, sending, step);
         return false;
+      } else if (env.warnNs && !warned_ && now - start_ > env.warnNs) {
+        warned_ = true;
+        reportSlow(env, c, sending, step, now - start_);
       }
     }
     return true;
@@ -84,7 +90,19 @@ class Poller {
   TUTTI_DEVICE bool slowTick() const { return (polls_ & 63) == 0; }
 
  private:
+  // The first thread of the work item to find its wait slow fills the item's record for the host to report.
+  TUTTI_DEVICE static void reportSlow(const WaitEnv& env, const DevConn& c, bool sending, uint64_t step,
+                                      uint64_t waited) {
+    if (simt::atomicAdd32(&env.slow->claimed, 1) != 0) return;
+    env.slow->peer = c.peer;
+    env.slow->sending = sending ? 1 : 0;
+    env.slow->step = step;
+    env.slow->waitedNs = waited;
+    simt::storeRelease32(&env.slow->ready, 1);
+  }
+
   uint32_t polls_ = 0;
+  bool warned_ = false;
   uint64_t start_ = 0;
 };
 

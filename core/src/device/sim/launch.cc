@@ -1,6 +1,7 @@
 #include "device/sim/launch.h"
 
 #include "comm/comm.h"
+#include "comm/profiler.h"
 #include "device/host/prims.h"
 #include "device/kernels/kernel.h"
 #include "device/sim/kernels.h"
@@ -36,10 +37,11 @@ using dev::WorkKind;
 struct SimLaunch {
   ncclComm* comm = nullptr;
   std::vector<CollPlan> colls;
-  std::vector<Task> recvs;          // receives, for the step announcements
+  std::vector<Task> sends, recvs;   // point-to-point, in the order host::orderP2p gives
   std::vector<DevConn> conns;
   std::vector<Connection*> connOf;  // the Connection behind conns[i]
   std::vector<DevWork> work;        // in launch order
+  std::vector<ProfEvent*> prof;     // per work item: the profiler's Coll / P2p event (KernelCh parent), or null
   bool proxied = false;             // some connection goes through the network proxy
   int collChannels = 0;
 };
@@ -117,36 +119,18 @@ ncclResult_t addCollectives(SimLaunch& l) {
       }
       l.collChannels = std::max(l.collChannels, c + 1);
       l.work.push_back(w);
+      l.prof.push_back(p.task.prof.get());
     }
   }
   return ncclSuccess;
 }
 
-// Point-to-point, as the host backend orders it: self pairs copied now; the rest in round order (send to
-// rank+i, receive from rank-i), sends on one block and receives on another so neither waits for the other.
+// Point-to-point, as the host backend orders it (host::orderP2p), sends on one block and receives on another
+// so neither waits for the other.
 ncclResult_t addP2p(SimLaunch& l, const std::vector<Task>& p2p) {
   ncclComm* comm = l.comm;
-  std::vector<Task> selfSends, selfRecvs, sends;
-  const int k = comm->nRanks;
-  for (int i = 0; i < k; ++i) {
-    const int sendPeer = (comm->rank + i) % k, recvPeer = (comm->rank + k - i) % k;
-    for (const Task& t : p2p) {
-      if (t.func == ncclFuncSend && t.root == sendPeer) (i == 0 ? selfSends : sends).push_back(t);
-      if (t.func == ncclFuncRecv && t.root == recvPeer) (i == 0 ? selfRecvs : l.recvs).push_back(t);
-    }
-  }
-  if (selfSends.size() != selfRecvs.size())
-    TUTTI_FAIL(ncclInvalidUsage, "rank {}: {} send(s) to itself but {} receive(s) from itself in one group",
-               comm->rank, selfSends.size(), selfRecvs.size());
-  for (size_t i = 0; i < selfSends.size(); ++i) {
-    const size_t sb = selfSends[i].count * dataTypeSize(selfSends[i].datatype);
-    const size_t rb = selfRecvs[i].count * dataTypeSize(selfRecvs[i].datatype);
-    if (sb != rb)
-      TUTTI_FAIL(ncclInvalidUsage, "rank {}: send to itself of {} bytes matched with a receive of {} bytes",
-                 comm->rank, sb, rb);
-    if (sb && selfSends[i].sendbuff != selfRecvs[i].recvbuff)
-      std::memmove(selfRecvs[i].recvbuff, selfSends[i].sendbuff, sb);
-  }
+  std::vector<Task>& sends = l.sends;
+  TUTTI_CHECK(host::orderP2p(comm, p2p, &sends, &l.recvs));
   ResolvedRedOp copy{};
   resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &copy);
   const uint8_t sendBlock = static_cast<uint8_t>(l.collChannels);
@@ -160,8 +144,7 @@ ncclResult_t addP2p(SimLaunch& l, const std::vector<Task>& p2p) {
     w.sendbuff = t.sendbuff;
     w.recvbuff = t.recvbuff;
     w.opCount = comm->p2pOpCount;
-    // LL up to the threshold, Simple above: both ends decide from the byte count alone (as the host backend).
-    w.proto = bytes <= comm->p2pLLThreshold ? TUTTI_PROTO_LL : TUTTI_PROTO_SIMPLE;
+    w.proto = static_cast<uint8_t>(host::p2pProtocol(comm, bytes));
     w.eltSize = 1;
     w.block = sending ? sendBlock : recvBlock;
     w.recvConn = w.sendConn = dev::kNoConn;
@@ -170,6 +153,7 @@ ncclResult_t addP2p(SimLaunch& l, const std::vector<Task>& p2p) {
     if (c < 0) TUTTI_FAIL(ncclInternalError, "rank {}: no p2p connection to rank {}", comm->rank, t.root);
     (sending ? w.sendConn : w.recvConn) = c;
     l.work.push_back(w);
+    l.prof.push_back(t.prof.get());
     return ncclSuccess;
   };
   for (const Task& t : sends) TUTTI_CHECK(add(t, true));
@@ -251,6 +235,15 @@ ncclResult_t reportStop(ncclComm* comm, const DevWork& w, const DevStatus& s) {
   }
 }
 
+// TUTTI_WAIT_WARN: one WARN per operation whose wait outlasted the threshold, as the host backend words it.
+void warnSlowWait(ncclComm* comm, const DevWork& w, const dev::DevSlowWait& s) {
+  const char* name = workName(w);
+  if (!host::firstSlowWarning(&comm->calls.warnedOp, name, w.opCount)) return;
+  TUTTI_WARN("rank {}: {} (opCount {}, channel {}) has waited {} s for {} rank {} (step {}); still waiting "
+             "(TUTTI_WAIT_WARN; TUTTI_TIMEOUT turns long waits into errors)", comm->rank, name, w.opCount, w.channel,
+             s.waitedNs / 1000000000, s.sending ? "a free slot towards" : "data from", s.peer, s.step);
+}
+
 // Peer processes on this host whose death the kernels could not notice (nobody closes their connections).
 struct Watched {
   int pid, rank;
@@ -278,6 +271,18 @@ ncclResult_t runKernel(SimLaunch& l, size_t begin, size_t end, const std::vector
   args->abortWord = &abortWord;
   args->timeoutNs = static_cast<uint64_t>(comm->timeoutNs);
   args->nBlocks = grid;
+  const size_t n = end - begin;
+  std::vector<dev::DevSlowWait> slow(comm->calls.waitWarnNs > 0 ? n : 0);
+  if (!slow.empty()) {
+    args->warnNs = static_cast<uint64_t>(comm->calls.waitWarnNs);
+    args->slowWaits = slow.data();
+  }
+  std::vector<uint64_t> times;
+  if (std::any_of(l.prof.begin() + begin, l.prof.begin() + end, [](ProfEvent* e) { return e != nullptr; })) {
+    times.assign(2 * n, 0);
+    args->workTimes = times.data();
+  }
+  std::vector<bool> warned(slow.size(), false);
 
   simt::emu::LaunchParams params;
   params.grid = grid;
@@ -307,6 +312,11 @@ ncclResult_t runKernel(SimLaunch& l, size_t begin, size_t end, const std::vector
       if (done) break;
       if (l.proxied) proxyRing();
       if (comm->abortFlag.load(std::memory_order_acquire)) __atomic_store_n(&abortWord, 1u, __ATOMIC_RELEASE);
+      for (size_t i = 0; i < slow.size(); ++i)
+        if (!warned[i] && __atomic_load_n(&slow[i].ready, __ATOMIC_ACQUIRE)) {
+          warned[i] = true;
+          warnSlowWait(comm, l.work[begin + i], slow[i]);
+        }
       const auto now = std::chrono::steady_clock::now();
       if (!watched.empty() && deadPeer < 0 && now - lastPidCheck > std::chrono::milliseconds(50)) {
         lastPidCheck = now;
@@ -326,6 +336,13 @@ ncclResult_t runKernel(SimLaunch& l, size_t begin, size_t end, const std::vector
     }
   }
   runner.join();
+  // KernelCh events, timed by the kernel's own clock (CLOCK_MONOTONIC, as the profiler's host timer).
+  for (size_t i = 0; i < times.size() / 2; ++i) {
+    ProfEvent* parent = l.prof[begin + i];
+    if (!parent || times[2 * i] == 0) continue;  // not profiled, or never started (the kernel stopped before)
+    ProfEvent* e = profKernelChStart(parent, l.work[begin + i].channel, times[2 * i]);
+    profKernelChStop(e, times[2 * i + 1]);
+  }
   if (!ok) TUTTI_FAIL(ncclInternalError, "rank {}: sim kernel ({}) failed: {}", comm->rank, dataTypeName(type), emuError);
   // The root cause first: a block that was only aborted reports a consequence.
   const DevStatus* stop = nullptr;
@@ -337,6 +354,12 @@ ncclResult_t runKernel(SimLaunch& l, size_t begin, size_t end, const std::vector
 
 ncclResult_t runLaunch(SimLaunch& l) {
   ncclComm* comm = l.comm;
+  // Profiler ProxyOps first: a proxy must know an op before it touches the op's first announced step.
+  if (comm->profiler) [[unlikely]] {
+    for (int c = 0; c < l.collChannels; ++c) TUTTI_CHECK(host::profileChannelProxyOps(comm, l.colls, c));
+    for (const Task& t : l.sends) host::profileP2pProxyOp(comm, t, true);
+    for (const Task& t : l.recvs) host::profileP2pProxyOp(comm, t, false);
+  }
   // Network proxies post receives for announced steps only: announce everything the kernels will take.
   for (int c = 0; c < l.collChannels; ++c) TUTTI_CHECK(host::announceChannelSteps(comm, l.colls, c));
   for (const DevWork& w : l.work) {

@@ -80,6 +80,11 @@ TUTTI_DEVICE void storeRelease(uint64_t* p, uint64_t v) {
 TUTTI_DEVICE void storeRelaxed32(uint32_t* p, uint32_t v) {
   asm volatile("st.relaxed.sys.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
+TUTTI_DEVICE void storeRelease32(uint32_t* p, uint32_t v) {
+  asm volatile("st.release.sys.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+// Returns the old value (device- and host-visible memory alike).
+TUTTI_DEVICE uint32_t atomicAdd32(uint32_t* p, uint32_t v) { return atomicAdd_system(p, v); }
 TUTTI_DEVICE U128 warpLoad128(unsigned, const U128* p) {
   U128 v;
   asm volatile("ld.volatile.v2.u64 {%0, %1}, [%2];" : "=l"(v.lo), "=l"(v.hi) : "l"(p) : "memory");
@@ -143,6 +148,14 @@ TUTTI_DEVICE void storeRelease(uint64_t* p, uint64_t v) {
 TUTTI_DEVICE void storeRelaxed32(uint32_t* p, uint32_t v) {
   emu::switchPoint();
   __atomic_store_n(p, v, __ATOMIC_RELAXED);
+}
+TUTTI_DEVICE void storeRelease32(uint32_t* p, uint32_t v) {
+  emu::switchPoint();
+  __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+TUTTI_DEVICE uint32_t atomicAdd32(uint32_t* p, uint32_t v) {
+  emu::switchPoint();
+  return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL);
 }
 TUTTI_DEVICE U128 warpLoad128(unsigned mask, const U128* p) {
   U128 v;
