@@ -32,6 +32,11 @@ ncclResult_t enqueue(const char* call, ncclFunc_t func, const void* sendbuff, vo
   if (func == ncclFuncAllReduce || func == ncclFuncReduce || func == ncclFuncReduceScatter) {
     ResolvedRedOp resolved;
     TUTTI_CHECK(comm->redOps->resolve(op, datatype, &resolved, call));
+    const int need = minArchForReduction(datatype);
+    if (comm->devArch && comm->devArch < need)
+      TUTTI_FAIL(ncclInvalidArgument, "{}: rank {}: {} reductions need compute capability {}.{} (sm_{}) or newer; "
+                 "this communicator's GPU ({} backend) is sm_{}", call, comm->rank, dataTypeName(datatype), need / 10,
+                 need % 10, need, backendName(comm->backend), comm->devArch);
   }
   Task t;
   t.func = func;

@@ -33,6 +33,16 @@ uint64_t hashBytes(const void* data, size_t n) {
 ncclResult_t selectBackend(ncclComm* comm) {
   std::string from, error;
   if (!backendOfNewComms(&comm->backend, &from, &error)) TUTTI_FAIL(ncclInvalidUsage, "rank {}: {}", comm->rank, error);
+  if (comm->backend == Backend::Sim) {
+    const int64_t nthreads = paramInt("TUTTI_SIM_NTHREADS"), arch = paramInt("TUTTI_SIM_ARCH");
+    if (nthreads < 32 || nthreads > 1024 || nthreads % 32 != 0)
+      TUTTI_FAIL(ncclInvalidArgument, "rank {}: TUTTI_SIM_NTHREADS={}: threads per block must be a multiple of 32 "
+                 "from 32 to 1024", comm->rank, nthreads);
+    if (arch != 80 && arch != 90)
+      TUTTI_FAIL(ncclInvalidArgument, "rank {}: TUTTI_SIM_ARCH={}: the kernels are built for 80 and 90", comm->rank,
+                 arch);
+    comm->devArch = static_cast<int>(arch);
+  }
   TUTTI_INFO(NCCL_INIT, "rank {}: backend {} ({}){}", comm->rank, backendName(comm->backend), from,
              comm->backend == Backend::Sim ? fmt::format(", TUTTI_SIM_SEED={}", paramInt("TUTTI_SIM_SEED")) : "");
   return ncclSuccess;

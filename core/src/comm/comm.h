@@ -99,6 +99,7 @@ struct ncclComm {
   int cudaDev = -1;
   int nNodes = 1;
   tutti::Backend backend = tutti::Backend::Host;
+  int devArch = 0;  // compute capability (major x 10 + minor) of the backend's GPU; 0: none (host)
   uint64_t commHash = 0;  // same on every rank of the communicator
   ncclConfig_t config{};
   std::string commName;

@@ -21,8 +21,20 @@
 
 #if defined(__CUDACC__)
 #define TUTTI_HOST_DEVICE __host__ __device__
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #else
 #define TUTTI_HOST_DEVICE
+#endif
+
+// Native conversions where the GPU has them: bfloat16 from sm_80, fp8 from sm_90 (one cvt instruction each).
+// They round exactly as the portable code below (to nearest even; fp8 saturating to the largest finite), so
+// every backend computes the same bits; NaN keeps the portable encoding (the instructions canonicalise it).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define TUTTI_NATIVE_BF16 1
+#endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define TUTTI_NATIVE_FP8 1
 #endif
 
 namespace tutti {
@@ -96,6 +108,9 @@ struct BFloat16 {
   TUTTI_HOST_DEVICE static constexpr BFloat16 fromBits(uint16_t b) { return BFloat16{b}; }
 
   TUTTI_HOST_DEVICE static constexpr BFloat16 fromFloat(float f) {
+#ifdef TUTTI_NATIVE_BF16
+    if (f == f) return BFloat16{__bfloat16_as_ushort(__float2bfloat16_rn(f))};
+#endif
     const uint32_t u = floatBits(f);
     if ((u & 0x7fffffffu) > 0x7f800000u) return BFloat16{uint16_t((u >> 16) | 0x40u)};  // quiet NaN
     // Round to nearest even on the dropped 16 bits; overflow carries into infinity as IEEE requires.
@@ -117,11 +132,19 @@ struct Float8 {
   TUTTI_HOST_DEVICE static constexpr Float8 fromBits(uint8_t b) { return Float8{b}; }
 
   // Saturating narrowing: beyond-range finite values and infinities become +-largest finite.
-  TUTTI_HOST_DEVICE static constexpr Float8 fromFloat(float f) { return convert(f, true); }
+  TUTTI_HOST_DEVICE static constexpr Float8 fromFloat(float f) {
+#ifdef TUTTI_NATIVE_FP8
+    if (f == f) return Float8{__nv_cvt_float_to_fp8(f, __NV_SATFINITE, HasInf ? __NV_E5M2 : __NV_E4M3)};
+#endif
+    return convert(f, true);
+  }
   // Non-saturating: overflow gives infinity (e5m2) or NaN (e4m3).
   TUTTI_HOST_DEVICE static constexpr Float8 fromFloatNoSat(float f) { return convert(f, false); }
 
   TUTTI_HOST_DEVICE constexpr float toFloat() const {
+#ifdef TUTTI_NATIVE_FP8
+    if (!isNan()) return __half2float(__half(__nv_cvt_fp8_to_halfraw(bits, HasInf ? __NV_E5M2 : __NV_E4M3)));
+#endif
     const uint32_t sign = uint32_t(bits & 0x80u) << 24;
     const uint32_t exp = (bits & 0x7fu) >> MantBits;
     const uint32_t mant = bits & ((1u << MantBits) - 1u);
@@ -220,6 +243,13 @@ TUTTI_HOST_DEVICE constexpr size_t dataTypeSize(ncclDataType_t d) {
     case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
     default: return 0;
   }
+}
+
+// The oldest compute capability (major x 10 + minor) whose kernels reduce `d`, 0 for every one: fp8
+// reductions need sm_90 (the kernels for older GPUs leave them out, as NCCL's do). Data movement of any type
+// (AllGather, Broadcast, send/receive) runs everywhere.
+TUTTI_HOST_DEVICE constexpr int minArchForReduction(ncclDataType_t d) {
+  return d == ncclFloat8e4m3 || d == ncclFloat8e5m2 ? 90 : 0;
 }
 
 TUTTI_HOST_DEVICE constexpr bool dataTypeIsFloat(ncclDataType_t d) {

@@ -61,6 +61,7 @@ enum class StopReason : int32_t {
   Mismatch,     // the slot holds another size or protocol than this rank expected (sizes in detail/detail2)
   Incomplete,   // the slot was published but a line flag is still missing
   BadWork,      // a work item the kernel cannot run (corrupt launch)
+  Unsupported,  // the kernel instance is not built for this GPU (fp8 reductions below sm_90)
 };
 
 struct DevStatus {

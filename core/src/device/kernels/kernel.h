@@ -93,7 +93,7 @@ TUTTI_DEVICE_NOINLINE ncclResult_t runWork(KernelShared* sh, const Op& op, const
 }
 
 template <typename T>
-TUTTI_DEVICE_FN void kernelMain(const KernelArgs& a) {
+TUTTI_DEVICE_FN void kernelBody(const KernelArgs& a) {
   auto* sh = reinterpret_cast<KernelShared*>(simt::sharedMem());
   const int b = simt::bid(), t = simt::tid(), warp = simt::warp(), lane = simt::lane();
   if (t == 0) {
@@ -126,6 +126,25 @@ TUTTI_DEVICE_FN void kernelMain(const KernelArgs& a) {
   if (t == 0) a.status[b] = sh->block.status;
 }
 
+// Whether this compilation target has the kernel for T (fp8 reductions need sm_90, minArchForReduction); the
+// host refuses such calls before launching, so the stub below only guards against a launch that slipped by.
+template <typename T>
+inline constexpr bool kKernelBuiltForTarget =
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+    !std::is_same_v<T, Float8E4M3> && !std::is_same_v<T, Float8E5M2>;
+#else
+    true;
+#endif
+
+template <typename T>
+TUTTI_DEVICE_FN void kernelMain(const KernelArgs& a) {
+  if constexpr (!kKernelBuiltForTarget<T>) {
+    if (simt::tid() == 0) a.status[simt::bid()] = DevStatus{StopReason::Unsupported, 0, -1, 0, 0, 0, 0, 0};
+    return;
+  } else {
+    kernelBody<T>(a);
+  }
+}
 #if defined(__CUDACC__)
 // NCCL's most threads per block (LL128 on sm_90 uses 640); one block per SM.
 template <typename T>

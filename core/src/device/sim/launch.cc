@@ -324,12 +324,18 @@ ncclResult_t runKernel(SimLaunch& l, size_t begin, size_t end, const std::vector
           if (kill(p.pid, 0) != 0 && errno == ESRCH) {
             // A dead process cannot close its ends; close them for it. The kernel sees that only where it
             // still waits on the peer: data the peer published before it exited (a last send of a Reduce
-            // whose sender finished and left) is still consumed, as on the host backend.
+            // whose sender finished and left) is still consumed, as on the host backend. No cause is
+            // recorded: the peer may have exited after giving up on another rank, and the failure note it
+            // left on the bootstrap names that rank (reportStop asks for it).
+            // A closed word the peer wrote before it died (with the cause it gave up on) is kept.
             deadPeer = p.rank;
-            for (size_t i = 0; i < l.connOf.size(); ++i)
-              if (l.connOf[i]->host.peer == p.rank)
-                host::closeEnd(l.conns[i].ctrl, !l.connOf[i]->isSend, /*shared=*/true,
-                               host::failureRecord(p.rank, false));
+            for (size_t i = 0; i < l.connOf.size(); ++i) {
+              if (l.connOf[i]->host.peer != p.rank) continue;
+              const bool peerSends = !l.connOf[i]->isSend;
+              tuttiConnCtrl_t* ctrl = l.conns[i].ctrl;
+              if (__atomic_load_n(peerSends ? &ctrl->senderClosed : &ctrl->receiverClosed, __ATOMIC_ACQUIRE) == 0)
+                host::closeEnd(ctrl, peerSends, /*shared=*/true);
+            }
             break;
           }
       }
