@@ -229,6 +229,10 @@ ncclResult_t reportStop(ncclComm* comm, const DevWork& w, const DevStatus& s) {
     case StopReason::Incomplete:
       TUTTI_FAIL(ncclInternalError, "rank {}: {} (opCount {}, channel {}): {} slot from rank {} (step {}) was "
                  "published incomplete", comm->rank, name, w.opCount, w.channel, protoText(w.proto), s.peer, s.step);
+    case StopReason::Unsupported:
+      TUTTI_FAIL(ncclInvalidArgument, "rank {}: {} (opCount {}, channel {}): the kernels for this GPU leave out {} "
+                 "reductions (they need sm_{})", comm->rank, name, w.opCount, w.channel, dataTypeName(w.op.datatype),
+                 minArchForReduction(w.op.datatype));
     default:
       TUTTI_FAIL(ncclInternalError, "rank {}: {} (opCount {}, channel {}): the kernel stopped on a corrupt work item",
                  comm->rank, name, w.opCount, w.channel);
