@@ -3,6 +3,7 @@
 #include "comm/comm.h"
 
 #include "plugin/transport_plugin.h"
+#include "proxy/net_transport.h"
 #include "util/check.h"
 
 #include <algorithm>
@@ -94,8 +95,13 @@ ncclResult_t commConnect(ncclComm* comm, const std::vector<ConnRequest>& wanted)
     conn->host.peer = p.req.peer;
     const tuttiPeerInfo_t& me = comm->peers[comm->rank];
     const tuttiPeerInfo_t& them = comm->peers[p.req.peer];
-    if (them.hostHash == me.hostHash && them.pidHash != me.pidHash) conn->host.peerPid = them.pid;
     TUTTI_CHECK(pickTransport(comm, p.req.peer, &conn->transport));
+    // A peer process on this host whose death its connection cannot show is watched by pid (shm, p2p). A
+    // network connection shows it by closing, after everything the peer sent before it exited has arrived: a
+    // pid check there would fail a receive whose data is still in flight (a Gather root still receiving the
+    // last send of a rank that has finished and left).
+    if (them.hostHash == me.hostHash && them.pidHash != me.pidHash && !netTransportIs(conn->transport->api()))
+      conn->host.peerPid = them.pid;
     tuttiConnectRequest_t req{};
     req.channel = p.req.channel;
     req.connIndex = p.req.connIndex;
