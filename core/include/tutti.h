@@ -2,7 +2,13 @@
  *
  * Host streams: on the host backend (no GPU) a collective given stream == NULL returns when it is
  * complete. To run host-backend calls asynchronously, create a host stream and pass it wherever NCCL takes
- * a cudaStream_t: calls on one stream run in order, and tuttiStreamSynchronize waits for them. */
+ * a cudaStream_t: calls on one stream run in order, and tuttiStreamSynchronize waits for them.
+ *
+ * Host streams are also the CUDA streams of the sim backend (device: sim), and come with what CUDA programs
+ * use around NCCL calls: events (record, wait, query), host functions, and stream capture into graphs that
+ * replay the captured collectives. As in CUDA, a stream that waits on an event recorded in a capture joins
+ * that capture, and must be joined back (the capturing stream waits on an event recorded last on it) before
+ * the capture ends. Only the sim (and cuda) backends' operations can be captured. */
 #ifndef TUTTI_H_
 #define TUTTI_H_
 
@@ -20,6 +26,30 @@ ncclResult_t tuttiStreamSynchronize(cudaStream_t stream);
 ncclResult_t tuttiStreamQuery(cudaStream_t stream);
 /* Waits for pending work, then destroys the stream. */
 ncclResult_t tuttiStreamDestroy(cudaStream_t stream);
+
+/* Events of host streams. A wait holds the stream until the last record made before the wait has run; an
+ * event carries the error of the stream it was recorded on, so the waiting stream reports it too. */
+typedef struct tuttiEvent_st* tuttiEvent_t;
+ncclResult_t tuttiEventCreate(tuttiEvent_t* event);
+ncclResult_t tuttiEventDestroy(tuttiEvent_t event);
+ncclResult_t tuttiEventRecord(tuttiEvent_t event, cudaStream_t stream);
+ncclResult_t tuttiStreamWaitEvent(cudaStream_t stream, tuttiEvent_t event);
+/* ncclSuccess once the last record has run (or when none was made), ncclInProgress before, or its error. */
+ncclResult_t tuttiEventQuery(tuttiEvent_t event);
+ncclResult_t tuttiEventSynchronize(tuttiEvent_t event);
+/* Runs fn(arg) on the stream's thread after the work enqueued before it. */
+ncclResult_t tuttiLaunchHostFunc(cudaStream_t stream, void (*fn)(void*), void* arg);
+
+/* Capture: work given to a capturing stream is recorded, not run; tuttiStreamEndCapture returns it as a
+ * graph, which tuttiGraphLaunch runs (in order with the stream's other work) as often as wanted. */
+typedef struct tuttiGraph_st* tuttiGraph_t;
+ncclResult_t tuttiStreamBeginCapture(cudaStream_t stream);
+ncclResult_t tuttiStreamEndCapture(cudaStream_t stream, tuttiGraph_t* graph);
+/* *capturing = 1 while the stream records into a capture (one it began or joined), else 0. */
+ncclResult_t tuttiStreamIsCapturing(cudaStream_t stream, int* capturing);
+ncclResult_t tuttiGraphLaunch(tuttiGraph_t graph, cudaStream_t stream);
+/* A launch already queued still runs; the graph's resources go when the last one has. */
+ncclResult_t tuttiGraphDestroy(tuttiGraph_t graph);
 
 #ifdef __cplusplus
 }

@@ -4,8 +4,9 @@
 // config is valid and every `required` plugin loads, 1 for a config error (printed as
 // file:line:col: message), 2 when a required plugin fails, 64 for bad command-line usage.
 #include "comm/comm.h"
+#include "device/runtime.h"
 #include "device/sim/kernels.h"
-#include "device/sim/launch.h"
+#include "device/sim/kernels.h"
 #include "plugin/config.h"
 #include "plugin/config_schema.h"
 #include "plugin/params.h"
@@ -95,8 +96,19 @@ void printBackends() {
     fmt::print("  sim:  not built (TUTTI_WITH_SIM=OFF)\n");
   }
 #ifdef TUTTI_CUDA_TARGETS
-  fmt::print("  cuda: kernels compiled for {} (NN: sm_NN code and compute_NN PTX; NN-real: code only); no CUDA "
-             "device runtime in this build yet\n", TUTTI_CUDA_TARGETS);
+  std::string why, gpu = "usable";
+  rt::Runtime* cuda = rt::cudaRuntime();
+  if (cuda->usable(&why)) {
+    int dev = 0, arch = 0;
+    std::string name;
+    if (cuda->currentDevice(&dev) == ncclSuccess && cuda->deviceArch(dev, &arch) == ncclSuccess &&
+        cuda->deviceName(dev, &name) == ncclSuccess)
+      gpu = fmt::format("GPU {} {} (sm_{})", dev, name, arch);
+  } else {
+    gpu = "no usable GPU: " + why;
+  }
+  fmt::print("  cuda: kernels compiled for {} (NN: sm_NN code and compute_NN PTX; NN-real: code only); {}\n",
+             TUTTI_CUDA_TARGETS, gpu);
 #else
   fmt::print("  cuda: not built (no CUDA toolkit found, or TUTTI_WITH_CUDA=OFF)\n");
 #endif

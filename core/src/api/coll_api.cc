@@ -4,11 +4,36 @@
 #include "comm/comm.h"
 #include "comm/group.h"
 #include "device/common/dtypes.h"
+#include "device/enqueue.h"
 #include "device/host/stream.h"
 
 using namespace tutti;
 
 namespace {
+
+// The host and sim backends take host streams (tutti.h); a cuda communicator takes CUDA streams and memory
+// the GPU can reach (device, managed, or host memory registered or allocated pinned).
+ncclResult_t checkStreamAndBuffers(const char* call, ncclComm_t comm, cudaStream_t stream, const void* sendbuff,
+                                   const void* recvbuff) {
+  if (comm->backend != Backend::Cuda) {
+    if (stream && !host::HostStream::fromHandle(stream))
+      TUTTI_FAIL(ncclInvalidArgument, "{}: rank {}: stream {} is not a host stream created with tuttiStreamCreate (the "
+                 "{} backend runs without CUDA streams)", call, comm->rank, static_cast<void*>(stream),
+                 backendName(comm->backend));
+    return ncclSuccess;
+  }
+  rt::Runtime* rt = device::runtimeOf(comm);
+  for (const void* p : {sendbuff, recvbuff}) {
+    if (!p) continue;
+    rt::MemKind kind = rt::MemKind::Unknown;
+    TUTTI_CHECK(rt->pointerKind(p, &kind));
+    if (kind == rt::MemKind::Host || kind == rt::MemKind::Unknown)
+      TUTTI_FAIL(ncclInvalidArgument, "{}: rank {}: {} {} is {}: a cuda communicator needs memory the GPU can reach "
+                 "(cudaMalloc, cudaMallocManaged, ncclMemAlloc, or host memory from cudaHostAlloc / cudaHostRegister)",
+                 call, comm->rank, p == sendbuff ? "sendbuff" : "recvbuff", p, rt::memKindName(kind));
+  }
+  return ncclSuccess;
+}
 
 ncclResult_t enqueue(const char* call, ncclFunc_t func, const void* sendbuff, void* recvbuff, size_t count,
                      ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
@@ -26,9 +51,7 @@ ncclResult_t enqueue(const char* call, ncclFunc_t func, const void* sendbuff, vo
   a.rank = comm->rank;
   a.nRanks = comm->nRanks;
   TUTTI_CHECK(argCheckCollective(a));
-  if (stream && !host::HostStream::fromHandle(stream))
-    TUTTI_FAIL(ncclInvalidArgument, "{}: rank {}: stream {} is not a host stream created with tuttiStreamCreate (the "
-               "host backend runs without CUDA streams)", call, comm->rank, static_cast<void*>(stream));
+  TUTTI_CHECK(checkStreamAndBuffers(call, comm, stream, count ? sendbuff : nullptr, count ? recvbuff : nullptr));
   if (func == ncclFuncAllReduce || func == ncclFuncReduce || func == ncclFuncReduceScatter) {
     ResolvedRedOp resolved;
     TUTTI_CHECK(comm->redOps->resolve(op, datatype, &resolved, call));

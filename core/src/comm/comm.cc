@@ -6,7 +6,8 @@
 
 #include "plan/tuning.h"
 
-#include "device/sim/launch.h"
+#include "device/enqueue.h"
+#include "device/sim/kernels.h"
 #include "plugin/config.h"
 #include "plugin/params.h"
 #include "proxy/proxy.h"
@@ -42,7 +43,15 @@ ncclResult_t selectBackend(ncclComm* comm) {
       TUTTI_FAIL(ncclInvalidArgument, "rank {}: TUTTI_SIM_ARCH={}: the kernels are built for 80 and 90", comm->rank,
                  arch);
     comm->devArch = static_cast<int>(arch);
+  } else if (comm->backend == Backend::Cuda) {
+    rt::Runtime* rt = rt::cudaRuntime();
+    TUTTI_CHECK(rt->currentDevice(&comm->cudaDev));
+    TUTTI_CHECK(rt->deviceArch(comm->cudaDev, &comm->devArch));
+    if (comm->devArch < 80)
+      TUTTI_FAIL(ncclInvalidUsage, "rank {}: device: cuda: GPU {} is sm_{}; the kernels need sm_80 or newer", comm->rank,
+                 comm->cudaDev, comm->devArch);
   }
+  if (comm->backend != Backend::Host) TUTTI_CHECK(device::commDeviceInit(comm));
   TUTTI_INFO(NCCL_INIT, "rank {}: backend {} ({}){}", comm->rank, backendName(comm->backend), from,
              comm->backend == Backend::Sim ? fmt::format(", TUTTI_SIM_SEED={}", paramInt("TUTTI_SIM_SEED")) : "");
   return ncclSuccess;
@@ -50,7 +59,13 @@ ncclResult_t selectBackend(ncclComm* comm) {
 
 }  // namespace
 
-const char* backendName(Backend b) { return b == Backend::Sim ? "sim" : "host"; }
+const char* backendName(Backend b) {
+  switch (b) {
+    case Backend::Sim: return "sim";
+    case Backend::Cuda: return "cuda";
+    default: return "host";
+  }
+}
 
 bool backendOfNewComms(Backend* out, std::string* from, std::string* error) {
   DeviceKind kind = DeviceKind::Auto;
@@ -82,14 +97,19 @@ bool backendOfNewComms(Backend* out, std::string* from, std::string* error) {
       }
       *out = Backend::Sim;
       return true;
-    case DeviceKind::Cuda:
-      *error = fmt::format("{} cuda: this build runs communicators on the host or sim backend only (the CUDA "
-                           "device runtime is not part of it yet); use host or sim", *from);
-      return false;
+    case DeviceKind::Cuda: {
+      std::string why;
+      if (!rt::cudaRuntime()->usable(&why)) {
+        *error = fmt::format("{} cuda: no usable GPU: {}", *from, why);
+        return false;
+      }
+      *out = Backend::Cuda;
+      return true;
+    }
     case DeviceKind::Host:
       *out = Backend::Host;
       return true;
-    default:  // auto: no GPU runtime in this build, so the host backend
+    default:  // auto: the host backend until the transports' CUDA flavours exist (device: cuda asks for a GPU)
       *from += " auto";
       *out = Backend::Host;
       return true;
@@ -349,6 +369,7 @@ void commQuiesce(ncclComm* comm) {
 ncclResult_t commFree(ncclComm* comm) {
   commRegistryRemove(comm);  // first: from here on the handle is refused, never read
   commQuiesce(comm);
+  device::commDeviceFree(comm);  // its watcher and internal stream end before the connections go
   {
     std::lock_guard<std::mutex> lock(comm->connMutex);
     for (auto& [key, c] : comm->connections) {

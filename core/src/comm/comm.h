@@ -28,6 +28,9 @@
 struct ncclComm;
 
 namespace tutti {
+namespace device {
+struct CommDevice;
+}
 
 class TransportPlugin;
 class HostStream;
@@ -62,8 +65,8 @@ struct ChannelRing {
 };
 
 // What runs a communicator's operations (config `device:` / TUTTI_DEVICE): the host backend's CPU
-// primitives, or the device kernels on the CPU SIMT emulator.
-enum class Backend { Host, Sim };
+// primitives, or the device kernels on the CPU SIMT emulator (sim) or a GPU (cuda).
+enum class Backend { Host, Sim, Cuda };
 const char* backendName(Backend b);
 // The backend a communicator created now would get: TUTTI_DEVICE (environment or params:), else the config's
 // `device:`. *from names which decided. False with *error set for an unknown or unavailable backend.
@@ -99,6 +102,7 @@ struct ncclComm {
   int cudaDev = -1;
   int nNodes = 1;
   tutti::Backend backend = tutti::Backend::Host;
+  tutti::device::CommDevice* device = nullptr;  // sim / cuda: internal stream, events, watcher (device/enqueue.h)
   int devArch = 0;  // compute capability (major x 10 + minor) of the backend's GPU; 0: none (host)
   uint64_t commHash = 0;  // same on every rank of the communicator
   ncclConfig_t config{};

@@ -1,6 +1,7 @@
 #include "comm/group.h"
 
 #include "comm/comm.h"
+#include "device/enqueue.h"
 #include "device/host/launch.h"
 #include "device/common/dtypes.h"
 #include "device/host/stream.h"
@@ -97,6 +98,10 @@ ncclResult_t launchGroup(const Task* tasks, size_t nTasks) {
     }
     host::CommLaunch& l = launches[li];
     if (!l.stream) l.stream = t.stream;
+    // Device backends fan in every stream of the group (cuda: the null stream is the legacy default stream).
+    if (t.comm->backend != Backend::Host && (t.stream || t.comm->backend == Backend::Cuda) &&
+        std::find(l.streams.begin(), l.streams.end(), t.stream) == l.streams.end())
+      l.streams.push_back(t.stream);
     if (t.func == ncclFuncSend || t.func == ncclFuncRecv) {
       l.p2p.push_back(t);
       if (l.profGroup) [[unlikely]] profP2pStart(&l.p2p.back(), l.profGroup.get());
@@ -118,9 +123,18 @@ ncclResult_t launchGroup(const Task* tasks, size_t nTasks) {
   }
   for (size_t li = 0; li < used; ++li) {
     const host::CommLaunch& l = launches[li];
-    if (l.stream && !host::HostStream::fromHandle(l.stream))
-      TUTTI_FAIL(ncclInvalidArgument, "rank {}: stream {} is not a host stream created with tuttiStreamCreate (the "
-                 "host backend runs without CUDA streams)", l.comm->rank, static_cast<void*>(l.stream));
+    if (l.comm->backend == Backend::Cuda) continue;  // any CUDA stream
+    for (cudaStream_t s : l.comm->backend == Backend::Host ? std::vector<cudaStream_t>{l.stream} : l.streams) {
+      if (!s) continue;
+      host::HostStream* hs = host::HostStream::fromHandle(s);
+      if (!hs)
+        TUTTI_FAIL(ncclInvalidArgument, "rank {}: stream {} is not a host stream created with tuttiStreamCreate (the "
+                   "{} backend runs without CUDA streams)", l.comm->rank, static_cast<void*>(s),
+                   backendName(l.comm->backend));
+      if (l.comm->backend == Backend::Host && hs->capturing())
+        TUTTI_FAIL(ncclInvalidUsage, "rank {}: stream {} is capturing: the host backend's operations cannot be "
+                   "captured into a graph (the sim and cuda backends' can)", l.comm->rank, static_cast<void*>(s));
+    }
   }
 
   // TUTTI_CHECK_CALLS: every rank's calls compared before anything connects or moves (off: one test each).
@@ -152,9 +166,14 @@ ncclResult_t launchGroup(const Task* tasks, size_t nTasks) {
     std::vector<host::WorkItem>& v;
     ~ClearOnExit() { v.clear(); }
   } clearNow{now};
+  bool device = false;
   for (size_t li = 0; li < used; ++li) {
     host::CommLaunch& l = launches[li];
-    if (!l.stream) {
+    if (l.comm->backend != Backend::Host) {
+      // Device backends: queued on the communicator's internal stream behind its user streams (device/enqueue.h).
+      TUTTI_CHECK(device::enqueue(l));
+      device = true;
+    } else if (!l.stream) {
       TUTTI_CHECK(host::launchItems(l, &now));
     } else {
       auto items = std::make_shared<std::vector<host::WorkItem>>();
@@ -170,7 +189,13 @@ ncclResult_t launchGroup(const Task* tasks, size_t nTasks) {
     }
     l.profLaunch = {};  // KernelLaunch: the work is handed to the executor (or the stream)
   }
-  return host::runConcurrently(now);
+  ncclResult_t res = host::runConcurrently(now);
+  for (size_t li = 0; device && li < used; ++li) {
+    if (launches[li].comm->backend == Backend::Host) continue;
+    const ncclResult_t r = device::finish(launches[li]);
+    if (res == ncclSuccess) res = r;
+  }
+  return res;
 }
 
 // The distinct communicators of `tasks`, in order of first appearance.

@@ -5,7 +5,6 @@
 #include "device/common/tree.h"
 #include "device/host/prims.h"
 #include "device/host/reduce_copy.h"
-#include "device/sim/launch.h"
 #include "plugin/transport_plugin.h"
 #include "proxy/net_transport.h"
 #include "util/check.h"
@@ -330,7 +329,6 @@ ncclResult_t orderP2p(ncclComm* comm, const std::vector<Task>& p2p, std::vector<
 
 ncclResult_t launchItems(CommLaunch& launch, std::vector<WorkItem>* items) {
   ncclComm* comm = launch.comm;
-  if (comm->backend == Backend::Sim) return sim::launchItems(launch, items);
   // Collectives: one item per channel, running that channel's share of every collective in order.
   int channels = 0;
   for (const CollPlan& p : launch.colls) channels = std::max(channels, static_cast<int>(p.work.size()));

@@ -12,7 +12,8 @@ namespace tutti::host {
 
 struct CommLaunch {
   ncclComm* comm = nullptr;
-  cudaStream_t stream = nullptr;
+  cudaStream_t stream = nullptr;            // host backend: the group's host stream (first one given)
+  std::vector<cudaStream_t> streams;        // device backends: every user stream of the group, once each
   std::vector<CollPlan> colls;   // in issue order
   std::vector<Task> p2p;         // sends and receives in issue order
   ProfRef profGroup;             // profiling only: the Group event of this launch

@@ -1,0 +1,657 @@
+#include "device/enqueue.h"
+
+#include "comm/comm.h"
+#include "comm/profiler.h"
+#include "device/cuda/kernels.h"
+#include "device/host/prims.h"
+#include "device/kernels/dev_work.h"
+#include "device/kernels/kernel.h"
+#include "device/sim/kernels.h"
+#include "plugin/params.h"
+#include "proxy/proxy.h"
+#include "util/check.h"
+
+#include <tutti/tuner.h>
+
+#include <signal.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+namespace tutti::device {
+
+using dev::DevConn;
+using dev::DevSlowWait;
+using dev::DevStatus;
+using dev::DevWork;
+using dev::KernelArgs;
+using dev::StopReason;
+using dev::WorkKind;
+
+// Threads per block on a GPU (NCCL's default NCCL_NTHREADS); the sim takes TUTTI_SIM_NTHREADS.
+constexpr int kCudaThreads = 512;
+
+namespace {
+
+// Peer processes on this host whose death the kernels could not notice (nobody closes their connections).
+struct Watched {
+  int pid, rank;
+};
+
+struct DeviceLaunch;
+
+// One kernel of a launch: work items [begin, end), all of one datatype.
+struct KernelRun {
+  DeviceLaunch* launch = nullptr;
+  size_t begin = 0, end = 0;
+  int grid = 0;
+  const void* fn = nullptr;
+  KernelArgs args{};
+  DevStatus* status = nullptr;    // pinned, one per block
+  DevSlowWait* slow = nullptr;    // pinned, one per item (TUTTI_WAIT_WARN), or null
+  uint64_t* times = nullptr;      // pinned, start and end per item (profiler), or null
+  std::vector<bool> warned;       // per item: its slow wait was reported (this run)
+};
+
+// Everything one group of one communicator uses on the device, alive until its kernels have run (or, once
+// captured, as long as the graph).
+struct DeviceLaunch {
+  ncclComm* comm = nullptr;
+  rt::Runtime* rt = nullptr;
+  std::vector<CollPlan> colls;
+  std::vector<Task> sends, recvs;   // point-to-point, in the order host::orderP2p gives
+  std::vector<DevConn> conns;
+  std::vector<Connection*> connOf;  // the Connection behind conns[i]
+  std::vector<DevWork> work;        // in launch order
+  std::vector<ProfEvent*> prof;     // per work item: the profiler's Coll / P2p event (KernelCh parent), or null
+  std::vector<Watched> watched;
+  bool proxied = false;             // some connection goes through the network proxy
+  bool captured = false;            // part of a graph: may run many times
+  int collChannels = 0;
+  std::vector<std::unique_ptr<KernelRun>> kernels;
+  // Device-visible (pinned) memory.
+  DevConn* connsDev = nullptr;
+  DevWork* workDev = nullptr;
+  uint32_t* abortWord = nullptr;
+  std::vector<void*> pinned;
+  // Per run.
+  std::unique_ptr<CommOpsGuard> running;  // the communicator stays alive while the launch runs
+  bool failed = false;
+  int deadPeer = -1;
+  std::chrono::steady_clock::time_point lastPidCheck;
+
+  ~DeviceLaunch() {
+    for (void* p : pinned) rt->hostFree(p);
+  }
+  template <typename T>
+  ncclResult_t pin(T** out, size_t n) {
+    void* p = nullptr;
+    TUTTI_CHECK(rt->hostAlloc(&p, std::max<size_t>(n, 1) * sizeof(T)));
+    pinned.push_back(p);
+    std::memset(p, 0, std::max<size_t>(n, 1) * sizeof(T));
+    *out = static_cast<T*>(p);
+    return ncclSuccess;
+  }
+};
+
+}  // namespace
+
+struct CommDevice {
+  rt::Runtime* rt = nullptr;
+  rt::Stream stream = nullptr;  // the internal stream the kernels run on
+  std::vector<rt::Event> fanIn;  // one per user stream of a group
+  rt::Event done = nullptr;
+  // The watcher.
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::vector<DeviceLaunch*> active;
+  bool stop = false;
+  std::thread watcher;
+  // sim: one launch of this communicator runs at a time, so a graph replayed on one stream and work queued on
+  // another never interleave on the connections (NCCL_GRAPH_MIXING_SUPPORT).
+  std::mutex runMutex;
+  std::condition_variable runCv;
+  bool runBusy = false;
+};
+
+namespace {
+
+int connIndex(DeviceLaunch& l, Connection* c) {
+  if (!c) return dev::kNoConn;
+  for (size_t i = 0; i < l.connOf.size(); ++i)
+    if (l.connOf[i] == c) return static_cast<int>(i);
+  DevConn d{};
+  const tuttiConnector_t& k = c->host.conn;
+  size_t stride = 0;
+  for (int p = 0; p < TUTTI_NUM_PROTOCOLS; ++p) {
+    d.buffs[p] = static_cast<char*>(k.buffs[p]);
+    d.slotBytes[p] = k.buffSizes[p] / TUTTI_STEPS;
+    stride = std::max(stride, d.slotBytes[p]);
+  }
+  if (k.flags & TUTTI_CONN_PROXIED) {  // a proxied slot lands whole in the SIMPLE buffer (transport.h)
+    d.landing = d.buffs[TUTTI_PROTO_SIMPLE];
+    d.landingStride = stride;
+    l.proxied = true;
+  }
+  d.ctrl = k.ctrl;
+  d.step = &c->host.step;
+  d.flags = k.flags;
+  d.peer = c->host.peer;
+  l.conns.push_back(d);
+  l.connOf.push_back(c);
+  return static_cast<int>(l.conns.size() - 1);
+}
+
+int16_t findConn(DeviceLaunch& l, int channel, int connIx, int peer, bool isSend) {
+  return static_cast<int16_t>(connIndex(l, commFindConnection(l.comm, channel, connIx, peer, isSend)));
+}
+
+ncclResult_t addCollectives(DeviceLaunch& l) {
+  ncclComm* comm = l.comm;
+  for (const CollPlan& p : l.colls) {
+    for (int c = 0; c < static_cast<int>(p.work.size()); ++c) {
+      DevWork w{};
+      w.coll = p.work[c];
+      w.op = p.op;
+      w.sendbuff = p.task.sendbuff;
+      w.recvbuff = p.task.recvbuff;
+      w.opCount = p.opCount;
+      w.proto = static_cast<uint8_t>(p.protocol);
+      w.eltSize = static_cast<uint8_t>(p.eltSize);
+      w.block = static_cast<uint8_t>(c);
+      w.channel = static_cast<int16_t>(c);
+      w.recvConn = w.sendConn = dev::kNoConn;
+      for (int i = 0; i < kTreeMaxArity; ++i) w.childRecv[i] = w.childSend[i] = dev::kNoConn;
+      if (p.algorithm == NCCL_ALGO_TREE) {
+        const TreeLinks links = comm->trees.channelLinks(c, comm->rank);
+        w.kind = WorkKind::Tree;
+        w.isRoot = links.up < 0;
+        w.nChildren = static_cast<int8_t>(links.nDown());
+        if (links.up >= 0) {
+          w.recvConn = findConn(l, c, kConnColl, links.up, false);
+          w.sendConn = findConn(l, c, kConnColl, links.up, true);
+        }
+        for (int i = 0; i < w.nChildren; ++i) {
+          w.childRecv[i] = findConn(l, c, kConnColl, links.down[i], false);
+          w.childSend[i] = findConn(l, c, kConnColl, links.down[i], true);
+        }
+        bool missing = (links.up >= 0 && (w.recvConn < 0 || w.sendConn < 0));
+        for (int i = 0; i < w.nChildren; ++i) missing |= w.childRecv[i] < 0 || w.childSend[i] < 0;
+        if (missing) TUTTI_FAIL(ncclInternalError, "rank {}: channel {} lacks a tree connection", comm->rank, c);
+      } else {
+        w.kind = WorkKind::Ring;
+        if (comm->nRanks > 1) {
+          w.recvConn = static_cast<int16_t>(connIndex(l, comm->rings[c].recvConn));
+          w.sendConn = static_cast<int16_t>(connIndex(l, comm->rings[c].sendConn));
+          if (w.recvConn < 0 || w.sendConn < 0)
+            TUTTI_FAIL(ncclInternalError, "rank {}: channel {} has no ring connection", comm->rank, c);
+        }
+      }
+      l.collChannels = std::max(l.collChannels, c + 1);
+      l.work.push_back(w);
+      l.prof.push_back(p.task.prof.get());
+    }
+  }
+  return ncclSuccess;
+}
+
+// Point-to-point, as the host backend orders it (host::orderP2p), sends on one block and receives on another
+// so neither waits for the other.
+ncclResult_t addP2p(DeviceLaunch& l, const std::vector<Task>& p2p) {
+  ncclComm* comm = l.comm;
+  std::vector<Task>& sends = l.sends;
+  TUTTI_CHECK(host::orderP2p(comm, p2p, &sends, &l.recvs));
+  ResolvedRedOp copy{};
+  resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &copy);
+  const uint8_t sendBlock = static_cast<uint8_t>(l.collChannels);
+  const uint8_t recvBlock = static_cast<uint8_t>(l.collChannels + (sends.empty() ? 0 : 1));
+  auto add = [&](const Task& t, bool sending) -> ncclResult_t {
+    DevWork w{};
+    const size_t bytes = t.count * dataTypeSize(t.datatype);
+    w.kind = sending ? WorkKind::Send : WorkKind::Recv;
+    w.coll.count = bytes;
+    w.op = copy;
+    w.sendbuff = t.sendbuff;
+    w.recvbuff = t.recvbuff;
+    w.opCount = comm->p2pOpCount;
+    w.proto = static_cast<uint8_t>(host::p2pProtocol(comm, bytes));
+    w.eltSize = 1;
+    w.block = sending ? sendBlock : recvBlock;
+    w.recvConn = w.sendConn = dev::kNoConn;
+    for (int i = 0; i < kTreeMaxArity; ++i) w.childRecv[i] = w.childSend[i] = dev::kNoConn;
+    const int16_t c = findConn(l, 0, kConnP2p, t.root, sending);
+    if (c < 0) TUTTI_FAIL(ncclInternalError, "rank {}: no p2p connection to rank {}", comm->rank, t.root);
+    (sending ? w.sendConn : w.recvConn) = c;
+    l.work.push_back(w);
+    l.prof.push_back(t.prof.get());
+    return ncclSuccess;
+  };
+  for (const Task& t : sends) TUTTI_CHECK(add(t, true));
+  for (const Task& t : l.recvs) TUTTI_CHECK(add(t, false));
+  return ncclSuccess;
+}
+
+const char* workName(const DevWork& w) {
+  if (w.kind == WorkKind::Send) return "Send";
+  if (w.kind == WorkKind::Recv) return "Recv";
+  return funcName(w.coll.func);
+}
+
+const char* protoText(int64_t proto) {
+  switch (proto) {
+    case TUTTI_PROTO_LL: return "LL";
+    case TUTTI_PROTO_LL128: return "LL128";
+    case TUTTI_PROTO_SIMPLE: return "Simple";
+    default: return "?";
+  }
+}
+
+// Turns the status of the block that stopped into the error the host backend would report for the same
+// wait, and records the communicator's failure for its peers.
+ncclResult_t reportStop(ncclComm* comm, const DevWork& w, const DevStatus& s) {
+  const char* name = workName(w);
+  const char* what = s.sending ? "a free slot towards" : "data from";
+  const bool coll = w.kind == WorkKind::Ring || w.kind == WorkKind::Tree;
+  auto record = [&](int failure) {
+    int none = -1;
+    comm->failure.compare_exchange_strong(none, failure);
+  };
+  auto arrived = [&] { return coll ? callCheckWhoArrived(comm, w.opCount) : std::string(); };
+  switch (s.reason) {
+    case StopReason::Aborted:
+      // A consequence, not a cause: the error that aborted the communicator was reported where it happened.
+      TUTTI_INFO(NCCL_COLL | NCCL_P2P, "rank {}: {} (opCount {}, channel {}) aborted while waiting for {} rank {}",
+                 comm->rank, name, w.opCount, w.channel, what, s.peer);
+      return ncclRemoteError;
+    case StopReason::TimedOut:
+      record(host::failureRecord(s.peer, true));
+      TUTTI_FAIL(ncclTimeout, "rank {}: {} (opCount {}, channel {}) timed out waiting for {} rank {} (step {}){}",
+                 comm->rank, name, w.opCount, w.channel, what, s.peer, s.step,
+                 arrived().empty() ? fmt::format(": did rank {} call the same operation?", s.peer) : arrived());
+    case StopReason::PeerClosed: {
+      const uint32_t closed = static_cast<uint32_t>(s.detail);
+      int failure = host::closedFailure(closed, s.peer);
+      if (closed == 1) {  // a network peer sends its reason through the bootstrap
+        const int told = commAskFailure(comm, s.peer);
+        if (told >= 0) failure = told;
+      }
+      record(failure);
+      const int cause = host::failureRank(failure);
+      if (host::failureTimedOut(failure))
+        TUTTI_FAIL(ncclTimeout, "rank {}: {} (opCount {}, channel {}): rank {} did not take part in time (rank {} "
+                   "timed out waiting for it and closed its connection){}", comm->rank, name, w.opCount, w.channel,
+                   cause, s.peer, arrived());
+      if (cause != s.peer)
+        TUTTI_FAIL(ncclRemoteError, "rank {}: {} (opCount {}, channel {}): rank {} failed (rank {} gave up on it and "
+                   "closed its connection)", comm->rank, name, w.opCount, w.channel, cause, s.peer);
+      TUTTI_FAIL(ncclRemoteError, "rank {}: {} (opCount {}, channel {}): rank {} died or closed the connection",
+                 comm->rank, name, w.opCount, w.channel, s.peer);
+    }
+    case StopReason::Mismatch:
+      if (s.detail2 < 0)
+        TUTTI_FAIL(ncclInvalidUsage, "rank {}: {} (opCount {}, channel {}): rank {} sent a {}-byte slot where {} bytes "
+                   "of data (protocol {}) were expected (mismatched calls across ranks? TUTTI_CHECK_CALLS=1 names both "
+                   "calls)", comm->rank, name, w.opCount, w.channel, s.peer, s.detail, s.want, protoText(w.proto));
+      TUTTI_FAIL(ncclInvalidUsage, "rank {}: {} (opCount {}, channel {}): rank {} sent {} bytes (protocol {}) where {} "
+                 "bytes (protocol {}) were expected (mismatched calls across ranks? TUTTI_CHECK_CALLS=1 names both "
+                 "calls)", comm->rank, name, w.opCount, w.channel, s.peer, s.detail, protoText(s.detail2), s.want,
+                 protoText(w.proto));
+    case StopReason::Incomplete:
+      TUTTI_FAIL(ncclInternalError, "rank {}: {} (opCount {}, channel {}): {} slot from rank {} (step {}) was "
+                 "published incomplete", comm->rank, name, w.opCount, w.channel, protoText(w.proto), s.peer, s.step);
+    case StopReason::Unsupported:
+      TUTTI_FAIL(ncclInvalidArgument, "rank {}: {} (opCount {}, channel {}): the kernels for this GPU leave out {} "
+                 "reductions (they need sm_{})", comm->rank, name, w.opCount, w.channel, dataTypeName(w.op.datatype),
+                 minArchForReduction(w.op.datatype));
+    default:
+      TUTTI_FAIL(ncclInternalError, "rank {}: {} (opCount {}, channel {}): the kernel stopped on a corrupt work item",
+                 comm->rank, name, w.opCount, w.channel);
+  }
+}
+
+// TUTTI_WAIT_WARN: one WARN per operation whose wait outlasted the threshold, as the host backend words it.
+void warnSlowWait(ncclComm* comm, const DevWork& w, const DevSlowWait& s) {
+  const char* name = workName(w);
+  if (!host::firstSlowWarning(&comm->calls.warnedOp, name, w.opCount)) return;
+  TUTTI_WARN("rank {}: {} (opCount {}, channel {}) has waited {} s for {} rank {} (step {}); still waiting "
+             "(TUTTI_WAIT_WARN; TUTTI_TIMEOUT turns long waits into errors)", comm->rank, name, w.opCount, w.channel,
+             s.waitedNs / 1000000000, s.sending ? "a free slot towards" : "data from", s.peer, s.step);
+}
+
+// A failure of the launch running now: the communicator is poisoned (as a failed host-backend work item), the
+// launch's later kernels are aborted, and the stream reports it where the runtime can (sim).
+void failLaunch(DeviceLaunch& l, ncclResult_t res) {
+  if (l.failed) return;
+  l.failed = true;
+  __atomic_store_n(l.abortWord, 1u, __ATOMIC_RELEASE);
+  ncclResult_t expected = ncclSuccess;
+  l.comm->asyncError.compare_exchange_strong(expected, res);
+  commCancelOps(l.comm);
+  l.rt->failCurrentWork(res);
+}
+
+// The watcher's look at one running launch.
+void watchLaunch(DeviceLaunch& l) {
+  ncclComm* comm = l.comm;
+  if (l.proxied) proxyRing();  // the proxy sleeps when nothing is in flight: the kernels cannot ring it
+  if (comm->abortFlag.load(std::memory_order_acquire)) __atomic_store_n(l.abortWord, 1u, __ATOMIC_RELEASE);
+  for (auto& k : l.kernels) {
+    if (!k->slow) continue;
+    for (size_t i = 0; i < k->warned.size(); ++i)
+      if (!k->warned[i] && __atomic_load_n(&k->slow[i].ready, __ATOMIC_ACQUIRE)) {
+        k->warned[i] = true;
+        warnSlowWait(comm, l.work[k->begin + i], k->slow[i]);
+      }
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (l.watched.empty() || l.deadPeer >= 0 || now - l.lastPidCheck < std::chrono::milliseconds(50)) return;
+  l.lastPidCheck = now;
+  for (const Watched& p : l.watched) {
+    if (kill(p.pid, 0) == 0 || errno != ESRCH) continue;
+    // A dead process cannot close its ends; close them for it. The kernel sees that only where it still
+    // waits on the peer: data the peer published before it exited (a last send of a Reduce whose sender
+    // finished and left) is still consumed, as on the host backend. No cause is recorded: the peer may have
+    // exited after giving up on another rank, and the failure note it left on the bootstrap names that rank
+    // (reportStop asks for it). A closed word the peer wrote before it died (with its cause) is kept.
+    l.deadPeer = p.rank;
+    for (size_t i = 0; i < l.connOf.size(); ++i) {
+      if (l.connOf[i]->host.peer != p.rank) continue;
+      const bool peerSends = !l.connOf[i]->isSend;
+      tuttiConnCtrl_t* ctrl = l.conns[i].ctrl;
+      if (__atomic_load_n(peerSends ? &ctrl->senderClosed : &ctrl->receiverClosed, __ATOMIC_ACQUIRE) == 0)
+        host::closeEnd(ctrl, peerSends, /*shared=*/true);
+    }
+    break;
+  }
+}
+
+void watcherLoop(CommDevice* d, ncclComm* comm) {
+  logSetThreadRank(comm->rank);
+  std::unique_lock<std::mutex> lock(d->mutex);
+  while (true) {
+    d->cv.wait(lock, [&] { return d->stop || !d->active.empty(); });
+    if (d->stop) return;
+    bool proxied = false;
+    for (DeviceLaunch* l : d->active) {
+      watchLaunch(*l);
+      proxied |= l->proxied;
+    }
+    d->cv.wait_for(lock, proxied ? std::chrono::microseconds(50) : std::chrono::microseconds(1000));
+  }
+}
+
+// ---- Host functions on the internal stream ----------------------------------------------------------------
+
+void beginLaunch(void* arg) {
+  auto& l = *static_cast<DeviceLaunch*>(arg);
+  ncclComm* comm = l.comm;
+  CommDevice& d = *comm->device;
+  logSetThreadRank(comm->rank);
+  if (l.rt == rt::simRuntime()) {  // one launch of the communicator at a time (see CommDevice::runBusy)
+    std::unique_lock<std::mutex> lock(d.runMutex);
+    d.runCv.wait(lock, [&] { return !d.runBusy; });
+    d.runBusy = true;
+  }
+  if (!l.running) l.running = std::make_unique<CommOpsGuard>(comm);
+  l.failed = false;
+  l.deadPeer = -1;
+  __atomic_store_n(l.abortWord, 0u, __ATOMIC_RELEASE);
+  for (auto& k : l.kernels) {
+    std::memset(static_cast<void*>(k->status), 0, sizeof(DevStatus) * k->grid);
+    const size_t n = k->end - k->begin;
+    if (k->slow) std::memset(static_cast<void*>(k->slow), 0, sizeof(DevSlowWait) * n);
+    if (k->times) std::memset(k->times, 0, 2 * n * sizeof(uint64_t));
+    k->warned.assign(k->slow ? n : 0, false);
+  }
+  // An aborted or failed communicator runs nothing more: the kernels stop at their first wait.
+  const ncclResult_t pending = comm->asyncError.load();  // ncclInProgress: a nonblocking group is running
+  if (comm->abortFlag.load(std::memory_order_acquire) || (pending != ncclSuccess && pending != ncclInProgress)) {
+    __atomic_store_n(l.abortWord, 1u, __ATOMIC_RELEASE);
+    l.failed = true;
+    l.rt->failCurrentWork(pending != ncclSuccess && pending != ncclInProgress ? pending : ncclRemoteError);
+  } else {
+    auto prepare = [&]() -> ncclResult_t {
+      // Profiler ProxyOps first: a proxy must know an op before it touches the op's first announced step.
+      if (comm->profiler && !l.captured) [[unlikely]] {
+        for (int c = 0; c < l.collChannels; ++c) TUTTI_CHECK(host::profileChannelProxyOps(comm, l.colls, c));
+        for (const Task& t : l.sends) host::profileP2pProxyOp(comm, t, true);
+        for (const Task& t : l.recvs) host::profileP2pProxyOp(comm, t, false);
+      }
+      // Network proxies post receives for announced steps only: announce everything the kernels will take.
+      for (int c = 0; c < l.collChannels; ++c) TUTTI_CHECK(host::announceChannelSteps(comm, l.colls, c));
+      for (const DevWork& w : l.work) {
+        if (w.kind != WorkKind::Recv) continue;
+        Connection* conn = l.connOf[w.recvConn];
+        host::HostStepCounter steps(&conn->host, w.proto, 1);
+        steps.recv(0, w.coll.count);
+        host::announceRecvSteps(&conn->host, steps.recvSteps());
+      }
+      return ncclSuccess;
+    };
+    if (ncclResult_t res = prepare(); res != ncclSuccess) failLaunch(l, res);
+  }
+  std::lock_guard<std::mutex> lock(d.mutex);
+  d.active.push_back(&l);
+  d.cv.notify_all();
+}
+
+void checkKernel(void* arg) {
+  auto& k = *static_cast<KernelRun*>(arg);
+  DeviceLaunch& l = *k.launch;
+  ncclComm* comm = l.comm;
+  // KernelCh events, timed by the kernel's own clock (CLOCK_MONOTONIC on the sim, as the profiler's timer).
+  for (size_t i = 0; k.times && i < k.end - k.begin; ++i) {
+    ProfEvent* parent = l.prof[k.begin + i];
+    if (!parent || k.times[2 * i] == 0) continue;  // not profiled, or never started (the kernel stopped before)
+    ProfEvent* e = profKernelChStart(parent, l.work[k.begin + i].channel, k.times[2 * i]);
+    profKernelChStop(e, k.times[2 * i + 1]);
+  }
+  // The root cause first: a block that was only aborted reports a consequence.
+  const DevStatus* stop = nullptr;
+  for (int b = 0; b < k.grid; ++b) {
+    const DevStatus& s = k.status[b];
+    if (s.reason != StopReason::None && (!stop || stop->reason == StopReason::Aborted)) stop = &s;
+  }
+  if (!stop || l.failed) return;
+  failLaunch(l, reportStop(comm, l.work[k.begin + stop->work], *stop));
+}
+
+void endLaunch(void* arg) {
+  auto* l = static_cast<DeviceLaunch*>(arg);
+  CommDevice& d = *l->comm->device;
+  {
+    std::lock_guard<std::mutex> lock(d.mutex);
+    d.active.erase(std::find(d.active.begin(), d.active.end(), l));
+  }
+  if (l->rt == rt::simRuntime()) {
+    std::lock_guard<std::mutex> lock(d.runMutex);
+    d.runBusy = false;
+    d.runCv.notify_all();
+  }
+  l->running.reset();
+  if (!l->captured) delete l;  // a graph keeps its launches (keepWithCapture)
+}
+
+void deleteLaunch(void* arg) { delete static_cast<DeviceLaunch*>(arg); }
+
+// Builds the kernels of `l` (runs of one datatype) and their device-visible memory.
+ncclResult_t buildKernels(DeviceLaunch& l) {
+  ncclComm* comm = l.comm;
+  TUTTI_CHECK(l.pin(&l.abortWord, 1));
+  TUTTI_CHECK(l.pin(&l.connsDev, l.conns.size()));
+  TUTTI_CHECK(l.pin(&l.workDev, l.work.size()));
+  std::copy(l.conns.begin(), l.conns.end(), l.connsDev);
+  std::copy(l.work.begin(), l.work.end(), l.workDev);
+  const bool sim = l.rt == rt::simRuntime();
+  for (size_t i = 0; i < l.work.size();) {
+    size_t j = i;
+    while (j < l.work.size() && l.work[j].op.datatype == l.work[i].op.datatype) ++j;
+    auto k = std::make_unique<KernelRun>();
+    k->launch = &l;
+    k->begin = i;
+    k->end = j;
+    const ncclDataType_t type = l.work[i].op.datatype;
+#ifdef TUTTI_HAVE_CUDA_KERNELS
+    k->fn = sim ? reinterpret_cast<const void*>(sim::simKernelFor(type)) : cuda::cudaKernelFor(type);
+#else
+    k->fn = sim ? reinterpret_cast<const void*>(sim::simKernelFor(type)) : nullptr;
+#endif
+    if (!k->fn)
+      TUTTI_FAIL(ncclInvalidUsage, "rank {}: this build's {} kernels leave out {} (configured with TUTTI_KERNELS={})",
+                 comm->rank, l.rt->name(), dataTypeName(type), sim::simKernelFilter());
+    const size_t n = j - i;
+    for (size_t w = i; w < j; ++w) k->grid = std::max(k->grid, l.work[w].block + 1);
+    TUTTI_CHECK(l.pin(&k->status, k->grid));
+    KernelArgs& a = k->args;
+    a.nWork = static_cast<int32_t>(n);
+    for (size_t w = i; w < j && w - i < static_cast<size_t>(dev::kMaxLaunchWork); ++w) a.work[w - i] = l.work[w];
+    a.moreWork = n > static_cast<size_t>(dev::kMaxLaunchWork) ? l.workDev + i + dev::kMaxLaunchWork : nullptr;
+    a.conns = l.connsDev;
+    a.status = k->status;
+    a.abortWord = l.abortWord;
+    a.timeoutNs = static_cast<uint64_t>(comm->timeoutNs);
+    a.nBlocks = k->grid;
+    if (comm->calls.waitWarnNs > 0) {
+      TUTTI_CHECK(l.pin(&k->slow, n));
+      a.warnNs = static_cast<uint64_t>(comm->calls.waitWarnNs);
+      a.slowWaits = k->slow;
+    }
+    if (!l.captured &&
+        std::any_of(l.prof.begin() + i, l.prof.begin() + j, [](ProfEvent* e) { return e != nullptr; })) {
+      TUTTI_CHECK(l.pin(&k->times, 2 * n));
+      a.workTimes = k->times;
+    }
+    l.kernels.push_back(std::move(k));
+    i = j;
+  }
+  return ncclSuccess;
+}
+
+}  // namespace
+
+rt::Runtime* runtimeOf(const ncclComm* comm) {
+  switch (comm->backend) {
+    case Backend::Sim: return rt::simRuntime();
+    case Backend::Cuda: return rt::cudaRuntime();
+    default: return nullptr;
+  }
+}
+
+ncclResult_t commDeviceInit(ncclComm* comm) {
+  auto d = std::make_unique<CommDevice>();
+  d->rt = runtimeOf(comm);
+  TUTTI_CHECK(d->rt->streamCreate(&d->stream));
+  TUTTI_CHECK(d->rt->eventCreate(&d->done));
+  CommDevice* raw = d.get();
+  d->watcher = std::thread([raw, comm] { watcherLoop(raw, comm); });
+  comm->device = d.release();
+  return ncclSuccess;
+}
+
+void commDeviceFree(ncclComm* comm) {
+  CommDevice* d = comm->device;
+  if (!d) return;
+  comm->device = nullptr;
+  if (d->rt->streamSynchronize(d->stream) != ncclSuccess)
+    TUTTI_INFO(NCCL_INIT, "rank {}: the internal stream ended with an error (reported by its operations)", comm->rank);
+  {
+    std::lock_guard<std::mutex> lock(d->mutex);
+    d->stop = true;
+  }
+  d->cv.notify_all();
+  d->watcher.join();
+  for (rt::Event e : d->fanIn) d->rt->eventDestroy(e);
+  d->rt->eventDestroy(d->done);
+  d->rt->streamDestroy(d->stream);
+  delete d;
+}
+
+ncclResult_t enqueue(host::CommLaunch& launch) {
+  ncclComm* comm = launch.comm;
+  CommDevice& d = *comm->device;
+  rt::Runtime* rt = d.rt;
+  // Capture: every user stream of the group is captured, or none (as NCCL requires).
+  int capturing = 0;
+  for (cudaStream_t s : launch.streams) {
+    rt::Capture st = rt::Capture::None;
+    uint64_t id = 0;
+    TUTTI_CHECK(rt->captureStatus(s, &st, &id));
+    if (st == rt::Capture::Invalidated)
+      TUTTI_FAIL(ncclInvalidUsage, "rank {}: stream {} is in an invalidated capture", comm->rank, static_cast<void*>(s));
+    capturing += st == rt::Capture::Active;
+  }
+  if (capturing && capturing != static_cast<int>(launch.streams.size()))
+    TUTTI_FAIL(ncclInvalidUsage, "rank {}: the group's streams of this communicator are partly captured: capture all "
+               "of them or none", comm->rank);
+
+  auto l = std::make_unique<DeviceLaunch>();
+  l->comm = comm;
+  l->rt = rt;
+  l->captured = capturing > 0;
+  l->colls = std::move(launch.colls);
+  TUTTI_CHECK(addCollectives(*l));
+  TUTTI_CHECK(addP2p(*l, launch.p2p));
+  if (!launch.p2p.empty()) ++comm->p2pOpCount;
+  if (l->work.empty()) return ncclSuccess;
+  for (const Connection* c : l->connOf)
+    if (c->host.peerPid > 0) l->watched.push_back({c->host.peerPid, c->host.peer});
+  TUTTI_CHECK(buildKernels(*l));
+
+  // Fan-in: the internal stream waits for every user stream (and joins their capture through the event).
+  while (d.fanIn.size() < launch.streams.size()) {
+    rt::Event e = nullptr;
+    TUTTI_CHECK(rt->eventCreate(&e));
+    d.fanIn.push_back(e);
+  }
+  for (size_t i = 0; i < launch.streams.size(); ++i) {
+    TUTTI_CHECK(rt->eventRecord(d.fanIn[i], launch.streams[i]));
+    TUTTI_CHECK(rt->streamWaitEvent(d.stream, d.fanIn[i]));
+  }
+  DeviceLaunch* raw = l.get();
+  if (raw->captured) {
+    TUTTI_CHECK(rt->keepWithCapture(d.stream, raw, deleteLaunch));
+    l.release();  // the graph owns it now
+  } else {
+    // Counted busy from now until its end (commFree waits for it).
+    raw->running = std::make_unique<CommOpsGuard>(comm);
+  }
+  TUTTI_CHECK(rt->launchHostFunc(d.stream, beginLaunch, raw));
+  const int threads = rt == rt::simRuntime() ? static_cast<int>(paramInt("TUTTI_SIM_NTHREADS")) : kCudaThreads;
+  for (auto& k : raw->kernels) {
+    rt::KernelLaunch kl;
+    kl.fn = k->fn;
+    kl.grid = k->grid;
+    kl.block = threads;
+    kl.sharedBytes = sizeof(dev::KernelShared);
+    kl.args = &k->args;
+    kl.argBytes = sizeof(KernelArgs);
+    TUTTI_CHECK(rt->launchKernel(kl, d.stream));
+    TUTTI_CHECK(rt->launchHostFunc(d.stream, checkKernel, k.get()));
+  }
+  TUTTI_CHECK(rt->launchHostFunc(d.stream, endLaunch, raw));
+  l.release();  // uncaptured: endLaunch deletes it
+  // Fan-out: every user stream waits for the kernels (and the capture gets the internal stream back).
+  TUTTI_CHECK(rt->eventRecord(d.done, d.stream));
+  for (cudaStream_t s : launch.streams) TUTTI_CHECK(rt->streamWaitEvent(s, d.done));
+  return ncclSuccess;
+}
+
+ncclResult_t finish(host::CommLaunch& launch) {
+  ncclComm* comm = launch.comm;
+  if (!launch.streams.empty() || comm->backend != Backend::Sim) return ncclSuccess;
+  // The sim backend's calls without a stream return when done, with the work's error.
+  const ncclResult_t res = comm->device->rt->streamSynchronize(comm->device->stream);
+  if (res != ncclSuccess) {
+    const ncclResult_t pending = comm->asyncError.load();
+    return pending != ncclSuccess && pending != ncclInProgress ? pending : res;
+  }
+  return ncclSuccess;
+}
+
+}  // namespace tutti::device

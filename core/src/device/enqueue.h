@@ -1,0 +1,38 @@
+// Enqueue for the device backends (sim and cuda), above the device runtime (device/runtime.h): what one
+// group of one communicator becomes on its streams, as NCCL does it.
+//
+//   user streams ──record──▶ fan-in events ──wait──▶ internal stream:
+//       host fn "begin"  (announce the steps to network proxies, reset the kernels' status, start watching)
+//       kernel per run of one datatype, each followed by host fn "check" (its stop status becomes the
+//         error the host backend would report; the later kernels are aborted)
+//       host fn "end"    (stop watching, profiler KernelCh events)
+//   internal stream ──record──▶ done event ──wait──▶ every user stream (fan-out)
+//
+// ncclGroupEnd returns once this is enqueued; users wait on their streams. When a user stream is being
+// captured the same calls are captured (the internal stream joins the capture through the fan-in event and
+// leaves it through the fan-out), so the group becomes nodes of the user's graph and replays with it; the
+// launch's memory then belongs to the graph. A watcher thread per communicator does what a GPU's host does
+// while its kernels run: raise the abort word, ring the network proxy, report slow waits, notice dead peers.
+#pragma once
+
+#include "device/host/launch.h"
+#include "device/runtime.h"
+
+namespace tutti::device {
+
+// The runtime of a communicator's backend (null for the host backend).
+rt::Runtime* runtimeOf(const ncclComm* comm);
+
+// Per-communicator state of a device backend: the internal stream, its events and the watcher.
+struct CommDevice;
+ncclResult_t commDeviceInit(ncclComm* comm);
+// After every queued launch has ended (commQuiesce): stops the watcher, frees the stream and events.
+void commDeviceFree(ncclComm* comm);
+
+// Enqueues one group of one communicator (launch.streams: its user streams, in first-use order; none on the
+// sim backend: the call then returns when the work is done, see finish()).
+ncclResult_t enqueue(host::CommLaunch& launch);
+// Called after every communicator of the group was enqueued: waits for the sim launches given no stream.
+ncclResult_t finish(host::CommLaunch& launch);
+
+}  // namespace tutti::device

@@ -1,0 +1,212 @@
+#include "device/host/stream.h"
+#include "device/runtime.h"
+
+#include <nccl.h>
+#include <tutti.h>
+
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using tutti::rt::Capture;
+using tutti::rt::Event;
+using tutti::rt::MemExport;
+using tutti::rt::MemKind;
+using tutti::rt::Runtime;
+using tutti::rt::Stream;
+
+TEST(SimRuntime, MemoryKindsAndRegistration) {
+  Runtime* rt = tutti::rt::simRuntime();
+  void* d = nullptr;
+  void* h = nullptr;
+  ASSERT_EQ(rt->alloc(&d, 4096, true), ncclSuccess);
+  ASSERT_EQ(rt->hostAlloc(&h, 100), ncclSuccess);
+  MemKind k{};
+  ASSERT_EQ(rt->pointerKind(static_cast<char*>(d) + 4000, &k), ncclSuccess);
+  EXPECT_EQ(k, MemKind::Device);
+  ASSERT_EQ(rt->pointerKind(h, &k), ncclSuccess);
+  EXPECT_EQ(k, MemKind::PinnedHost);
+  std::vector<char> plain(64);
+  ASSERT_EQ(rt->pointerKind(plain.data(), &k), ncclSuccess);
+  EXPECT_EQ(k, MemKind::Host);
+  ASSERT_EQ(rt->hostRegister(plain.data(), plain.size()), ncclSuccess);
+  ASSERT_EQ(rt->pointerKind(plain.data() + 10, &k), ncclSuccess);
+  EXPECT_EQ(k, MemKind::PinnedHost);
+  EXPECT_EQ(rt->hostRegister(plain.data(), plain.size()), ncclInvalidArgument);
+  ASSERT_EQ(rt->hostUnregister(plain.data()), ncclSuccess);
+  MemExport ex;
+  EXPECT_EQ(rt->exportMem(h, &ex), ncclInvalidArgument);  // only device memory is exported
+  EXPECT_EQ(rt->free(h), ncclInvalidArgument);             // not device memory
+  EXPECT_EQ(rt->hostFree(h), ncclSuccess);
+  EXPECT_EQ(rt->free(d), ncclSuccess);
+  EXPECT_EQ(rt->free(d), ncclInvalidArgument);
+}
+
+// Device memory exported by one process and imported by another sees the same bytes both ways.
+TEST(SimRuntime, ExportedDeviceMemoryIsSharedWithAnotherProcess) {
+  int toParent[2], toChild[2];
+  ASSERT_EQ(pipe(toParent), 0);
+  ASSERT_EQ(pipe(toChild), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // The exporter: allocates, fills, exports, and checks what the importer wrote.
+    Runtime* rt = tutti::rt::simRuntime();
+    void* d = nullptr;
+    if (rt->alloc(&d, 1 << 20, true) != ncclSuccess) _exit(2);
+    auto* bytes = static_cast<unsigned char*>(d);
+    for (size_t i = 0; i < (1 << 20); ++i) bytes[i] = static_cast<unsigned char>(i * 7);
+    MemExport ex;
+    if (rt->exportMem(bytes + 4096, &ex) != ncclSuccess) _exit(3);
+    if (write(toParent[1], &ex, sizeof ex) != sizeof ex) _exit(4);
+    char go = 0;
+    if (read(toChild[0], &go, 1) != 1) _exit(5);
+    for (size_t i = 0; i < 4096; ++i)
+      if (bytes[4096 + i] != static_cast<unsigned char>(255 - i % 256)) _exit(6);
+    rt->free(d);
+    _exit(0);
+  }
+  MemExport ex;
+  ASSERT_EQ(read(toParent[0], &ex, sizeof ex), static_cast<ssize_t>(sizeof ex));
+  EXPECT_EQ(ex.pid, child);
+  EXPECT_EQ(ex.offset, 4096u);
+  Runtime* rt = tutti::rt::simRuntime();
+  void* p = nullptr;
+  ASSERT_EQ(rt->importMem(ex, &p), ncclSuccess) << ncclGetLastError(nullptr);
+  auto* bytes = static_cast<unsigned char*>(p);
+  for (size_t i = 0; i < 4096; ++i) ASSERT_EQ(bytes[i], static_cast<unsigned char>((4096 + i) * 7)) << i;
+  for (size_t i = 0; i < 4096; ++i) bytes[i] = static_cast<unsigned char>(255 - i % 256);
+  MemKind k{};
+  ASSERT_EQ(rt->pointerKind(bytes + 100, &k), ncclSuccess);
+  EXPECT_EQ(k, MemKind::Device);
+  ASSERT_EQ(write(toChild[1], "g", 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "exporter exit status " << status;
+  EXPECT_EQ(rt->closeImport(bytes + 10), ncclSuccess);
+  EXPECT_EQ(rt->closeImport(bytes), ncclInvalidArgument);
+  // A handle of a process that is gone cannot be imported, and says why.
+  EXPECT_NE(rt->importMem(ex, &p), ncclSuccess);
+  EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("cannot import"), std::string::npos);
+  for (int fd : {toParent[0], toParent[1], toChild[0], toChild[1]}) close(fd);
+}
+
+struct Order {
+  std::atomic<int> next{0};
+  int seen[4] = {-1, -1, -1, -1};
+};
+struct Step {
+  Order* o;
+  int slot;
+  static void run(void* arg) {
+    auto* s = static_cast<Step*>(arg);
+    s->o->seen[s->slot] = s->o->next++;
+  }
+};
+
+// Streams, events and host functions through the interface, and a capture the interface sees and owns.
+TEST(SimRuntime, StreamsEventsHostFunctionsAndCapture) {
+  Runtime* rt = tutti::rt::simRuntime();
+  Stream a = nullptr, b = nullptr;
+  Event e = nullptr;
+  ASSERT_EQ(rt->streamCreate(&a), ncclSuccess);
+  ASSERT_EQ(rt->streamCreate(&b), ncclSuccess);
+  ASSERT_EQ(rt->eventCreate(&e), ncclSuccess);
+  Order o;
+  Step s0{&o, 0}, s1{&o, 1};
+  ASSERT_EQ(rt->launchHostFunc(a, Step::run, &s0), ncclSuccess);
+  ASSERT_EQ(rt->eventRecord(e, a), ncclSuccess);
+  ASSERT_EQ(rt->streamWaitEvent(b, e), ncclSuccess);
+  ASSERT_EQ(rt->launchHostFunc(b, Step::run, &s1), ncclSuccess);
+  ASSERT_EQ(rt->streamSynchronize(b), ncclSuccess);
+  EXPECT_EQ(o.seen[0], 0);
+  EXPECT_EQ(o.seen[1], 1);
+
+  // Capture: b joins through the event; the kept object lives as long as the graph.
+  auto* h = reinterpret_cast<tutti::host::HostStream*>(a);
+  ASSERT_EQ(h->beginCapture(), ncclSuccess);
+  Capture st{};
+  uint64_t idA = 0, idB = 0;
+  ASSERT_EQ(rt->captureStatus(a, &st, &idA), ncclSuccess);
+  EXPECT_EQ(st, Capture::Active);
+  ASSERT_EQ(rt->eventRecord(e, a), ncclSuccess);
+  ASSERT_EQ(rt->streamWaitEvent(b, e), ncclSuccess);
+  ASSERT_EQ(rt->captureStatus(b, &st, &idB), ncclSuccess);
+  EXPECT_EQ(st, Capture::Active);
+  EXPECT_EQ(idA, idB);
+  static std::atomic<int> destroyed{0};
+  ASSERT_EQ(rt->keepWithCapture(b, &destroyed, [](void* p) { ++*static_cast<std::atomic<int>*>(p); }), ncclSuccess);
+  Order o2;
+  Step c0{&o2, 0}, c1{&o2, 1};
+  ASSERT_EQ(rt->launchHostFunc(b, Step::run, &c0), ncclSuccess);
+  ASSERT_EQ(rt->eventRecord(e, b), ncclSuccess);
+  ASSERT_EQ(rt->streamWaitEvent(a, e), ncclSuccess);
+  ASSERT_EQ(rt->launchHostFunc(a, Step::run, &c1), ncclSuccess);
+  tutti::host::StreamGraph* g = nullptr;
+  ASSERT_EQ(h->endCapture(&g), ncclSuccess);
+  EXPECT_EQ(o2.next.load(), 0);  // nothing ran at capture
+  EXPECT_EQ(g->nodes(), 6u);  // a: record, wait, host fn; b: wait, host fn, record
+  for (int run = 0; run < 3; ++run) {
+    o2.next = 0;
+    g->launch(h);
+    ASSERT_EQ(rt->streamSynchronize(a), ncclSuccess);
+    EXPECT_EQ(o2.seen[0], 0) << "run " << run;
+    EXPECT_EQ(o2.seen[1], 1) << "run " << run;
+  }
+  EXPECT_EQ(destroyed.load(), 0);
+  delete g;
+  EXPECT_EQ(destroyed.load(), 1);
+  EXPECT_EQ(rt->eventDestroy(e), ncclSuccess);
+  EXPECT_EQ(rt->streamDestroy(a), ncclSuccess);
+  EXPECT_EQ(rt->streamDestroy(b), ncclSuccess);
+}
+
+// A failure reported by work on a stream reaches the streams that wait on it through events.
+TEST(SimRuntime, EventsCarryAStreamsError) {
+  Runtime* rt = tutti::rt::simRuntime();
+  Stream a = nullptr, b = nullptr;
+  Event e = nullptr;
+  ASSERT_EQ(rt->streamCreate(&a), ncclSuccess);
+  ASSERT_EQ(rt->streamCreate(&b), ncclSuccess);
+  ASSERT_EQ(rt->eventCreate(&e), ncclSuccess);
+  ASSERT_EQ(rt->launchHostFunc(a, [](void*) { tutti::rt::simRuntime()->failCurrentWork(ncclRemoteError); }, nullptr),
+            ncclSuccess);
+  ASSERT_EQ(rt->eventRecord(e, a), ncclSuccess);
+  ASSERT_EQ(rt->streamWaitEvent(b, e), ncclSuccess);
+  EXPECT_EQ(rt->streamSynchronize(b), ncclRemoteError);
+  EXPECT_EQ(rt->eventQuery(e), ncclRemoteError);
+  EXPECT_EQ(rt->streamSynchronize(a), ncclRemoteError);
+  EXPECT_EQ(rt->streamSynchronize(a), ncclSuccess);  // cleared once reported
+  rt->eventDestroy(e);
+  rt->streamDestroy(a);
+  rt->streamDestroy(b);
+}
+
+// Without a usable GPU (this machine in CI) the cuda runtime says why, and `device: cuda` fails init with it.
+TEST(CudaRuntime, NoUsableGpuFailsInitWithTheReason) {
+  std::string why;
+  if (tutti::rt::cudaRuntime()->usable(&why)) GTEST_SKIP() << "a usable GPU is present: the gpu label tests run here";
+  EXPECT_FALSE(why.empty());
+  setenv("TUTTI_DEVICE", "cuda", 1);
+  ncclComm_t comm = nullptr;
+  int dev = 0;
+  const ncclResult_t res = ncclCommInitAll(&comm, 1, &dev);
+  unsetenv("TUTTI_DEVICE");
+  EXPECT_NE(res, ncclSuccess);
+  EXPECT_EQ(comm, nullptr);
+  const std::string msg = ncclGetLastError(nullptr);
+  EXPECT_NE(msg.find("no usable GPU"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(why), std::string::npos) << msg;
+  std::printf("device: cuda without a GPU: %s\n", msg.c_str());
+}
+
+}  // namespace
