@@ -4,6 +4,7 @@
 #include "bootstrap/bootstrap.h"
 #include "comm/comm.h"
 #include "comm/group.h"
+#include "device/runtime.h"
 #include "plugin/params.h"
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -450,20 +452,31 @@ NCCL_API(ncclResult_t, ncclWinGetUserPtr, ncclComm_t comm, ncclWindow_t win, voi
   });
 }
 
-// On the host backend "device" memory is host memory. Blocks are remembered so ncclMemFree refuses a pointer
-// it did not hand out instead of passing it to free().
+// Memory of the backend new communicators get: on the host backend "device" memory is host memory; sim and
+// cuda allocate shareable device memory through their runtime (memfd on the sim; cuMem with a POSIX-fd handle
+// on cuda), which another process can import. Blocks are remembered with their runtime, so ncclMemFree
+// refuses a pointer it did not hand out instead of passing it to free().
 static std::mutex gMemMutex;
-static std::unordered_set<void*> gMemBlocks;
+static std::unordered_map<void*, rt::Runtime*> gMemBlocks;  // null runtime: host memory
 
 NCCL_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
   return apiGuard("ncclMemAlloc", [&]() -> ncclResult_t {
     TUTTI_CHECK(argCheckPtr(ptr, "ptr", "ncclMemAlloc"));
     if (size == 0) TUTTI_FAIL(ncclInvalidArgument, "ncclMemAlloc: size is 0");
     if (size > SIZE_MAX - 4095) TUTTI_FAIL(ncclInvalidArgument, "ncclMemAlloc: size {} is too large", size);
-    void* p = std::aligned_alloc(4096, (size + 4095) & ~size_t{4095});
-    if (!p) TUTTI_FAIL(ncclSystemError, "ncclMemAlloc: cannot allocate {} bytes", size);
+    Backend backend = Backend::Host;
+    std::string from, error;
+    if (!backendOfNewComms(&backend, &from, &error)) TUTTI_FAIL(ncclInvalidUsage, "ncclMemAlloc: {}", error);
+    rt::Runtime* rt = backend == Backend::Sim ? rt::simRuntime() : backend == Backend::Cuda ? rt::cudaRuntime() : nullptr;
+    void* p = nullptr;
+    if (rt) {
+      TUTTI_CHECK(rt->alloc(&p, size, /*shareable=*/true));
+    } else {
+      p = std::aligned_alloc(4096, (size + 4095) & ~size_t{4095});
+      if (!p) TUTTI_FAIL(ncclSystemError, "ncclMemAlloc: cannot allocate {} bytes", size);
+    }
     std::lock_guard<std::mutex> lock(gMemMutex);
-    gMemBlocks.insert(p);
+    gMemBlocks[p] = rt;
     *ptr = p;
     return ncclSuccess;
   });
@@ -472,12 +485,17 @@ NCCL_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
 NCCL_API(ncclResult_t, ncclMemFree, void* ptr) {
   return apiGuard("ncclMemFree", [&]() -> ncclResult_t {
     if (ptr == nullptr) return ncclSuccess;
+    rt::Runtime* rt = nullptr;
     {
       std::lock_guard<std::mutex> lock(gMemMutex);
-      if (gMemBlocks.erase(ptr) == 0)
+      auto it = gMemBlocks.find(ptr);
+      if (it == gMemBlocks.end())
         TUTTI_FAIL(ncclInvalidArgument, "ncclMemFree: ptr {} was not returned by ncclMemAlloc (or was freed already)",
                    ptr);
+      rt = it->second;
+      gMemBlocks.erase(it);
     }
+    if (rt) return rt->free(ptr);
     std::free(ptr);
     return ncclSuccess;
   });

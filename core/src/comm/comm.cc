@@ -373,6 +373,7 @@ ncclResult_t commFree(ncclComm* comm) {
   {
     std::lock_guard<std::mutex> lock(comm->connMutex);
     for (auto& [key, c] : comm->connections) {
+      device::unregisterConnection(comm, c.get());  // before the transport unmaps the memory
       if (c->transport && c->res) {
         ncclResult_t r = c->transport->api().free(c->res);
         if (r != ncclSuccess) TUTTI_WARN("rank {}: transport {} failed to free a connection", comm->rank,

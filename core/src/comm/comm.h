@@ -53,6 +53,8 @@ struct Connection {
   TransportPlugin* transport = nullptr;
   void* res = nullptr;             // transport's handle for this end
   bool isSend = false;
+  // Device backends: the registered host blocks (device/enqueue.h registerConnection) this end uses.
+  std::vector<uintptr_t> devBlocks;
 };
 
 struct ChannelRing {

@@ -2,6 +2,7 @@
 // each end set up, swap the connect info through the bootstrap, and connect.
 #include "comm/comm.h"
 
+#include "device/enqueue.h"
 #include "plugin/transport_plugin.h"
 #include "proxy/net_transport.h"
 #include "util/check.h"
@@ -76,10 +77,14 @@ ncclResult_t commConnect(ncclComm* comm, const std::vector<ConnRequest>& wanted)
   struct Cleanup {
     std::vector<Pending>& list;
     ~Cleanup() {
-      for (Pending& p : list)
-        if (p.conn && p.conn->res) p.conn->transport->api().free(p.conn->res);
+      for (Pending& p : list) {
+        if (!p.conn) continue;
+        if (comm->backend != Backend::Host) device::unregisterConnection(comm, p.conn.get());
+        if (p.conn->res) p.conn->transport->api().free(p.conn->res);
+      }
     }
-  } cleanup{pending};
+    ncclComm* comm;
+  } cleanup{pending, comm};
   for (const ConnRequest& r : wanted) {
     if (commFindConnection(comm, r.channel, r.connIndex, r.peer, r.isSend)) continue;
     bool dup = false;
@@ -153,6 +158,8 @@ ncclResult_t commConnect(ncclComm* comm, const std::vector<ConnRequest>& wanted)
       if (res != ncclSuccess)
         TUTTI_FAIL(res, "rank {}: transport {} could not connect to rank {} (channel {})", comm->rank,
                    c.transport->name(), p.req.peer, p.req.channel);
+      // Device backends: the kernels reach the connection's host memory (FIFOs, staging, control block).
+      if (comm->backend != Backend::Host) TUTTI_CHECK(device::registerConnection(comm, &c));
       connected[i] = true;
       progressed = true;
       --left;

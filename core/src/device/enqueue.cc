@@ -21,8 +21,11 @@
 #include <condition_variable>
 #include <cstring>
 #include <memory>
+#include <map>
 #include <mutex>
 #include <thread>
+
+#include <unistd.h>
 
 namespace tutti::device {
 
@@ -533,7 +536,81 @@ ncclResult_t buildKernels(DeviceLaunch& l) {
   return ncclSuccess;
 }
 
+// Host memory registered with a runtime, in blocks of whole pages: a run of pages is registered once, by the
+// first connection that needs it, and released when the last one using it goes (cudaHostRegister refuses a
+// page registered twice, and two connections' control blocks may share a page).
+struct HostBlocks {
+  struct Block {
+    uintptr_t end;
+    int users;
+  };
+  std::mutex mutex;
+  std::map<uintptr_t, Block> blocks;  // by start
+
+  ncclResult_t add(rt::Runtime* rt, const void* p, size_t bytes, std::vector<uintptr_t>* used) {
+    if (!p || bytes == 0) return ncclSuccess;
+    static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    uintptr_t cur = reinterpret_cast<uintptr_t>(p) & ~(page - 1);
+    const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes + page - 1) & ~(page - 1);
+    std::lock_guard<std::mutex> lock(mutex);
+    while (cur < end) {
+      auto next = blocks.upper_bound(cur);
+      if (next != blocks.begin()) {
+        auto in = std::prev(next);
+        if (in->second.end > cur) {  // already registered: count this user
+          ++in->second.users;
+          used->push_back(in->first);
+          cur = in->second.end;
+          continue;
+        }
+      }
+      const uintptr_t stop = next == blocks.end() ? end : std::min(end, next->first);
+      TUTTI_CHECK(rt->hostRegister(reinterpret_cast<void*>(cur), stop - cur));
+      blocks[cur] = {stop, 1};
+      used->push_back(cur);
+      cur = stop;
+    }
+    return ncclSuccess;
+  }
+  void release(rt::Runtime* rt, std::vector<uintptr_t>* used) {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (uintptr_t start : *used) {
+      auto it = blocks.find(start);
+      if (it == blocks.end() || --it->second.users > 0) continue;
+      rt->hostUnregister(reinterpret_cast<void*>(start));
+      blocks.erase(it);
+    }
+    used->clear();
+  }
+};
+
+HostBlocks& hostBlocksOf(rt::Runtime* rt) {
+  static std::mutex m;
+  static auto* all = new std::map<rt::Runtime*, std::unique_ptr<HostBlocks>>();
+  std::lock_guard<std::mutex> lock(m);
+  auto& b = (*all)[rt];
+  if (!b) b = std::make_unique<HostBlocks>();
+  return *b;
+}
+
 }  // namespace
+
+ncclResult_t registerConnection(ncclComm* comm, Connection* c) {
+  rt::Runtime* rt = runtimeOf(comm);
+  if (!rt) return ncclSuccess;
+  HostBlocks& hb = hostBlocksOf(rt);
+  const tuttiConnector_t& k = c->host.conn;
+  for (int p = 0; p < TUTTI_NUM_PROTOCOLS; ++p) TUTTI_CHECK(hb.add(rt, k.buffs[p], k.buffSizes[p], &c->devBlocks));
+  TUTTI_CHECK(hb.add(rt, k.ctrl, sizeof(tuttiConnCtrl_t), &c->devBlocks));
+  TUTTI_CHECK(hb.add(rt, &c->host.step, sizeof c->host.step, &c->devBlocks));
+  return ncclSuccess;
+}
+
+void unregisterConnection(ncclComm* comm, Connection* c) {
+  rt::Runtime* rt = runtimeOf(comm);
+  if (!rt || c->devBlocks.empty()) return;
+  hostBlocksOf(rt).release(rt, &c->devBlocks);
+}
 
 rt::Runtime* runtimeOf(const ncclComm* comm) {
   switch (comm->backend) {

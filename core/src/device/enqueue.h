@@ -18,6 +18,10 @@
 #include "device/host/launch.h"
 #include "device/runtime.h"
 
+namespace tutti {
+struct Connection;
+}
+
 namespace tutti::device {
 
 // The runtime of a communicator's backend (null for the host backend).
@@ -28,6 +32,12 @@ struct CommDevice;
 ncclResult_t commDeviceInit(ncclComm* comm);
 // After every queued launch has ended (commQuiesce): stops the watcher, frees the stream and events.
 void commDeviceFree(ncclComm* comm);
+
+// Makes a connection's host memory (its FIFOs, landing area, control block and step counter) reachable by
+// the device: registered with the runtime (cudaHostRegister on cuda), page runs shared between connections
+// registered once. unregisterConnection releases them before the transport frees the memory.
+ncclResult_t registerConnection(ncclComm* comm, Connection* c);
+void unregisterConnection(ncclComm* comm, Connection* c);
 
 // Enqueues one group of one communicator (launch.streams: its user streams, in first-use order; none on the
 // sim backend: the call then returns when the work is done, see finish()).

@@ -1,5 +1,8 @@
+#include "comm/comm.h"
 #include "device/host/stream.h"
 #include "device/runtime.h"
+#include "device/sim/kernels.h"
+#include "plugin/transport_plugin.h"
 
 #include <nccl.h>
 #include <tutti.h>
@@ -190,6 +193,75 @@ TEST(SimRuntime, EventsCarryAStreamsError) {
   rt->streamDestroy(a);
   rt->streamDestroy(b);
 }
+
+// A sim communicator's connections live in host memory registered with the runtime (what the cuda backend
+// does with cudaHostRegister so its kernels reach them): the FIFOs over p2p (threads), shm, and the network
+// transport's staging (the proxied landing area), and their control blocks. Buffers from ncclMemAlloc are
+// the runtime's device memory, which another process can import.
+class SimConnections : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(SimConnections, AreRegisteredHostMemoryAndCarryCollectivesOnMemAllocBuffers) {
+  if (!tutti::sim::available()) GTEST_SKIP() << "this build has no sim backend (TUTTI_WITH_SIM=OFF)";
+  const std::string transport = GetParam();
+  if (transport != "p2p") setenv("NCCL_P2P_DISABLE", "1", 1);
+  if (transport == "net") setenv("NCCL_SHM_DISABLE", "1", 1);
+  setenv("TUTTI_DEVICE", "sim", 1);
+  constexpr int kRanks = 2;
+  constexpr size_t kCount = 4096;
+  std::vector<ncclComm_t> comms(kRanks);
+  int devs[kRanks] = {0, 0};
+  ASSERT_EQ(ncclCommInitAll(comms.data(), kRanks, devs), ncclSuccess) << ncclGetLastError(nullptr);
+  Runtime* rt = tutti::rt::simRuntime();
+  std::vector<float*> buf(kRanks);
+  for (int r = 0; r < kRanks; ++r) {
+    void* p = nullptr;
+    ASSERT_EQ(ncclMemAlloc(&p, kCount * sizeof(float)), ncclSuccess);
+    buf[r] = static_cast<float*>(p);
+    MemKind k{};
+    ASSERT_EQ(rt->pointerKind(p, &k), ncclSuccess);
+    EXPECT_EQ(k, MemKind::Device);
+    MemExport ex;
+    EXPECT_EQ(rt->exportMem(p, &ex), ncclSuccess);
+    for (size_t i = 0; i < kCount; ++i) buf[r][i] = float(r + 1) * float(i % 13);
+  }
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < kRanks; ++r)
+    ASSERT_EQ(ncclAllReduce(buf[r], buf[r], kCount, ncclFloat32, ncclSum, comms[r], nullptr), ncclSuccess);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
+  for (int r = 0; r < kRanks; ++r)
+    for (size_t i = 0; i < kCount; ++i) ASSERT_EQ(buf[r][i], 3.0f * float(i % 13)) << "rank " << r << " i " << i;
+  int checked = 0;
+  for (int r = 0; r < kRanks; ++r) {
+    for (auto& [key, c] : comms[r]->connections) {
+      EXPECT_EQ(c->transport->name(), transport);
+      EXPECT_FALSE(c->devBlocks.empty());
+      const tuttiConnector_t& k = c->host.conn;
+      for (int p = 0; p < TUTTI_NUM_PROTOCOLS; ++p) {
+        if (!k.buffs[p] || k.buffSizes[p] == 0) continue;
+        for (const char* at : {static_cast<const char*>(k.buffs[p]),
+                               static_cast<const char*>(k.buffs[p]) + k.buffSizes[p] - 1}) {
+          MemKind kind{};
+          ASSERT_EQ(rt->pointerKind(at, &kind), ncclSuccess);
+          EXPECT_EQ(kind, MemKind::PinnedHost) << transport << " rank " << r << " protocol " << p;
+        }
+        ++checked;
+      }
+      MemKind kind{};
+      ASSERT_EQ(rt->pointerKind(k.ctrl, &kind), ncclSuccess);
+      EXPECT_EQ(kind, MemKind::PinnedHost);
+      if (transport == "net") {
+        EXPECT_TRUE(k.flags & TUTTI_CONN_PROXIED);
+      }
+    }
+  }
+  EXPECT_GT(checked, 0);
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(ncclCommDestroy(comms[r]), ncclSuccess);
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(ncclMemFree(buf[r]), ncclSuccess);
+  EXPECT_EQ(ncclMemFree(buf[0]), ncclInvalidArgument);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, SimConnections, ::testing::Values("p2p", "shm", "net"),
+                         [](const auto& info) { return std::string(info.param); });
 
 // Without a usable GPU (this machine in CI) the cuda runtime says why, and `device: cuda` fails init with it.
 TEST(CudaRuntime, NoUsableGpuFailsInitWithTheReason) {

@@ -1,0 +1,252 @@
+// The collectives on a GPU (`device: cuda`): CUDA memory (cudaMalloc, cudaMallocManaged, ncclMemAlloc),
+// user streams, CUDA graphs, 1-4 ranks on one GPU as threads. With TUTTI_GPU_CHECK_SIM=1 the same steps run
+// on the sim backend (its device memory, host streams and capture), so they are known to work before a GPU
+// is at hand. Without either, each test skips and says why.
+#include <nccl.h>
+#include <tutti.h>
+
+#include <cuda_runtime.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+bool simMode() {
+  const char* v = std::getenv("TUTTI_GPU_CHECK_SIM");
+  return v && std::strcmp(v, "1") == 0;
+}
+
+// Why the tests cannot run here ("" when they can).
+std::string unavailable() {
+  if (simMode()) return "";
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) return std::string("no usable GPU: ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
+  if (n == 0) return "no usable GPU: the driver reports no CUDA device";
+  return "";
+}
+
+#define SKIP_WITHOUT_DEVICE()                                              \
+  do {                                                                     \
+    const std::string why = unavailable();                                 \
+    if (!why.empty()) GTEST_SKIP() << why << " (TUTTI_GPU_CHECK_SIM=1 runs these steps on the sim backend)"; \
+  } while (0)
+
+// Memory, copies and streams of the backend under test.
+enum class Mem { Device, Managed, NcclMemAlloc };
+
+struct Backend {
+  bool sim = simMode();
+  void* alloc(size_t bytes, Mem kind) {
+    void* p = nullptr;
+    if (kind == Mem::NcclMemAlloc || sim) {
+      EXPECT_EQ(ncclMemAlloc(&p, bytes), ncclSuccess) << ncclGetLastError(nullptr);
+    } else if (kind == Mem::Managed) {
+      EXPECT_EQ(cudaMallocManaged(&p, bytes), cudaSuccess);
+    } else {
+      EXPECT_EQ(cudaMalloc(&p, bytes), cudaSuccess);
+    }
+    return p;
+  }
+  void free(void* p, Mem kind) {
+    if (kind == Mem::NcclMemAlloc || sim) ncclMemFree(p);
+    else cudaFree(p);
+  }
+  void toDevice(void* dst, const void* src, size_t bytes) {
+    if (sim) std::memcpy(dst, src, bytes);
+    else ASSERT_EQ(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), cudaSuccess);
+  }
+  void toHost(void* dst, const void* src, size_t bytes) {
+    if (sim) std::memcpy(dst, src, bytes);
+    else ASSERT_EQ(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), cudaSuccess);
+  }
+  cudaStream_t stream() {
+    cudaStream_t s = nullptr;
+    if (sim) EXPECT_EQ(tuttiStreamCreate(&s), ncclSuccess);
+    else EXPECT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    return s;
+  }
+  ncclResult_t sync(cudaStream_t s) {
+    if (sim) return tuttiStreamSynchronize(s);
+    return cudaStreamSynchronize(s) == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
+  }
+  void destroy(cudaStream_t s) {
+    if (sim) tuttiStreamDestroy(s);
+    else cudaStreamDestroy(s);
+  }
+};
+
+struct Env {
+  explicit Env(const char* device) { setenv("TUTTI_DEVICE", device, 1); }
+  ~Env() { unsetenv("TUTTI_DEVICE"); }
+};
+
+std::vector<ncclComm_t> initComms(int n) {
+  std::vector<ncclComm_t> comms(n);
+  std::vector<int> devs(n, 0);  // every rank on GPU 0
+  EXPECT_EQ(ncclCommInitAll(comms.data(), n, devs.data()), ncclSuccess) << ncclGetLastError(nullptr);
+  return comms;
+}
+
+// Every collective on `nRanks` ranks of one GPU, one thread per rank, on user streams; results against host
+// references.
+void runMatrix(int nRanks, Mem mem) {
+  Env env(simMode() ? "sim" : "cuda");
+  Backend b;
+  std::vector<ncclComm_t> comms = initComms(nRanks);
+  ASSERT_EQ(static_cast<int>(comms.size()), nRanks);
+  constexpr size_t kCount = 3 * 1024 + 7;
+  std::vector<std::string> failures(nRanks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < nRanks; ++r) {
+    threads.emplace_back([&, r] {
+      if (!b.sim) cudaSetDevice(0);
+      const size_t total = kCount * nRanks;
+      auto* in = static_cast<float*>(b.alloc(total * sizeof(float), mem));
+      auto* out = static_cast<float*>(b.alloc(total * sizeof(float), mem));
+      cudaStream_t s = b.stream();
+      std::vector<float> hin(total), hout(total);
+      auto value = [](int rank, size_t i) { return float((rank + 1) * (i % 17)); };
+      auto check = [&](const char* what, size_t n, const std::function<float(size_t)>& want) {
+        b.toHost(hout.data(), out, n * sizeof(float));
+        for (size_t i = 0; i < n; ++i)
+          if (hout[i] != want(i)) {
+            failures[r] += std::string(what) + ": element " + std::to_string(i) + " is " + std::to_string(hout[i]) +
+                           ", want " + std::to_string(want(i)) + "; ";
+            return;
+          }
+      };
+      auto run = [&](const char* what, ncclResult_t res) {
+        if (res != ncclSuccess || b.sync(s) != ncclSuccess)
+          failures[r] += std::string(what) + " failed: " + ncclGetLastError(comms[r]) + "; ";
+      };
+      for (size_t i = 0; i < total; ++i) hin[i] = value(r, i);
+      b.toDevice(in, hin.data(), total * sizeof(float));
+      const float rankSum = float(nRanks * (nRanks + 1) / 2);
+      run("AllReduce", ncclAllReduce(in, out, kCount, ncclFloat32, ncclSum, comms[r], s));
+      check("AllReduce", kCount, [&](size_t i) { return rankSum * float(i % 17); });
+      run("AllGather", ncclAllGather(in, out, kCount, ncclFloat32, comms[r], s));
+      check("AllGather", total, [&](size_t i) { return value(int(i / kCount), i % kCount); });
+      run("ReduceScatter", ncclReduceScatter(in, out, kCount, ncclFloat32, ncclSum, comms[r], s));
+      check("ReduceScatter", kCount, [&](size_t i) { return rankSum * float((r * kCount + i) % 17); });
+      run("Broadcast", ncclBroadcast(in, out, kCount, ncclFloat32, nRanks - 1, comms[r], s));
+      check("Broadcast", kCount, [&](size_t i) { return value(nRanks - 1, i); });
+      // Send to the next rank, receive from the previous one.
+      ncclGroupStart();
+      ncclSend(in, kCount, ncclFloat32, (r + 1) % nRanks, comms[r], s);
+      ncclRecv(out, kCount, ncclFloat32, (r + nRanks - 1) % nRanks, comms[r], s);
+      run("SendRecv", ncclGroupEnd());
+      check("SendRecv", kCount, [&](size_t i) { return value((r + nRanks - 1) % nRanks, i); });
+      b.destroy(s);
+      b.free(in, mem);
+      b.free(out, mem);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < nRanks; ++r) EXPECT_TRUE(failures[r].empty()) << "rank " << r << ": " << failures[r];
+  for (ncclComm_t c : comms) ncclCommDestroy(c);
+}
+
+class GpuRanks : public ::testing::TestWithParam<int> {};
+
+TEST_P(GpuRanks, CollectivesOnDeviceMemory) {
+  SKIP_WITHOUT_DEVICE();
+  runMatrix(GetParam(), Mem::Device);
+}
+
+TEST_P(GpuRanks, CollectivesOnNcclMemAlloc) {
+  SKIP_WITHOUT_DEVICE();
+  runMatrix(GetParam(), Mem::NcclMemAlloc);
+}
+
+TEST(Gpu, CollectivesOnManagedMemory) {
+  SKIP_WITHOUT_DEVICE();
+  runMatrix(2, Mem::Managed);
+}
+
+INSTANTIATE_TEST_SUITE_P(OneGpu, GpuRanks, ::testing::Values(1, 2, 3, 4),
+                         [](const auto& info) { return std::to_string(info.param) + "ranks"; });
+
+// A captured AllReduce replayed several times with new inputs.
+TEST(Gpu, CapturedAllReduceReplays) {
+  SKIP_WITHOUT_DEVICE();
+  Env env(simMode() ? "sim" : "cuda");
+  Backend b;
+  constexpr int kRanks = 2;
+  constexpr size_t kCount = 4096;
+  std::vector<ncclComm_t> comms = initComms(kRanks);
+  ASSERT_EQ(static_cast<int>(comms.size()), kRanks);
+  std::vector<float*> in(kRanks), out(kRanks);
+  std::vector<cudaStream_t> s(kRanks);
+  std::vector<cudaGraphExec_t> exec(kRanks);
+  std::vector<tuttiGraph_t> simGraph(kRanks);
+  for (int r = 0; r < kRanks; ++r) {
+    in[r] = static_cast<float*>(b.alloc(kCount * sizeof(float), Mem::Device));
+    out[r] = static_cast<float*>(b.alloc(kCount * sizeof(float), Mem::Device));
+    s[r] = b.stream();
+  }
+  for (int r = 0; r < kRanks; ++r) {
+    if (b.sim) ASSERT_EQ(tuttiStreamBeginCapture(s[r]), ncclSuccess);
+    else ASSERT_EQ(cudaStreamBeginCapture(s[r], cudaStreamCaptureModeRelaxed), cudaSuccess);
+  }
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < kRanks; ++r)
+    ASSERT_EQ(ncclAllReduce(in[r], out[r], kCount, ncclFloat32, ncclSum, comms[r], s[r]), ncclSuccess);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
+  for (int r = 0; r < kRanks; ++r) {
+    if (b.sim) {
+      ASSERT_EQ(tuttiStreamEndCapture(s[r], &simGraph[r]), ncclSuccess);
+    } else {
+      cudaGraph_t g = nullptr;
+      ASSERT_EQ(cudaStreamEndCapture(s[r], &g), cudaSuccess);
+      ASSERT_EQ(cudaGraphInstantiate(&exec[r], g, 0), cudaSuccess);
+      cudaGraphDestroy(g);
+    }
+  }
+  std::vector<float> h(kCount);
+  for (int it = 0; it < 3; ++it) {
+    for (int r = 0; r < kRanks; ++r) {
+      for (size_t i = 0; i < kCount; ++i) h[i] = float((r + 1) * (it + 1));
+      b.toDevice(in[r], h.data(), kCount * sizeof(float));
+    }
+    for (int r = 0; r < kRanks; ++r) {
+      if (b.sim) ASSERT_EQ(tuttiGraphLaunch(simGraph[r], s[r]), ncclSuccess);
+      else ASSERT_EQ(cudaGraphLaunch(exec[r], s[r]), cudaSuccess);
+    }
+    for (int r = 0; r < kRanks; ++r) ASSERT_EQ(b.sync(s[r]), ncclSuccess);
+    for (int r = 0; r < kRanks; ++r) {
+      b.toHost(h.data(), out[r], kCount * sizeof(float));
+      for (size_t i = 0; i < kCount; ++i) ASSERT_EQ(h[i], float(3 * (it + 1))) << "launch " << it << " rank " << r;
+    }
+  }
+  for (int r = 0; r < kRanks; ++r) {
+    if (b.sim) tuttiGraphDestroy(simGraph[r]);
+    else cudaGraphExecDestroy(exec[r]);
+    b.destroy(s[r]);
+    b.free(in[r], Mem::Device);
+    b.free(out[r], Mem::Device);
+  }
+  for (ncclComm_t c : comms) ncclCommDestroy(c);
+}
+
+// Pageable host memory cannot be reached by the GPU's kernels: a cuda communicator refuses it by name.
+TEST(Gpu, HostBuffersAreRefusedWithAMessage) {
+  if (simMode()) GTEST_SKIP() << "the sim backend's device memory is host memory";
+  SKIP_WITHOUT_DEVICE();
+  Env env("cuda");
+  std::vector<ncclComm_t> comms = initComms(1);
+  ASSERT_EQ(comms.size(), 1u);
+  std::vector<float> host(16);
+  EXPECT_EQ(ncclAllReduce(host.data(), host.data(), 16, ncclFloat32, ncclSum, comms[0], nullptr), ncclInvalidArgument);
+  EXPECT_NE(std::string(ncclGetLastError(comms[0])).find("GPU can reach"), std::string::npos);
+  ncclCommDestroy(comms[0]);
+}
+
+}  // namespace
