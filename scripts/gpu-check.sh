@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check: build with CUDA, run the ctest label `gpu` (the collectives on `device: cuda` with CUDA
-# memory, user streams and CUDA graphs, 1-4 ranks on one GPU), and keep what it printed under
-# benchmarks/results/gpu/<GPU name>/.
+# memory, user streams and CUDA graphs, 1-4 ranks on one GPU), measure (tests/gpu/gpu_perf.cc: copy bandwidth,
+# per-hop latency of LL / LL128 / Simple, send/recv and AllReduce busbw as a fraction of the copy bandwidth),
+# and keep what it printed under benchmarks/results/gpu/<GPU name>/.
 #
 #   scripts/gpu-check.sh          on a machine with a GPU (the CUDA toolkit at /usr/local/cuda)
 #   scripts/gpu-check.sh --sim    the same steps on the sim backend (TUTTI_GPU_CHECK_SIM=1), on any machine
@@ -52,7 +53,7 @@ step() {
 
 cuda_flag=-DTUTTI_WITH_CUDA=ON
 step configure cmake -S "$root" -B "$build" "$cuda_flag" || exit 1
-step build cmake --build "$build" -j"$jobs" --target tutti test_gpu || exit 1
+step build cmake --build "$build" -j"$jobs" --target tutti test_gpu gpu_perf || exit 1
 # --no-tests=error: an empty label is a failure; a skipped test is too (it means the GPU was not usable).
 step ctest-gpu ctest --test-dir "$build" -L gpu --no-tests=error --output-on-failure -j1 --timeout 300
 # On a GPU nothing may be skipped (a skip means the GPU was not usable); --sim skips what needs real CUDA memory.
@@ -60,5 +61,8 @@ if [ "$sim" = 0 ] && grep -qE "\(Skipped\)|Not Run" "$log"; then
   echo "gpu-check: some gpu tests were skipped (no usable GPU?)" | tee -a "$log"
   failed=1
 fi
+# The figures, measured in this run: copy bandwidth, per-hop latency, busbw as a fraction of the copy bandwidth
+# (with --sim the same steps at tiny sizes, no figures).
+step gpu-perf "$build/bin/gpu_perf" -o "$out/gpu_perf.md"
 echo "==> gpu-check: $([ "$failed" = 0 ] && echo passed || echo FAILED); log: ${log#$root/}" | tee -a "$log"
 exit "$failed"

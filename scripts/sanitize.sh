@@ -116,10 +116,12 @@ tsan_skip=(
 
 # The multi-threaded suites, the only ones built under TSan (the others run under ASan): ranks as threads of
 # one process (collectives, groups, send/recv, nonblocking and abort, call checks), the host executor and
-# waits, the primitives' stress test, bootstrap and net-socket threads, host streams, profilers.
+# waits, the primitives' stress test, bootstrap and net-socket threads, host streams, profilers, the device
+# runtime's streams, events and capture replay.
 tsan_targets=(test_collectives_matrix test_collectives_grouped test_collectives_variants test_sendrecv
   test_reliability test_callcheck_threads test_host_wait test_prims_tsan test_bootstrap test_net_socket
-  test_comm_registry test_host_streams test_profiler_events profiler_trace_test test_simulate all_reduce_perf)
+  test_comm_registry test_host_streams test_profiler_events profiler_trace_test test_simulate all_reduce_perf
+  test_device_runtime)
 
 run_tsan() {
   local dir=$prefix-tsan-ci exclude_re ids

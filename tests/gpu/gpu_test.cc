@@ -9,6 +9,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -234,6 +237,86 @@ TEST(Gpu, CapturedAllReduceReplays) {
     b.free(out[r], Mem::Device);
   }
   for (ncclComm_t c : comms) ncclCommDestroy(c);
+}
+
+// Ranks as processes on one GPU (the shm transport between them, its FIFOs registered with CUDA). Nothing
+// touches CUDA before the fork: the probe runs in a child too.
+int runRankProcess(int rank, int nRanks, int idPipe) {
+  ncclUniqueId id;
+  if (read(idPipe, &id, sizeof id) != static_cast<ssize_t>(sizeof id)) return 10;
+  setenv("TUTTI_DEVICE", simMode() ? "sim" : "cuda", 1);
+  Backend b;
+  if (!b.sim && cudaSetDevice(0) != cudaSuccess) return 11;
+  ncclComm_t comm = nullptr;
+  if (ncclCommInitRank(&comm, nRanks, id, rank) != ncclSuccess) {
+    std::fprintf(stderr, "rank %d: init failed: %s\n", rank, ncclGetLastError(nullptr));
+    return 12;
+  }
+  constexpr size_t kCount = 100000;
+  auto* buf = static_cast<int32_t*>(b.alloc(kCount * sizeof(int32_t), Mem::Device));
+  std::vector<int32_t> h(kCount);
+  for (size_t i = 0; i < kCount; ++i) h[i] = int32_t(rank * 1000 + i % 1000);
+  b.toDevice(buf, h.data(), kCount * sizeof(int32_t));
+  cudaStream_t s = b.stream();
+  if (ncclAllReduce(buf, buf, kCount, ncclInt32, ncclSum, comm, s) != ncclSuccess || b.sync(s) != ncclSuccess) {
+    std::fprintf(stderr, "rank %d: AllReduce failed: %s\n", rank, ncclGetLastError(comm));
+    return 13;
+  }
+  b.toHost(h.data(), buf, kCount * sizeof(int32_t));
+  const int32_t ranks = int32_t(nRanks * (nRanks - 1) / 2);
+  for (size_t i = 0; i < kCount; ++i)
+    if (h[i] != ranks * 1000 + int32_t(nRanks) * int32_t(i % 1000)) {
+      std::fprintf(stderr, "rank %d: element %zu is %d\n", rank, i, h[i]);
+      return 14;
+    }
+  b.destroy(s);
+  b.free(buf, Mem::Device);
+  return ncclCommDestroy(comm) == ncclSuccess ? 0 : 15;
+}
+
+TEST(GpuProcesses, AllReduceAcrossProcessesOnOneGpu) {
+  if (!simMode()) {
+    int probe[2];
+    ASSERT_EQ(pipe(probe), 0);
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      const std::string why = unavailable();
+      (void)!write(probe[1], why.data(), why.size());
+      _exit(0);
+    }
+    close(probe[1]);
+    char why[512] = {};
+    (void)!read(probe[0], why, sizeof why - 1);
+    close(probe[0]);
+    waitpid(child, nullptr, 0);
+    if (why[0]) GTEST_SKIP() << why << " (TUTTI_GPU_CHECK_SIM=1 runs these steps on the sim backend)";
+  }
+  for (int nRanks : {2, 3}) {
+    std::vector<int> pipes(2 * nRanks);
+    std::vector<pid_t> pids(nRanks);
+    for (int r = 0; r < nRanks; ++r) ASSERT_EQ(pipe(&pipes[2 * r]), 0);
+    for (int r = 0; r < nRanks; ++r) {
+      pids[r] = fork();
+      ASSERT_GE(pids[r], 0);
+      if (pids[r] == 0) {
+        if (r == 0) {  // rank 0 makes the id and hands it to every rank (itself included)
+          ncclUniqueId id;
+          if (ncclGetUniqueId(&id) != ncclSuccess) _exit(9);
+          for (int q = 0; q < nRanks; ++q)
+            if (write(pipes[2 * q + 1], &id, sizeof id) != static_cast<ssize_t>(sizeof id)) _exit(9);
+        }
+        _exit(runRankProcess(r, nRanks, pipes[2 * r]));
+      }
+    }
+    for (int r = 0; r < nRanks; ++r) {
+      int status = 0;
+      ASSERT_EQ(waitpid(pids[r], &status, 0), pids[r]);
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+          << nRanks << " processes: rank " << r << " ended with status " << status;
+    }
+    for (int fd : pipes) close(fd);
+  }
 }
 
 // Pageable host memory cannot be reached by the GPU's kernels: a cuda communicator refuses it by name.
