@@ -22,6 +22,10 @@ struct Fifo {
   tuttiConnCtrl_t* ctrl = nullptr;
   void* buffs[TUTTI_NUM_PROTOCOLS] = {};
   size_t sizes[TUTTI_NUM_PROTOCOLS] = {};
+  // Device backends: the buffers are the core's device memory (the kernels of both ranks reach it directly,
+  // as NCCL's P2P transport does with cudaMalloc'd FIFOs); the control block stays in host memory, where the
+  // host's waiters and proxies read it.
+  const tuttiDeviceMem_t* devMem = nullptr;
 };
 
 struct Info {
@@ -38,7 +42,11 @@ struct End {
 
 void releaseFifo(Fifo* f) {
   if (!f || f->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-  for (void* b : f->buffs) std::free(b);
+  for (void* b : f->buffs) {
+    if (!b) continue;
+    if (f->devMem) f->devMem->free(b);
+    else std::free(b);
+  }
   std::free(f->ctrl);
   delete f;
 }
@@ -70,10 +78,16 @@ ncclResult_t recvSetup(const tuttiConnectRequest_t* req, const tuttiPeerInfo_t* 
   fifo->ctrl = static_cast<tuttiConnCtrl_t*>(std::aligned_alloc(64, kCtrlBytes));
   bool ok = fifo->ctrl != nullptr;
   if (ok) std::memset(fifo->ctrl, 0, sizeof(tuttiConnCtrl_t));
+  fifo->devMem = req->devMem;
   for (int p = 0; ok && p < TUTTI_NUM_PROTOCOLS; ++p) {
     size_t bytes = req->buffSizes[p];
     if (bytes == 0) continue;
     size_t rounded = (bytes + 4095) & ~size_t{4095};
+    if (fifo->devMem) {  // zeroed by the core
+      ok = fifo->devMem->alloc(&fifo->buffs[p], rounded) == ncclSuccess;
+      fifo->sizes[p] = bytes;
+      continue;
+    }
     fifo->buffs[p] = std::aligned_alloc(4096, rounded);
     fifo->sizes[p] = bytes;
     ok = fifo->buffs[p] != nullptr;

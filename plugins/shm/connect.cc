@@ -28,19 +28,26 @@ constexpr size_t kSimpleSkew = 3072;
 
 struct Info {
   uint64_t magic;
-  uint64_t bytes;
+  uint64_t bytes;                           // of the shared segment
   uint64_t buffSizes[TUTTI_NUM_PROTOCOLS];
-  char name[96];
+  char name[64];
+  uint64_t devBytes;                        // > 0: the FIFOs are device memory, `dev` its handle
+  unsigned char dev[TUTTI_DEVMEM_HANDLE_BYTES];
 };
 static_assert(sizeof(Info) <= TUTTI_CONNECT_INFO_BYTES, "connect info too large");
 
 struct End {
   bool recv = false;
   bool unlinked = false;
-  char name[96] = {};
+  char name[64] = {};
   void* base = nullptr;
   size_t bytes = 0;
   size_t buffSizes[TUTTI_NUM_PROTOCOLS] = {};
+  // Device backends: the FIFOs live in the core's device memory (the receiver allocates and exports it, the
+  // sender maps it); the segment holds the control block only.
+  const tuttiDeviceMem_t* devMem = nullptr;
+  void* dev = nullptr;
+  size_t devBytes = 0;
 };
 
 size_t pageRound(size_t n) { return (n + 4095) & ~size_t{4095}; }
@@ -56,7 +63,7 @@ size_t protoPages(int proto, size_t bytes) { return bytes ? pageRound(bytes + pr
 
 void fill(const End* e, tuttiConnector_t* conn) {
   std::memset(conn, 0, sizeof *conn);
-  char* p = static_cast<char*>(e->base) + kCtrlBytes;
+  char* p = e->dev ? static_cast<char*>(e->dev) : static_cast<char*>(e->base) + kCtrlBytes;
   for (int i = 0; i < TUTTI_NUM_PROTOCOLS; ++i) {
     conn->buffSizes[i] = e->buffSizes[i];
     conn->buffs[i] = e->buffSizes[i] ? p + protoSkew(i) : nullptr;
@@ -76,9 +83,21 @@ ncclResult_t recvSetup(const tuttiConnectRequest_t* req, const tuttiPeerInfo_t* 
   if (!e) return ncclSystemError;
   e->recv = true;
   e->bytes = kCtrlBytes;
+  e->devMem = req->devMem;
+  size_t fifoBytes = 0;
   for (int i = 0; i < TUTTI_NUM_PROTOCOLS; ++i) {
     e->buffSizes[i] = req->buffSizes[i];
-    e->bytes += protoPages(i, req->buffSizes[i]);
+    fifoBytes += protoPages(i, req->buffSizes[i]);
+  }
+  if (e->devMem) {
+    if (e->devMem->alloc(&e->dev, fifoBytes) != ncclSuccess) {
+      SHM_WARN("shm: cannot allocate %zu bytes of device memory for the FIFOs", fifoBytes);
+      delete e;
+      return ncclSystemError;
+    }
+    e->devBytes = fifoBytes;
+  } else {
+    e->bytes += fifoBytes;
   }
   static std::atomic<unsigned> counter{0};
   std::random_device rd;
@@ -87,26 +106,34 @@ ncclResult_t recvSetup(const tuttiConnectRequest_t* req, const tuttiPeerInfo_t* 
   int fd = shm_open(e->name, O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) {
     SHM_WARN("shm: shm_open(%s) failed: %s", e->name, std::strerror(errno));
-    delete e;
+    e->name[0] = '\0';  // not ours to unlink
+    freeEnd(e);
     return ncclSystemError;
   }
   if (ftruncate(fd, static_cast<off_t>(e->bytes)) != 0) {
     SHM_WARN("shm: cannot size %s to %zu bytes: %s (is /dev/shm large enough?)", e->name, e->bytes,
              std::strerror(errno));
     close(fd);
-    shm_unlink(e->name);
-    delete e;
+    freeEnd(e);
     return ncclSystemError;
   }
   e->base = mmap(nullptr, e->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (e->base == MAP_FAILED) {
     SHM_WARN("shm: mmap of %s failed: %s", e->name, std::strerror(errno));
-    shm_unlink(e->name);
-    delete e;
+    e->base = nullptr;
+    freeEnd(e);
     return ncclSystemError;
   }
   Info i{};
+  if (e->dev) {
+    i.devBytes = e->devBytes;
+    if (e->devMem->exportHandle(e->dev, i.dev) != ncclSuccess) {
+      SHM_WARN("shm: cannot export the FIFOs' device memory");
+      freeEnd(e);
+      return ncclSystemError;
+    }
+  }
   i.magic = kInfoMagic;
   i.bytes = e->bytes;
   for (int p = 0; p < TUTTI_NUM_PROTOCOLS; ++p) i.buffSizes[p] = e->buffSizes[p];
@@ -116,9 +143,10 @@ ncclResult_t recvSetup(const tuttiConnectRequest_t* req, const tuttiPeerInfo_t* 
   return ncclSuccess;
 }
 
-ncclResult_t sendSetup(void*, void** res) {
+ncclResult_t sendSetup(const tuttiConnectRequest_t* req, void*, void** res) {
   auto* e = new (std::nothrow) End();
   if (!e) return ncclSystemError;
+  e->devMem = req->devMem;
   *res = e;
   return ncclSuccess;
 }
@@ -133,9 +161,11 @@ ncclResult_t sendConnect(void* res, const void* peerInfo, tuttiConnector_t* conn
   Info i;
   std::memcpy(&i, peerInfo, sizeof i);
   i.name[sizeof i.name - 1] = '\0';
-  size_t expect = kCtrlBytes;
-  for (int p = 0; p < TUTTI_NUM_PROTOCOLS; ++p) expect += protoPages(p, i.buffSizes[p]);
-  if (i.magic != kInfoMagic || i.bytes != expect || std::strncmp(i.name, "/tutti-shm-", 11) != 0) {
+  size_t fifoBytes = 0;
+  for (int p = 0; p < TUTTI_NUM_PROTOCOLS; ++p) fifoBytes += protoPages(p, i.buffSizes[p]);
+  const size_t expect = kCtrlBytes + (i.devBytes ? 0 : fifoBytes);
+  if (i.magic != kInfoMagic || i.bytes != expect || std::strncmp(i.name, "/tutti-shm-", 11) != 0 ||
+      (i.devBytes && (i.devBytes != fifoBytes || !e->devMem))) {
     SHM_WARN("shm: malformed connect info (magic %llx, %llu bytes)", static_cast<unsigned long long>(i.magic),
              static_cast<unsigned long long>(i.bytes));
     return ncclInternalError;
@@ -158,6 +188,12 @@ ncclResult_t sendConnect(void* res, const void* peerInfo, tuttiConnector_t* conn
     SHM_WARN("shm: mmap of %s failed: %s", i.name, std::strerror(errno));
     return ncclSystemError;
   }
+  if (i.devBytes && e->devMem->importHandle(i.dev, &e->dev) != ncclSuccess) {
+    SHM_WARN("shm: cannot map the receiver's device memory (%s)", i.name);
+    munmap(e->base, i.bytes);
+    e->base = nullptr;
+    return ncclSystemError;
+  }
   // Both ends are mapped now: the name is no longer needed.
   shm_unlink(i.name);
   e->bytes = i.bytes;
@@ -172,6 +208,10 @@ ncclResult_t freeEnd(void* res) {
   auto* e = static_cast<End*>(res);
   if (!e) return ncclSuccess;
   if (e->base) munmap(e->base, e->bytes);
+  if (e->dev) {  // the receiver's allocation, or the sender's mapping of it
+    if (e->recv) e->devMem->free(e->dev);
+    else e->devMem->closeImport(e->dev);
+  }
   // The sender normally unlinks; if it never connected, the receiver removes the name (ENOENT is fine).
   if (e->recv) shm_unlink(e->name);
   delete e;

@@ -11,7 +11,7 @@ namespace tutti::shm {
 extern ncclDebugLogger_t gLogger;
 
 ncclResult_t recvSetup(const tuttiConnectRequest_t* req, const tuttiPeerInfo_t* self, void* info, void** res);
-ncclResult_t sendSetup(void* info, void** res);
+ncclResult_t sendSetup(const tuttiConnectRequest_t* req, void* info, void** res);
 ncclResult_t recvConnect(void* res, const void* peerInfo, tuttiConnector_t* conn);
 ncclResult_t sendConnect(void* res, const void* peerInfo, tuttiConnector_t* conn);
 ncclResult_t freeEnd(void* res);

@@ -30,9 +30,9 @@ ncclResult_t recvSetupCb(void*, const tuttiConnectRequest_t* req, const tuttiPee
   return recvSetup(req, self, info, res);
 }
 
-ncclResult_t sendSetupCb(void*, const tuttiConnectRequest_t*, const tuttiPeerInfo_t*, const tuttiPeerInfo_t*,
+ncclResult_t sendSetupCb(void*, const tuttiConnectRequest_t* req, const tuttiPeerInfo_t*, const tuttiPeerInfo_t*,
                          void* info, void** res) {
-  return sendSetup(info, res);
+  return sendSetup(req, info, res);
 }
 
 tuttiTransport_v1_t makeTable() {

@@ -113,6 +113,7 @@ ncclResult_t commConnect(ncclComm* comm, const std::vector<ConnRequest>& wanted)
     req.peer = p.req.peer;
     for (int i = 0; i < TUTTI_NUM_PROTOCOLS; ++i) req.buffSizes[i] = comm->buffSizes[i];
     req.shared = comm->peers[p.req.peer].pidHash != comm->peers[comm->rank].pidHash;
+    req.devMem = device::deviceMemOf(comm);
     ConnectMsg msg{};
     std::snprintf(msg.transport, sizeof msg.transport, "%s", conn->transport->name().c_str());
     const auto& api = conn->transport->api();

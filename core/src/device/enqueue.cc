@@ -600,7 +600,12 @@ ncclResult_t registerConnection(ncclComm* comm, Connection* c) {
   if (!rt) return ncclSuccess;
   HostBlocks& hb = hostBlocksOf(rt);
   const tuttiConnector_t& k = c->host.conn;
-  for (int p = 0; p < TUTTI_NUM_PROTOCOLS; ++p) TUTTI_CHECK(hb.add(rt, k.buffs[p], k.buffSizes[p], &c->devBlocks));
+  for (int p = 0; p < TUTTI_NUM_PROTOCOLS; ++p) {
+    rt::MemKind kind = rt::MemKind::Unknown;
+    if (k.buffs[p]) TUTTI_CHECK(rt->pointerKind(k.buffs[p], &kind));
+    if (kind == rt::MemKind::Device || kind == rt::MemKind::Managed) continue;  // FIFOs the transport put there
+    TUTTI_CHECK(hb.add(rt, k.buffs[p], k.buffSizes[p], &c->devBlocks));
+  }
   TUTTI_CHECK(hb.add(rt, k.ctrl, sizeof(tuttiConnCtrl_t), &c->devBlocks));
   TUTTI_CHECK(hb.add(rt, &c->host.step, sizeof c->host.step, &c->devBlocks));
   return ncclSuccess;
@@ -610,6 +615,42 @@ void unregisterConnection(ncclComm* comm, Connection* c) {
   rt::Runtime* rt = runtimeOf(comm);
   if (!rt || c->devBlocks.empty()) return;
   hostBlocksOf(rt).release(rt, &c->devBlocks);
+}
+
+namespace {
+
+// tuttiDeviceMem_t over one runtime (transports get it in tuttiConnectRequest_t).
+template <rt::Runtime* (*Rt)()>
+struct DevMemOf {
+  static ncclResult_t alloc(void** ptr, size_t bytes) {
+    TUTTI_CHECK(Rt()->alloc(ptr, bytes, /*shareable=*/true));
+    return Rt()->memset(*ptr, 0, bytes);
+  }
+  static ncclResult_t free(void* ptr) { return Rt()->free(ptr); }
+  static ncclResult_t exportHandle(void* ptr, void* handle) {
+    static_assert(sizeof(rt::MemExport) <= TUTTI_DEVMEM_HANDLE_BYTES, "handle too large");
+    rt::MemExport h;
+    TUTTI_CHECK(Rt()->exportMem(ptr, &h));
+    std::memcpy(handle, &h, sizeof h);
+    return ncclSuccess;
+  }
+  static ncclResult_t importHandle(const void* handle, void** ptr) {
+    rt::MemExport h;
+    std::memcpy(&h, handle, sizeof h);
+    return Rt()->importMem(h, ptr);
+  }
+  static ncclResult_t closeImport(void* ptr) { return Rt()->closeImport(ptr); }
+  static constexpr tuttiDeviceMem_t table{alloc, free, exportHandle, importHandle, closeImport};
+};
+
+}  // namespace
+
+const tuttiDeviceMem_t* deviceMemOf(const ncclComm* comm) {
+  switch (comm->backend) {
+    case Backend::Sim: return &DevMemOf<rt::simRuntime>::table;
+    case Backend::Cuda: return &DevMemOf<rt::cudaRuntime>::table;
+    default: return nullptr;
+  }
 }
 
 rt::Runtime* runtimeOf(const ncclComm* comm) {

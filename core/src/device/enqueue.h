@@ -18,6 +18,8 @@
 #include "device/host/launch.h"
 #include "device/runtime.h"
 
+#include <tutti/transport.h>
+
 namespace tutti {
 struct Connection;
 }
@@ -26,6 +28,10 @@ namespace tutti::device {
 
 // The runtime of a communicator's backend (null for the host backend).
 rt::Runtime* runtimeOf(const ncclComm* comm);
+
+// The device memory transports may put a connection's FIFOs in (tuttiConnectRequest_t.devMem); null on the
+// host backend.
+const tuttiDeviceMem_t* deviceMemOf(const ncclComm* comm);
 
 // Per-communicator state of a device backend: the internal stream, its events and the watcher.
 struct CommDevice;

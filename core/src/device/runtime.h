@@ -77,6 +77,7 @@ class Runtime {
   virtual ncclResult_t importMem(const MemExport& handle, void** ptr) = 0;
   virtual ncclResult_t closeImport(void* ptr) = 0;
   virtual ncclResult_t memcpyAsync(void* dst, const void* src, size_t bytes, Stream s) = 0;
+  virtual ncclResult_t memset(void* ptr, int value, size_t bytes) = 0;  // device memory, done on return
 
   // Streams and events.
   virtual ncclResult_t streamCreate(Stream* s) = 0;

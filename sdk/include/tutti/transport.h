@@ -69,6 +69,22 @@ typedef struct {
   int32_t protos[TUTTI_STEPS]; /* protocol (TUTTI_PROTO_*) of each slot's current use, written with sizes */
 } tuttiConnCtrl_t;
 
+/* Bytes of a device-memory handle (tuttiDeviceMem_t.exportHandle), sent to the peer inside the connect info. */
+#define TUTTI_DEVMEM_HANDLE_BYTES 128
+
+/* The core's device memory, offered to transports when a connection belongs to a device backend (sim, cuda):
+ * FIFOs placed there are written and read by the GPU's kernels at device speed (host memory works too, the
+ * core registers it with the device, but every access then crosses the host link). Memory from alloc() can be
+ * exported to another process of the host and mapped there (cuMem POSIX fd or CUDA IPC on cuda, memfd on the
+ * sim). Device memory is not host-addressable on a GPU: a transport reaches it only through these calls. */
+typedef struct {
+  ncclResult_t (*alloc)(void** ptr, size_t bytes);   /* zeroed */
+  ncclResult_t (*free)(void* ptr);
+  ncclResult_t (*exportHandle)(void* ptr, void* handle);            /* TUTTI_DEVMEM_HANDLE_BYTES */
+  ncclResult_t (*importHandle)(const void* handle, void** ptr);     /* in another process of the host */
+  ncclResult_t (*closeImport)(void* ptr);
+} tuttiDeviceMem_t;
+
 /* What the core asks for when it opens a connection. */
 typedef struct {
   int channel;                             /* channel index */
@@ -76,6 +92,8 @@ typedef struct {
   int peer;                                /* rank at the other end */
   size_t buffSizes[TUTTI_NUM_PROTOCOLS];   /* bytes of FIFO per protocol (0: protocol unused) */
   int shared;                              /* process-shared futexes required (peer in another process) */
+  /* Appended fields: a plugin written before them never reads them. */
+  const tuttiDeviceMem_t* devMem;          /* device backends: where FIFOs may go (NULL on the host backend) */
 } tuttiConnectRequest_t;
 
 /* One end of an established connection, as mapped in the caller's process. */

@@ -333,6 +333,9 @@ class CudaRuntime final : public Runtime {
   ncclResult_t memcpyAsync(void* dst, const void* src, size_t bytes, Stream s) override {
     return TUTTI_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s));
   }
+  ncclResult_t memset(void* ptr, int value, size_t bytes) override {
+    return TUTTI_CUDA(cudaMemset(ptr, value, bytes));
+  }
 
   ncclResult_t streamCreate(Stream* s) override {
     return TUTTI_CUDA(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking));
@@ -558,6 +561,7 @@ class CudaRuntime final : public Runtime {
   ncclResult_t importMem(const MemExport&, void**) override { TUTTI_NO_CUDA("importMem"); }
   ncclResult_t closeImport(void*) override { TUTTI_NO_CUDA("closeImport"); }
   ncclResult_t memcpyAsync(void*, const void*, size_t, Stream) override { TUTTI_NO_CUDA("memcpyAsync"); }
+  ncclResult_t memset(void*, int, size_t) override { TUTTI_NO_CUDA("memset"); }
   ncclResult_t streamCreate(Stream*) override { TUTTI_NO_CUDA("streamCreate"); }
   ncclResult_t streamDestroy(Stream) override { TUTTI_NO_CUDA("streamDestroy"); }
   ncclResult_t streamSynchronize(Stream) override { TUTTI_NO_CUDA("streamSynchronize"); }

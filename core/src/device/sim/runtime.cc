@@ -216,6 +216,11 @@ class SimRuntime final : public Runtime {
     });
   }
 
+  ncclResult_t memset(void* ptr, int value, size_t bytes) override {
+    std::memset(ptr, value, bytes);
+    return ncclSuccess;
+  }
+
   ncclResult_t streamCreate(Stream* s) override {
     *s = (new HostStream())->handle();
     return ncclSuccess;
