@@ -4,6 +4,7 @@
 #include "bootstrap/bootstrap.h"
 #include "comm/comm.h"
 #include "comm/group.h"
+#include "device/enqueue.h"
 #include "device/runtime.h"
 #include "plugin/params.h"
 
@@ -384,21 +385,53 @@ NCCL_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int* rank) {
   });
 }
 
-// Host-backend memory needs no registration: the handle is the buffer itself.
+// Registration. Host-backend memory needs none: the handle is the buffer itself. On a device backend,
+// device and managed memory need none either; host memory is registered with the device (cudaHostRegister
+// on cuda), so its kernels reach the buffer, until ncclCommDeregister. The handle is then a record of it.
+namespace {
+struct HostRegistration {
+  uint64_t magic = 0x72656769737472ull;  // "registr"
+  rt::Runtime* rt;
+  void* buff;
+};
+std::mutex gRegMutex;
+std::unordered_set<HostRegistration*> gRegs;
+}  // namespace
+
 NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size_t size, void** handle) {
   return apiGuard("ncclCommRegister", [&]() -> ncclResult_t {
     TUTTI_CHECK(checkComm(comm, "ncclCommRegister"));
     TUTTI_CHECK(argCheckPtr(handle, "handle", "ncclCommRegister"));
     if (size > 0) TUTTI_CHECK(argCheckPtr(buff, "buff", "ncclCommRegister"));
     *handle = buff;
+    rt::Runtime* rt = device::runtimeOf(comm);
+    if (!rt || size == 0) return ncclSuccess;
+    rt::MemKind kind = rt::MemKind::Unknown;
+    TUTTI_CHECK(rt->pointerKind(buff, &kind));
+    if (kind != rt::MemKind::Host) return ncclSuccess;  // the device reaches it already
+    TUTTI_CHECK(rt->hostRegister(buff, size));
+    auto* reg = new HostRegistration{.rt = rt, .buff = buff};
+    std::lock_guard<std::mutex> lock(gRegMutex);
+    gRegs.insert(reg);
+    *handle = reg;
     return ncclSuccess;
   });
 }
 
 NCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle) {
   return apiGuard("ncclCommDeregister", [&]() -> ncclResult_t {
-    (void)handle;
-    return checkComm(comm, "ncclCommDeregister");
+    TUTTI_CHECK(checkComm(comm, "ncclCommDeregister"));
+    HostRegistration* reg = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(gRegMutex);
+      auto it = gRegs.find(static_cast<HostRegistration*>(handle));
+      if (it == gRegs.end()) return ncclSuccess;  // a buffer that needed no registration
+      reg = *it;
+      gRegs.erase(it);
+    }
+    const ncclResult_t res = reg->rt->hostUnregister(reg->buff);
+    delete reg;
+    return res;
   });
 }
 

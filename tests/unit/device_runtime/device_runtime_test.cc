@@ -285,3 +285,35 @@ TEST(CudaRuntime, NoUsableGpuFailsInitWithTheReason) {
 }
 
 }  // namespace
+
+namespace {
+
+// ncclCommRegister on a device backend registers host memory with the device until ncclCommDeregister; device
+// memory needs nothing.
+TEST(SimRegister, HostBuffersAreRegisteredWithTheDeviceUntilDeregistered) {
+  if (!tutti::sim::available()) GTEST_SKIP() << "this build has no sim backend (TUTTI_WITH_SIM=OFF)";
+  setenv("TUTTI_DEVICE", "sim", 1);
+  ncclComm_t comm = nullptr;
+  int dev = 0;
+  ASSERT_EQ(ncclCommInitAll(&comm, 1, &dev), ncclSuccess) << ncclGetLastError(nullptr);
+  Runtime* rt = tutti::rt::simRuntime();
+  std::vector<char> host(1 << 16);
+  void* handle = nullptr;
+  ASSERT_EQ(ncclCommRegister(comm, host.data(), host.size(), &handle), ncclSuccess);
+  EXPECT_NE(handle, nullptr);
+  MemKind k{};
+  ASSERT_EQ(rt->pointerKind(host.data() + 100, &k), ncclSuccess);
+  EXPECT_EQ(k, MemKind::PinnedHost);
+  ASSERT_EQ(ncclCommDeregister(comm, handle), ncclSuccess);
+  ASSERT_EQ(rt->pointerKind(host.data() + 100, &k), ncclSuccess);
+  EXPECT_EQ(k, MemKind::Host);
+  void* d = nullptr;
+  ASSERT_EQ(ncclMemAlloc(&d, 4096), ncclSuccess);
+  ASSERT_EQ(ncclCommRegister(comm, d, 4096, &handle), ncclSuccess);
+  EXPECT_EQ(handle, d);  // device memory: nothing to register
+  EXPECT_EQ(ncclCommDeregister(comm, handle), ncclSuccess);
+  EXPECT_EQ(ncclMemFree(d), ncclSuccess);
+  EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+}
+
+}  // namespace
