@@ -740,7 +740,9 @@ ncclResult_t enqueue(host::CommLaunch& launch) {
     raw->running = std::make_unique<CommOpsGuard>(comm);
   }
   TUTTI_CHECK(rt->launchHostFunc(d.stream, beginLaunch, raw));
+  l.release();  // queued: endLaunch deletes it (uncaptured), the graph does (captured)
   const int threads = rt == rt::simRuntime() ? static_cast<int>(paramInt("TUTTI_SIM_NTHREADS")) : kCudaThreads;
+  ncclResult_t res = ncclSuccess;
   for (auto& k : raw->kernels) {
     rt::KernelLaunch kl;
     kl.fn = k->fn;
@@ -749,11 +751,21 @@ ncclResult_t enqueue(host::CommLaunch& launch) {
     kl.sharedBytes = sizeof(dev::KernelShared);
     kl.args = &k->args;
     kl.argBytes = sizeof(KernelArgs);
-    TUTTI_CHECK(rt->launchKernel(kl, d.stream));
-    TUTTI_CHECK(rt->launchHostFunc(d.stream, checkKernel, k.get()));
+    res = rt->launchKernel(kl, d.stream);
+    if (res == ncclSuccess) res = rt->launchHostFunc(d.stream, checkKernel, k.get());
+    if (res != ncclSuccess) break;
   }
-  TUTTI_CHECK(rt->launchHostFunc(d.stream, endLaunch, raw));
-  l.release();  // uncaptured: endLaunch deletes it
+  // The end always follows the begin: it takes the launch off the watcher and releases the run lock.
+  const ncclResult_t endRes = rt->launchHostFunc(d.stream, endLaunch, raw);
+  if (res == ncclSuccess) res = endRes;
+  if (res != ncclSuccess) {
+    // Part of the group was queued: its peers cannot complete it, so the communicator fails as a whole.
+    ncclResult_t expected = ncclSuccess;
+    comm->asyncError.compare_exchange_strong(expected, res);
+    commCancelOps(comm);
+    TUTTI_FAIL(res, "rank {}: the group's kernels could not all be queued on the {} runtime; the communicator is "
+               "aborted", comm->rank, rt->name());
+  }
   // Fan-out: every user stream waits for the kernels (and the capture gets the internal stream back).
   TUTTI_CHECK(rt->eventRecord(d.done, d.stream));
   for (cudaStream_t s : launch.streams) TUTTI_CHECK(rt->streamWaitEvent(s, d.done));

@@ -194,6 +194,45 @@ TEST(SimStreams, OneThreadCapturesEveryRankInOneGroup) {
   }
 }
 
+// A collective that fails inside a replayed graph (its peer never launches its own) reports the error on the
+// stream and the communicator, names the operation, and leaves nothing held: the next launch is not blocked and
+// the communicators are destroyed.
+TEST(SimStreams, AFailureInAReplayedGraphIsReportedAndReleasesTheCommunicator) {
+  ScopedEnv device("TUTTI_DEVICE", "sim");
+  ScopedEnv timeout("TUTTI_TIMEOUT", "1");
+  constexpr int kRanks = 2;
+  CommSet set(kRanks, InitMode::kInitAll);
+  ASSERT_TRUE(set.ok()) << set.error();
+  std::vector<cudaStream_t> s(kRanks);
+  std::vector<tuttiGraph_t> g(kRanks);
+  std::vector<std::vector<float>> in(kRanks, std::vector<float>(kCount, 1)), out = in;
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_EQ(tuttiStreamCreate(&s[r]), ncclSuccess);
+    ASSERT_EQ(tuttiStreamBeginCapture(s[r]), ncclSuccess);
+  }
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < kRanks; ++r)
+    ASSERT_EQ(ncclAllReduce(in[r].data(), out[r].data(), kCount, ncclFloat32, ncclSum, set.comm(r), s[r]), ncclSuccess);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
+  for (int r = 0; r < kRanks; ++r) ASSERT_EQ(tuttiStreamEndCapture(s[r], &g[r]), ncclSuccess);
+  // Only rank 0 runs its graph: it times out waiting for rank 1.
+  ASSERT_EQ(tuttiGraphLaunch(g[0], s[0]), ncclSuccess);
+  EXPECT_EQ(tuttiStreamSynchronize(s[0]), ncclTimeout);
+  EXPECT_NE(std::string(ncclGetLastError(set.comm(0))).find("AllReduce"), std::string::npos)
+      << ncclGetLastError(set.comm(0));
+  ncclResult_t async = ncclSuccess;
+  ASSERT_EQ(ncclCommGetAsyncError(set.comm(0), &async), ncclSuccess);
+  EXPECT_EQ(async, ncclTimeout);
+  // A second launch is not blocked by the first: it ends at once with the communicator's error.
+  ASSERT_EQ(tuttiGraphLaunch(g[0], s[0]), ncclSuccess);
+  EXPECT_NE(tuttiStreamSynchronize(s[0]), ncclSuccess);
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(tuttiGraphDestroy(g[r]), ncclSuccess);
+    EXPECT_EQ(tuttiStreamDestroy(s[r]), ncclSuccess);
+  }
+  // The CommSet destroys both communicators (rank 1's never ran anything).
+}
+
 TEST(SimStreams, CaptureMisuseIsReported) {
   cudaStream_t s1 = nullptr, s2 = nullptr;
   tuttiEvent_t e = nullptr, outside = nullptr;

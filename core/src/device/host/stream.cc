@@ -106,11 +106,13 @@ ncclResult_t replay(Capture& c) {
     ncclResult_t err = ncclSuccess;
     for (CaptureNode& n : c.lanes[lane]) {
       switch (n.kind) {
-        case CaptureNode::Work:
-          // After a failure the lane's later work is skipped; its records still fire (with the error), so
-          // the lanes that wait on them end too.
-          if (err == ncclSuccess) err = runItem(n.work);
+        case CaptureNode::Work: {
+          // Work after a failure still runs, as on a stream: the launch's host functions that follow a failed
+          // kernel release what it holds. The first error is the lane's, carried by its records.
+          const ncclResult_t res = runItem(n.work);
+          if (err == ncclSuccess) err = res;
           break;
+        }
         case CaptureNode::Record: {
           Slot& s = *slots[n.slot];
           std::lock_guard<std::mutex> lock(s.m);
