@@ -124,7 +124,12 @@ ncclResult_t launchGroup(const Task* tasks, size_t nTasks) {
   for (size_t li = 0; li < used; ++li) {
     const host::CommLaunch& l = launches[li];
     if (l.comm->backend == Backend::Cuda) continue;  // any CUDA stream
-    for (cudaStream_t s : l.comm->backend == Backend::Host ? std::vector<cudaStream_t>{l.stream} : l.streams) {
+    // The host backend runs on its one stream, the sim fans in all of them (no copy: a call allocates nothing here).
+    const bool host = l.comm->backend == Backend::Host;
+    const cudaStream_t* streams = host ? &l.stream : l.streams.data();
+    const size_t nStreams = host ? 1 : l.streams.size();
+    for (size_t i = 0; i < nStreams; ++i) {
+      const cudaStream_t s = streams[i];
       if (!s) continue;
       host::HostStream* hs = host::HostStream::fromHandle(s);
       if (!hs)
