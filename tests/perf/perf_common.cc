@@ -528,6 +528,9 @@ int runProcessRank(Coll coll, const Options& o, const Run& run, const ncclUnique
 }  // namespace
 
 int perfMain(Coll coll, int argc, char** argv) {
+  // The buffers are host memory: the host backend unless TUTTI_DEVICE asks for another (`device: auto` would
+  // take the GPU of a GPU machine; scripts/gpu-check.sh measures that one with gpu_perf).
+  setenv("TUTTI_DEVICE", "host", 0);
   Options o;
   if (const char* p = std::getenv("TUTTI_PERF_PROCS"); p != nullptr && *p) o.procs = std::atoi(p) > 0 ? std::atoi(p) : -1;
   int opt;

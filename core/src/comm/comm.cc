@@ -109,10 +109,13 @@ bool backendOfNewComms(Backend* out, std::string* from, std::string* error) {
     case DeviceKind::Host:
       *out = Backend::Host;
       return true;
-    default:  // auto: the host backend until the transports' CUDA flavours exist (device: cuda asks for a GPU)
-      *from += " auto";
-      *out = Backend::Host;
+    default: {  // auto: cuda where a GPU is usable, else host (`device: host` keeps host buffers on a GPU machine)
+      std::string why;
+      const bool gpu = rt::cudaRuntime()->usable(&why);
+      *from += gpu ? " auto (a usable GPU)" : fmt::format(" auto (no usable GPU: {})", why);
+      *out = gpu ? Backend::Cuda : Backend::Host;
       return true;
+    }
   }
 }
 

@@ -27,7 +27,7 @@ function(tutti_add_api_test name)
   add_executable(${name} ${T_SOURCES})
   target_link_libraries(${name} PRIVATE tutti_api_harness GTest::gtest_main)
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
-                       PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT})
+                       PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT} ENVIRONMENT "${TUTTI_TEST_HOST_ENV}")
 endfunction()
 
 # tutti_add_forced_variant(<target> SUFFIX <s> FILTER <gtest filter> ALGO <NCCL_ALGO> PROTO <NCCL_PROTO>
@@ -42,7 +42,7 @@ function(tutti_add_forced_variant target)
   gtest_discover_tests(${target} DISCOVERY_TIMEOUT 60 TEST_FILTER "${V_FILTER}" TEST_SUFFIX "${V_SUFFIX}"
                        TEST_LIST ${target}${V_SUFFIX}_TESTS
                        PROPERTIES LABELS integration TIMEOUT ${V_TIMEOUT}
-                                  ENVIRONMENT "NCCL_ALGO=${V_ALGO};NCCL_PROTO=${V_PROTO}")
+                                  ENVIRONMENT "NCCL_ALGO=${V_ALGO};NCCL_PROTO=${V_PROTO};${TUTTI_TEST_HOST_ENV}")
 endfunction()
 
 # tutti_add_sim_variant(<target> SUFFIX <s> FILTER <gtest filter> SEED <n> [ALGO <a> PROTO <p>] [TIMEOUT s]
