@@ -49,6 +49,56 @@ struct Watched {
 
 struct DeviceLaunch;
 
+// Pinned host memory of launches (abort word, connection and work lists, status words), kept for reuse per
+// runtime: every group is a launch, and on a GPU a cudaHostAlloc / cudaFreeHost pair per launch would cost
+// more than a small collective. Blocks come in power-of-two sizes; a size keeps at most kKeep free blocks.
+class PinnedPool {
+ public:
+  ncclResult_t get(rt::Runtime* rt, size_t bytes, void** out) {
+    const size_t size = sizeClass(bytes);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto& list = free_[size];
+      if (!list.empty()) {
+        *out = list.back();
+        list.pop_back();
+        return ncclSuccess;
+      }
+    }
+    return rt->hostAlloc(out, size);
+  }
+  void put(rt::Runtime* rt, void* p, size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto& list = free_[sizeClass(bytes)];
+      if (list.size() < kKeep) {
+        list.push_back(p);
+        return;
+      }
+    }
+    rt->hostFree(p);
+  }
+  static size_t sizeClass(size_t bytes) {
+    size_t size = 256;
+    while (size < bytes) size *= 2;
+    return size;
+  }
+
+ private:
+  static constexpr size_t kKeep = 64;
+  std::mutex mutex_;
+  std::map<size_t, std::vector<void*>> free_;
+};
+
+PinnedPool& pinnedPoolOf(rt::Runtime* rt) {
+  static std::mutex m;
+  static auto* all = new std::map<rt::Runtime*, std::unique_ptr<PinnedPool>>();  // lives as long as the runtimes
+  std::lock_guard<std::mutex> lock(m);
+  auto& p = (*all)[rt];
+  if (!p) p = std::make_unique<PinnedPool>();
+  return *p;
+}
+
 // One kernel of a launch: work items [begin, end), all of one datatype.
 struct KernelRun {
   DeviceLaunch* launch = nullptr;
@@ -82,7 +132,7 @@ struct DeviceLaunch {
   DevConn* connsDev = nullptr;
   DevWork* workDev = nullptr;
   uint32_t* abortWord = nullptr;
-  std::vector<void*> pinned;
+  std::vector<std::pair<void*, size_t>> pinned;  // blocks of the runtime's PinnedPool, with their sizes
   // Per run.
   std::unique_ptr<CommOpsGuard> running;  // the communicator stays alive while the launch runs
   bool failed = false;
@@ -90,14 +140,15 @@ struct DeviceLaunch {
   std::chrono::steady_clock::time_point lastPidCheck;
 
   ~DeviceLaunch() {
-    for (void* p : pinned) rt->hostFree(p);
+    for (auto [p, bytes] : pinned) pinnedPoolOf(rt).put(rt, p, bytes);
   }
   template <typename T>
   ncclResult_t pin(T** out, size_t n) {
     void* p = nullptr;
-    TUTTI_CHECK(rt->hostAlloc(&p, std::max<size_t>(n, 1) * sizeof(T)));
-    pinned.push_back(p);
-    std::memset(p, 0, std::max<size_t>(n, 1) * sizeof(T));
+    const size_t bytes = std::max<size_t>(n, 1) * sizeof(T);
+    TUTTI_CHECK(pinnedPoolOf(rt).get(rt, bytes, &p));
+    pinned.emplace_back(p, bytes);
+    std::memset(p, 0, bytes);
     *out = static_cast<T*>(p);
     return ncclSuccess;
   }
@@ -116,11 +167,10 @@ struct CommDevice {
   std::vector<DeviceLaunch*> active;
   bool stop = false;
   std::thread watcher;
-  // sim: one launch of this communicator runs at a time, so a graph replayed on one stream and work queued on
-  // another never interleave on the connections (NCCL_GRAPH_MIXING_SUPPORT).
-  std::mutex runMutex;
-  std::condition_variable runCv;
-  bool runBusy = false;
+  // NCCL_GRAPH_MIXING_SUPPORT: every launch waits for the one before it and records its end here, with the
+  // runtime's external record and wait, so a graph replayed on one stream and work queued on another (or
+  // another graph) never run at once on the communicator's connections. Null when the application opts out.
+  rt::Event serial = nullptr;
 };
 
 namespace {
@@ -396,11 +446,6 @@ void beginLaunch(void* arg) {
   ncclComm* comm = l.comm;
   CommDevice& d = *comm->device;
   logSetThreadRank(comm->rank);
-  if (l.rt == rt::simRuntime()) {  // one launch of the communicator at a time (see CommDevice::runBusy)
-    std::unique_lock<std::mutex> lock(d.runMutex);
-    d.runCv.wait(lock, [&] { return !d.runBusy; });
-    d.runBusy = true;
-  }
   if (!l.running) l.running = std::make_unique<CommOpsGuard>(comm);
   l.failed = false;
   l.deadPeer = -1;
@@ -471,11 +516,6 @@ void endLaunch(void* arg) {
   {
     std::lock_guard<std::mutex> lock(d.mutex);
     d.active.erase(std::find(d.active.begin(), d.active.end(), l));
-  }
-  if (l->rt == rt::simRuntime()) {
-    std::lock_guard<std::mutex> lock(d.runMutex);
-    d.runBusy = false;
-    d.runCv.notify_all();
   }
   l->running.reset();
   if (!l->captured) delete l;  // a graph keeps its launches (keepWithCapture)
@@ -640,7 +680,10 @@ struct DevMemOf {
     return Rt()->importMem(h, ptr);
   }
   static ncclResult_t closeImport(void* ptr) { return Rt()->closeImport(ptr); }
-  static constexpr tuttiDeviceMem_t table{alloc, free, exportHandle, importHandle, closeImport};
+  static ncclResult_t dmabufFd(void* ptr, size_t bytes, int* fd, uint64_t* offset) {
+    return Rt()->dmabufFd(ptr, bytes, fd, offset);
+  }
+  static constexpr tuttiDeviceMem_t table{alloc, free, exportHandle, importHandle, closeImport, dmabufFd};
 };
 
 }  // namespace
@@ -666,6 +709,7 @@ ncclResult_t commDeviceInit(ncclComm* comm) {
   d->rt = runtimeOf(comm);
   TUTTI_CHECK(d->rt->streamCreate(&d->stream));
   TUTTI_CHECK(d->rt->eventCreate(&d->done));
+  if (paramInt("NCCL_GRAPH_MIXING_SUPPORT") != 0) TUTTI_CHECK(d->rt->eventCreate(&d->serial));
   CommDevice* raw = d.get();
   d->watcher = std::thread([raw, comm] { watcherLoop(raw, comm); });
   comm->device = d.release();
@@ -686,6 +730,7 @@ void commDeviceFree(ncclComm* comm) {
   d->watcher.join();
   for (rt::Event e : d->fanIn) d->rt->eventDestroy(e);
   d->rt->eventDestroy(d->done);
+  if (d->serial) d->rt->eventDestroy(d->serial);
   d->rt->streamDestroy(d->stream);
   delete d;
 }
@@ -731,6 +776,8 @@ ncclResult_t enqueue(host::CommLaunch& launch) {
     TUTTI_CHECK(rt->eventRecord(d.fanIn[i], launch.streams[i]));
     TUTTI_CHECK(rt->streamWaitEvent(d.stream, d.fanIn[i]));
   }
+  // After the communicator's previous launch, captured or not (see CommDevice::serial).
+  if (d.serial) TUTTI_CHECK(rt->streamWaitEventExternal(d.stream, d.serial));
   DeviceLaunch* raw = l.get();
   if (raw->captured) {
     TUTTI_CHECK(rt->keepWithCapture(d.stream, raw, deleteLaunch));
@@ -756,7 +803,8 @@ ncclResult_t enqueue(host::CommLaunch& launch) {
     if (res != ncclSuccess) break;
   }
   // The end always follows the begin: it takes the launch off the watcher and releases the run lock.
-  const ncclResult_t endRes = rt->launchHostFunc(d.stream, endLaunch, raw);
+  ncclResult_t endRes = rt->launchHostFunc(d.stream, endLaunch, raw);
+  if (endRes == ncclSuccess && d.serial) endRes = rt->eventRecordExternal(d.serial, d.stream);
   if (res == ncclSuccess) res = endRes;
   if (res != ncclSuccess) {
     // Part of the group was queued: its peers cannot complete it, so the communicator fails as a whole.

@@ -76,6 +76,10 @@ class Runtime {
   // Maps memory another process exported; *ptr points at the exported byte. closeImport unmaps it.
   virtual ncclResult_t importMem(const MemExport& handle, void** ptr) = 0;
   virtual ncclResult_t closeImport(void* ptr) = 0;
+  // A DMA-BUF fd of [ptr, ptr + bytes) of a device allocation, for a NIC to register (regMrDmaBuf): *fd is the
+  // caller's to close, *offset where ptr lies in it. *fd = -1 (and ncclSuccess) when this runtime or driver
+  // cannot make one: the caller then registers the pointer as CUDA memory.
+  virtual ncclResult_t dmabufFd(void* ptr, size_t bytes, int* fd, uint64_t* offset) = 0;
   virtual ncclResult_t memcpyAsync(void* dst, const void* src, size_t bytes, Stream s) = 0;
   virtual ncclResult_t memset(void* ptr, int value, size_t bytes) = 0;  // device memory, done on return
 
@@ -88,6 +92,12 @@ class Runtime {
   virtual ncclResult_t eventDestroy(Event e) = 0;
   virtual ncclResult_t eventRecord(Event e, Stream s) = 0;
   virtual ncclResult_t streamWaitEvent(Stream s, Event e) = 0;
+  // External record and wait (cudaEventRecordExternal / cudaEventWaitExternal), ordering only. Outside a
+  // capture they are a record and a wait. In a capture they do not join it: they become graph nodes that
+  // record the event, or wait for its newest record, each time the graph runs, so a replayed graph and work
+  // queued outside it order themselves through the event (NCCL_GRAPH_MIXING_SUPPORT).
+  virtual ncclResult_t eventRecordExternal(Event e, Stream s) = 0;
+  virtual ncclResult_t streamWaitEventExternal(Stream s, Event e) = 0;
   virtual ncclResult_t eventQuery(Event e) = 0;  // ncclSuccess when done, ncclInProgress while pending
   virtual ncclResult_t eventSynchronize(Event e) = 0;
   virtual ncclResult_t launchHostFunc(Stream s, HostFn fn, void* arg) = 0;

@@ -10,6 +10,7 @@
 #include "util/check.h"
 
 #include <strings.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -20,6 +21,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 namespace tutti {
 namespace {
@@ -31,6 +33,7 @@ struct NetState {
   void* ctx = nullptr;
   int nDevs = 0;
   std::string name;
+  std::vector<int> ptrSupport;  // per device: NCCL_PTR_* the plugin takes
 };
 
 NetState* loadNet() {
@@ -70,6 +73,10 @@ NetState* loadNet() {
       TUTTI_INFO(NCCL_INIT | NCCL_NET, "net plugin {} ({}, ABI v{}) with {} device(s)", p->net.name, p->path,
                  p->abiVersion, n);
       s->name = p->net.name;
+      for (int d = 0; d < n; ++d) {
+        ncclNetProperties_v12_t props{};
+        s->ptrSupport.push_back(p->net.getProperties(d, &props) == ncclSuccess ? props.ptrSupport : NCCL_PTR_HOST);
+      }
       s->plugin = std::move(p);
       s->ctx = ctx;
       s->nDevs = n;
@@ -103,11 +110,16 @@ struct NetEnd {
   int peer = -1;
   void* listenComm = nullptr;
   void* comm = nullptr;  // sendComm or recvComm
-  // Control page, then one region per protocol. A send end has every protocol's FIFO (the ranks write
-  // their slots there, the proxy sends them as they are). A receive end has one landing region in the
-  // SIMPLE slot, spaced by the largest slot of any protocol (TUTTI_CONN_PROXIED): the proxy does not know
-  // which protocol the next step uses, so each step lands in a slot that fits any of them.
+  // Control page (host memory), and one region per protocol at `data` + regionOffset. A send end has every
+  // protocol's FIFO (the ranks write their slots there, the proxy sends them as they are). A receive end has
+  // one landing region in the SIMPLE slot, spaced by the largest slot of any protocol (TUTTI_CONN_PROXIED):
+  // the proxy does not know which protocol the next step uses, so each step lands in a slot that fits any.
+  // The regions follow the control page in host memory, or, on a device backend whose net plugin takes CUDA
+  // pointers (GPUDirect RDMA), live in device memory that the NIC reads and writes directly (`devData`).
   char* mem = nullptr;
+  char* data = nullptr;
+  const tuttiDeviceMem_t* devMem = nullptr;
+  void* devData = nullptr;  // the device allocation behind `data`, or null
   size_t geometry[TUTTI_NUM_PROTOCOLS] = {};  // the communicator's buffer sizes (what the ranks slice by)
   size_t regionOffset[TUTTI_NUM_PROTOCOLS] = {};
   size_t regionBytes[TUTTI_NUM_PROTOCOLS] = {};
@@ -134,11 +146,11 @@ struct NetEnd {
   uint64_t profStarted = 0;  // steps whose ProxyStep was started (or that belong to no op)
   uint64_t profStopped = 0;  // receive end: steps whose ProxyStep was stopped
   tuttiConnCtrl_t* ctrl() { return reinterpret_cast<tuttiConnCtrl_t*>(mem); }
-  char* region(int proto) { return regionBytes[proto] ? mem + regionOffset[proto] : nullptr; }
+  char* region(int proto) { return regionBytes[proto] ? data + regionOffset[proto] : nullptr; }
   // Receive end: where step `step` lands. Send end: the slot of `step` in protocol `proto`'s FIFO.
-  char* landing(uint64_t step) { return mem + regionOffset[TUTTI_PROTO_SIMPLE] + (step % TUTTI_STEPS) * slotBytes; }
+  char* landing(uint64_t step) { return data + regionOffset[TUTTI_PROTO_SIMPLE] + (step % TUTTI_STEPS) * slotBytes; }
   char* sendSlot(int proto, uint64_t step) {
-    return mem + regionOffset[proto] + (step % TUTTI_STEPS) * (regionBytes[proto] / TUTTI_STEPS);
+    return data + regionOffset[proto] + (step % TUTTI_STEPS) * (regionBytes[proto] / TUTTI_STEPS);
   }
 };
 
@@ -319,6 +331,17 @@ ncclResult_t NetProxyTask::progress(bool* active) {
       int isDone = 0, size = 0;
       if (api.test(e->requests[e->done % TUTTI_STEPS], &isDone, &size) != ncclSuccess) return fail("receive test");
       if (!isDone) break;
+      // Data the NIC wrote into device memory is visible to the kernels only after a flush (a read through
+      // the NIC that orders its earlier writes), done before tail publishes the step.
+      if (e->devData && size > 0 && api.iflush && !paramInt("NCCL_GDR_FLUSH_DISABLE")) {
+        void* data = e->landing(e->done);
+        int flushSize = size;
+        void* flush = nullptr;
+        if (api.iflush(e->comm, 1, &data, &flushSize, &e->mhandles[TUTTI_PROTO_SIMPLE], &flush) != ncclSuccess)
+          return fail("flush");
+        for (int flushed = !flush; !flushed;)
+          if (api.test(flush, &flushed, &flushSize) != ncclSuccess) return fail("flush test");
+      }
       // Received: the step now waits for the rank to consume it (host memory needs no flush).
       if (prof) [[unlikely]] profStepState(e, e->done, ncclProfilerProxyStepRecvGPUWait, static_cast<size_t>(size));
       std::atomic_ref<int64_t>(ctrl->sizes[e->done % TUTTI_STEPS]).store(size, std::memory_order_relaxed);
@@ -340,12 +363,28 @@ bool NetProxyTask::busy() const {
   return posted > e->posted;
 }
 
+// Whether the FIFOs of a connection of this request go in device memory, registered with the plugin directly.
+bool useDeviceFifos(const tuttiConnectRequest_t* req, int dev) {
+  const NetState* net = loadNet();
+  if (!req->devMem || dev >= static_cast<int>(net->ptrSupport.size())) return false;
+  if (!(net->ptrSupport[dev] & (NCCL_PTR_CUDA | NCCL_PTR_DMABUF))) return false;
+  return strcasecmp(paramString("NCCL_NET_GDR_LEVEL").c_str(), "LOC") != 0;
+}
+
+void freeEnd(NetEnd* e) {
+  if (e->devData && e->devMem->free(e->devData) != ncclSuccess)
+    TUTTI_WARN("net: freeing the device FIFOs of the connection with rank {} failed", e->peer);
+  std::free(e->mem);
+  delete e;
+}
+
 ncclResult_t allocEnd(const tuttiConnectRequest_t* req, bool recv, NetEnd** out) {
   auto e = std::make_unique<NetEnd>();
   e->recv = recv;
   e->peer = req->peer;
   e->dev = loadNet()->nDevs > 0 ? req->channel % loadNet()->nDevs : 0;
-  size_t total = kCtrlBytes;
+  const bool device = useDeviceFifos(req, e->dev);
+  size_t total = device ? 0 : kCtrlBytes;
   for (int p = 0; p < TUTTI_NUM_PROTOCOLS; ++p) {
     e->geometry[p] = req->buffSizes[p];
     e->slotBytes = std::max(e->slotBytes, req->buffSizes[p] / TUTTI_STEPS);
@@ -356,21 +395,58 @@ ncclResult_t allocEnd(const tuttiConnectRequest_t* req, bool recv, NetEnd** out)
     e->regionBytes[p] = bytes;
     total += (bytes + 4095) & ~size_t{4095};
   }
-  e->mem = static_cast<char*>(std::aligned_alloc(4096, total));
+  e->mem = static_cast<char*>(std::aligned_alloc(4096, device ? kCtrlBytes : total));
   if (!e->mem) TUTTI_FAIL(ncclSystemError, "net: cannot allocate {} bytes of FIFO", total);
   std::memset(e->mem, 0, kCtrlBytes);
+  e->data = e->mem;
+  if (device) {
+    if (req->devMem->alloc(&e->devData, total) != ncclSuccess) {
+      std::free(e->mem);
+      TUTTI_FAIL(ncclSystemError, "net: cannot allocate {} bytes of device memory for the FIFOs of the connection "
+                 "with rank {} (NCCL_NET_GDR_LEVEL=LOC keeps them in host memory)", total, e->peer);
+    }
+    e->devMem = req->devMem;
+    e->data = static_cast<char*>(e->devData);
+  }
   *out = e.release();
   return ncclSuccess;
 }
 
-ncclResult_t registerAndStart(NetEnd* e, tuttiConnector_t* conn) {
-  const ncclNet_v12_t& api = loadNet()->plugin->net;
-  for (int p = 0; p < TUTTI_NUM_PROTOCOLS; ++p) {
-    if (!e->regionBytes[p]) continue;
-    if (api.regMr(e->comm, e->region(p), e->regionBytes[p], NCCL_PTR_HOST, &e->mhandles[p]) != ncclSuccess)
-      TUTTI_FAIL(ncclSystemError, "net: {} could not register {} bytes of host memory", loadNet()->name,
-                 e->regionBytes[p]);
+// Registers one region with the plugin: host memory as NCCL_PTR_HOST; device memory through a DMA-BUF fd where
+// the plugin and the runtime both can, else as NCCL_PTR_CUDA.
+ncclResult_t registerRegion(NetEnd* e, int proto) {
+  NetState* net = loadNet();
+  const ncclNet_v12_t& api = net->plugin->net;
+  void* base = e->region(proto);
+  const size_t bytes = e->regionBytes[proto];
+  if (!e->devData) {
+    if (api.regMr(e->comm, base, bytes, NCCL_PTR_HOST, &e->mhandles[proto]) != ncclSuccess)
+      TUTTI_FAIL(ncclSystemError, "net: {} could not register {} bytes of host memory", net->name, bytes);
+    return ncclSuccess;
   }
+  int fd = -1;
+  uint64_t offset = 0;
+  if ((net->ptrSupport[e->dev] & NCCL_PTR_DMABUF) && api.regMrDmaBuf && e->devMem->dmabufFd)
+    TUTTI_CHECK(e->devMem->dmabufFd(base, bytes, &fd, &offset));
+  ncclResult_t res;
+  if (fd >= 0) {
+    res = api.regMrDmaBuf(e->comm, base, bytes, NCCL_PTR_CUDA, offset, fd, &e->mhandles[proto]);
+    close(fd);  // the registration holds its own reference
+  } else {
+    res = api.regMr(e->comm, base, bytes, NCCL_PTR_CUDA, &e->mhandles[proto]);
+  }
+  if (res != ncclSuccess)
+    TUTTI_FAIL(ncclSystemError, "net: {} could not register {} bytes of device memory{} (NCCL_NET_GDR_LEVEL=LOC keeps "
+               "the FIFOs in host memory)", net->name, bytes, fd >= 0 ? " through DMA-BUF" : "");
+  TUTTI_INFO(NCCL_NET, "net: connection {} rank {}: {} FIFO of {} bytes in device memory, registered{}",
+             e->recv ? "from" : "to", e->peer,
+             proto == TUTTI_PROTO_LL ? "LL" : proto == TUTTI_PROTO_LL128 ? "LL128" : "Simple", bytes, fd >= 0 ? " through DMA-BUF" : " as CUDA memory");
+  return ncclSuccess;
+}
+
+ncclResult_t registerAndStart(NetEnd* e, tuttiConnector_t* conn) {
+  for (int p = 0; p < TUTTI_NUM_PROTOCOLS; ++p)
+    if (e->regionBytes[p]) TUTTI_CHECK(registerRegion(e, p));
   std::memset(conn, 0, sizeof *conn);
   // Sizes are the communicator's geometry on both ends; a receive end's buffers all point at the landing
   // region (prims read every proxied slot there).
@@ -407,8 +483,7 @@ ncclResult_t netRecvSetup(void*, const tuttiConnectRequest_t* req, const tuttiPe
   NetState* net = loadNet();
   if (net->plugin->net.listen(net->ctx, e->dev, e->handle, &e->listenComm) != ncclSuccess) {
     const int dev = e->dev;
-    std::free(e->mem);
-    delete e;
+    freeEnd(e);
     TUTTI_FAIL(ncclSystemError, "net: {} could not listen on device {}", net->name, dev);
   }
   std::memcpy(info, e->handle, NCCL_NET_HANDLE_MAXSIZE);
@@ -478,8 +553,7 @@ ncclResult_t netFree(void* res) {
     if (mh) api.deregMr(e->comm, mh);
   if (e->comm) (e->recv ? api.closeRecv : api.closeSend)(e->comm);
   if (e->listenComm) api.closeListen(e->listenComm);
-  std::free(e->mem);
-  delete e;
+  freeEnd(e);
   return ncclSuccess;
 }
 

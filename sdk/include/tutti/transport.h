@@ -83,6 +83,10 @@ typedef struct {
   ncclResult_t (*exportHandle)(void* ptr, void* handle);            /* TUTTI_DEVMEM_HANDLE_BYTES */
   ncclResult_t (*importHandle)(const void* handle, void** ptr);     /* in another process of the host */
   ncclResult_t (*closeImport)(void* ptr);
+  /* A DMA-BUF fd of [ptr, ptr + bytes) inside memory from alloc(), for a NIC to register directly (the net
+   * plugin's regMrDmaBuf); the caller closes it. *fd = -1 with ncclSuccess: no DMA-BUF here (driver or GPU
+   * without it), register the pointer as NCCL_PTR_CUDA instead. */
+  ncclResult_t (*dmabufFd)(void* ptr, size_t bytes, int* fd, uint64_t* offset);
 } tuttiDeviceMem_t;
 
 /* What the core asks for when it opens a connection. */

@@ -159,6 +159,62 @@ TEST(SimStreams, CapturedCollectivesReplayManyTimesMixedWithUncapturedWork) {
   }
 }
 
+// NCCL_GRAPH_MIXING_SUPPORT: per rank, a captured AllReduce replayed on one stream while uncaptured collectives
+// of the same communicator are queued on another, with no synchronisation between the two streams. Each
+// launch orders itself after the communicator's previous one (in issue order, the same on every rank), so
+// neither garbles the other on the shared connections.
+void replayBesideUncapturedWork(int rank, int nRanks, ncclComm_t comm, Report& report) {
+  cudaStream_t g = nullptr, e = nullptr;
+  if (!report.ok(tuttiStreamCreate(&g), "tuttiStreamCreate", comm) ||
+      !report.ok(tuttiStreamCreate(&e), "tuttiStreamCreate", comm))
+    return;
+  constexpr int kLaunches = 4;
+  std::vector<float> in(kCount), sum(kCount);
+  std::vector<std::vector<float>> eagerIn(kLaunches, std::vector<float>(kCount)), eagerOut = eagerIn;
+  tuttiGraph_t graph = nullptr;
+  bool ok = report.ok(tuttiStreamBeginCapture(g), "tuttiStreamBeginCapture", comm) &&
+            report.ok(ncclAllReduce(in.data(), sum.data(), kCount, ncclFloat32, ncclSum, comm, g), "AllReduce", comm) &&
+            report.ok(tuttiStreamEndCapture(g, &graph), "tuttiStreamEndCapture", comm);
+  for (size_t i = 0; i < kCount; ++i) in[i] = float(rank + 1) + float(i % 5);
+  for (int it = 0; ok && it < kLaunches; ++it) {
+    for (size_t i = 0; i < kCount; ++i) eagerIn[it][i] = float(rank * 10 + it) + float(i % 3);
+    ok = report.ok(tuttiGraphLaunch(graph, g), "tuttiGraphLaunch", comm) &&
+         report.ok(ncclAllReduce(eagerIn[it].data(), eagerOut[it].data(), kCount, ncclFloat32, ncclMax, comm, e),
+                   "eager AllReduce", comm);
+  }
+  report.ok(tuttiStreamSynchronize(g), "sync graph stream", comm);
+  report.ok(tuttiStreamSynchronize(e), "sync eager stream", comm);
+  const float ranks = float(nRanks) * float(nRanks + 1) / 2;
+  for (size_t i = 0; ok && i < kCount; ++i)
+    if (sum[i] != ranks + float(nRanks) * float(i % 5)) {
+      report.fail("rank " + std::to_string(rank) + ": replayed AllReduce element " + std::to_string(i) + " is " +
+                  std::to_string(sum[i]));
+      break;
+    }
+  for (int it = 0; ok && it < kLaunches; ++it)
+    for (size_t i = 0; i < kCount; ++i)
+      if (eagerOut[it][i] != float((nRanks - 1) * 10 + it) + float(i % 3)) {
+        report.fail("rank " + std::to_string(rank) + ": uncaptured AllReduce " + std::to_string(it) + " element " +
+                    std::to_string(i) + " is " + std::to_string(eagerOut[it][i]));
+        break;
+      }
+  if (graph) report.ok(tuttiGraphDestroy(graph), "tuttiGraphDestroy", comm);
+  report.ok(tuttiStreamDestroy(g), "tuttiStreamDestroy", comm);
+  report.ok(tuttiStreamDestroy(e), "tuttiStreamDestroy", comm);
+}
+
+TEST(SimStreams, GraphReplaysAndUncapturedWorkOnOtherStreamsDoNotInterleave) {
+  ScopedEnv device("TUTTI_DEVICE", "sim");
+  for (int nRanks : {2, 3}) {
+    CommSet set(nRanks, InitMode::kInitAll);
+    ASSERT_TRUE(set.ok()) << set.error();
+    Report report;
+    tutti::itest::runPerRank(set, [&](int r, ncclComm_t c) { replayBesideUncapturedWork(r, nRanks, c, report); },
+                             report, "graph beside uncaptured work");
+    tutti::itest::reportFailures(report);
+  }
+}
+
 TEST(SimStreams, OneThreadCapturesEveryRankInOneGroup) {
   ScopedEnv device("TUTTI_DEVICE", "sim");
   constexpr int kRanks = 2;

@@ -5,6 +5,7 @@
 #include <tutti/net.h>
 #include <tutti/profiler.h>
 #include <tutti/profiler_v4.h>
+#include <tutti/transport.h>
 #include <tutti/tuner.h>
 
 #include <gtest/gtest.h>
@@ -617,6 +618,16 @@ TEST(AbiLayout, Profiler) {
 }
 
 #endif  // __x86_64__
+
+// Tutti's transport ABI grows by appending: earlier fields keep their offsets.
+TEST(AbiLayout, TransportDeviceMemAndConnectRequest) {
+  EXPECT_EQ(offsetof(tuttiDeviceMem_t, alloc), 0u);
+  EXPECT_EQ(offsetof(tuttiDeviceMem_t, closeImport), 32u);
+  EXPECT_EQ(offsetof(tuttiDeviceMem_t, dmabufFd), 40u);
+  EXPECT_EQ(sizeof(tuttiDeviceMem_t), 48u);
+  EXPECT_EQ(offsetof(tuttiConnectRequest_t, shared), offsetof(tuttiConnectRequest_t, buffSizes) + 3 * sizeof(size_t));
+  EXPECT_GT(offsetof(tuttiConnectRequest_t, devMem), offsetof(tuttiConnectRequest_t, shared));
+}
 
 TEST(AbiConstants, MatchNccl) {
   EXPECT_EQ(NCCL_PTR_HOST, 0x1);

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -173,6 +174,66 @@ TEST(SimRuntime, StreamsEventsHostFunctionsAndCapture) {
   EXPECT_EQ(rt->streamDestroy(b), ncclSuccess);
 }
 
+// External records and waits (cudaEventRecordExternal / cudaEventWaitExternal): captured as nodes acting on the
+// event itself, bound when the graph is launched, so a replay waits for uncaptured work recorded before its
+// launch, and uncaptured work queued after the launch waits for the replay. Ordering only: no error is carried.
+TEST(SimRuntime, ExternalEventsOrderGraphReplaysWithUncapturedWork) {
+  Runtime* rt = tutti::rt::simRuntime();
+  Stream a = nullptr, b = nullptr, c = nullptr;
+  Event e = nullptr;
+  ASSERT_EQ(rt->streamCreate(&a), ncclSuccess);
+  ASSERT_EQ(rt->streamCreate(&b), ncclSuccess);
+  ASSERT_EQ(rt->streamCreate(&c), ncclSuccess);
+  ASSERT_EQ(rt->eventCreate(&e), ncclSuccess);
+  Order o;
+  Step first{&o, 0}, replayed{&o, 1}, after{&o, 2};
+  auto* h = reinterpret_cast<tutti::host::HostStream*>(a);
+  ASSERT_EQ(h->beginCapture(), ncclSuccess);
+  ASSERT_EQ(rt->streamWaitEventExternal(a, e), ncclSuccess);
+  ASSERT_EQ(rt->launchHostFunc(a, Step::run, &replayed), ncclSuccess);
+  ASSERT_EQ(rt->eventRecordExternal(e, a), ncclSuccess);
+  Capture st{};
+  uint64_t id = 0;
+  ASSERT_EQ(rt->captureStatus(a, &st, &id), ncclSuccess);
+  EXPECT_EQ(st, Capture::Active);
+  tutti::host::StreamGraph* g = nullptr;
+  ASSERT_EQ(h->endCapture(&g), ncclSuccess);
+  EXPECT_EQ(g->nodes(), 3u);  // one lane: nothing joined the capture through the event
+  for (int run = 0; run < 3; ++run) {
+    o.next = 0;
+    std::atomic<bool> gate{false};
+    // b: held until the gate opens, then `first`, then the event's newest record.
+    ASSERT_EQ(rt->launchHostFunc(b, [](void* g) { while (!static_cast<std::atomic<bool>*>(g)->load()) usleep(1000); },
+                                 &gate), ncclSuccess);
+    ASSERT_EQ(rt->launchHostFunc(b, Step::run, &first), ncclSuccess);
+    ASSERT_EQ(rt->eventRecordExternal(e, b), ncclSuccess);
+    g->launch(h);  // binds its wait to b's record and makes its own record the newest
+    ASSERT_EQ(rt->streamWaitEventExternal(c, e), ncclSuccess);
+    ASSERT_EQ(rt->launchHostFunc(c, Step::run, &after), ncclSuccess);
+    usleep(20000);
+    EXPECT_EQ(o.next.load(), 0) << "run " << run << ": the replay or the later work did not wait";
+    gate = true;
+    ASSERT_EQ(rt->streamSynchronize(c), ncclSuccess);
+    EXPECT_EQ(o.seen[0], 0) << "run " << run;
+    EXPECT_EQ(o.seen[1], 1) << "run " << run;
+    EXPECT_EQ(o.seen[2], 2) << "run " << run;
+    ASSERT_EQ(rt->streamSynchronize(a), ncclSuccess);
+    ASSERT_EQ(rt->streamSynchronize(b), ncclSuccess);
+  }
+  // No error travels through an external wait.
+  ASSERT_EQ(rt->launchHostFunc(b, [](void*) { tutti::rt::simRuntime()->failCurrentWork(ncclRemoteError); }, nullptr),
+            ncclSuccess);
+  ASSERT_EQ(rt->eventRecordExternal(e, b), ncclSuccess);
+  ASSERT_EQ(rt->streamWaitEventExternal(c, e), ncclSuccess);
+  EXPECT_EQ(rt->streamSynchronize(c), ncclSuccess);
+  EXPECT_EQ(rt->streamSynchronize(b), ncclRemoteError);
+  delete g;
+  rt->eventDestroy(e);
+  rt->streamDestroy(a);
+  rt->streamDestroy(b);
+  rt->streamDestroy(c);
+}
+
 // A failure reported by work on a stream reaches the streams that wait on it through events.
 TEST(SimRuntime, EventsCarryAStreamsError) {
   Runtime* rt = tutti::rt::simRuntime();
@@ -317,3 +378,89 @@ TEST(SimRegister, HostBuffersAreRegisteredWithTheDeviceUntilDeregistered) {
 }
 
 }  // namespace
+
+#ifdef TUTTI_TEST_GDR_NET
+namespace {
+
+// The network transport on a device backend whose net plugin takes device memory (GPUDirect RDMA): the FIFOs
+// are the runtime's device memory, registered with the plugin directly (through the runtime's DMA-BUF fd where
+// the plugin takes one, else as NCCL_PTR_CUDA), data landing there is flushed before tail lets the kernels
+// read it, and the collectives are right. NCCL_NET_GDR_LEVEL=LOC keeps the host staging.
+enum GdrCounter { kRegHost, kRegCuda, kRegDmabuf, kDmabufAliasBad, kFlushes };
+
+class SimGdr : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(SimGdr, NetFifosAreDeviceMemoryRegisteredWithThePlugin) {
+  if (!tutti::sim::available()) GTEST_SKIP() << "this build has no sim backend (TUTTI_WITH_SIM=OFF)";
+  const std::string mode = GetParam();
+  setenv("NCCL_P2P_DISABLE", "1", 1);
+  setenv("NCCL_SHM_DISABLE", "1", 1);
+  setenv("NCCL_SOCKET_IFNAME", "lo", 1);
+  setenv("TUTTI_DEVICE", "sim", 1);
+  setenv("NCCL_NET_PLUGIN", TUTTI_TEST_GDR_NET, 1);
+  if (mode == "cuda") setenv("GDR_TEST_NO_DMABUF", "1", 1);
+  if (mode == "loc") setenv("NCCL_NET_GDR_LEVEL", "LOC", 1);
+  constexpr int kRanks = 2;
+  std::vector<ncclComm_t> comms(kRanks);
+  int devs[kRanks] = {0, 0};
+  ASSERT_EQ(ncclCommInitAll(comms.data(), kRanks, devs), ncclSuccess) << ncclGetLastError(nullptr);
+  // Sizes that take LL, LL128 and Simple; every protocol's slots cross the same registered regions.
+  for (size_t count : {size_t{1}, size_t{1000}, size_t{300001}}) {
+    std::vector<std::vector<float>> buf(kRanks, std::vector<float>(count));
+    for (int r = 0; r < kRanks; ++r)
+      for (size_t i = 0; i < count; ++i) buf[r][i] = float(r + 1) * float(i % 7);
+    ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < kRanks; ++r)
+      ASSERT_EQ(ncclAllReduce(buf[r].data(), buf[r].data(), count, ncclFloat32, ncclSum, comms[r], nullptr),
+                ncclSuccess);
+    ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
+    for (int r = 0; r < kRanks; ++r)
+      for (size_t i = 0; i < count; ++i)
+        ASSERT_EQ(buf[r][i], 3.0f * float(i % 7)) << mode << " count " << count << " rank " << r << " i " << i;
+  }
+  Runtime* rt = tutti::rt::simRuntime();
+  int fifos = 0;
+  for (int r = 0; r < kRanks; ++r)
+    for (auto& [key, c] : comms[r]->connections) {
+      EXPECT_EQ(c->transport->name(), std::string("net"));
+      const tuttiConnector_t& k = c->host.conn;
+      for (int p = 0; p < TUTTI_NUM_PROTOCOLS; ++p) {
+        if (!k.buffs[p] || k.buffSizes[p] == 0) continue;
+        MemKind kind{};
+        ASSERT_EQ(rt->pointerKind(k.buffs[p], &kind), ncclSuccess);
+        EXPECT_EQ(kind, mode == "loc" ? MemKind::PinnedHost : MemKind::Device) << mode << " protocol " << p;
+        ++fifos;
+      }
+      MemKind kind{};
+      ASSERT_EQ(rt->pointerKind(k.ctrl, &kind), ncclSuccess);
+      EXPECT_EQ(kind, MemKind::PinnedHost);  // the control block stays host memory the proxy writes
+    }
+  EXPECT_GT(fifos, 0);
+  void* lib = dlopen(TUTTI_TEST_GDR_NET, RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(lib, nullptr) << "the plugin was not loaded by the communicator";
+  auto countOf = reinterpret_cast<int (*)(int)>(dlsym(lib, "gdrTestCount"));
+  ASSERT_NE(countOf, nullptr);
+  std::printf("%s: registrations host %d, cuda %d, dmabuf %d; flushes %d\n", mode.c_str(), countOf(kRegHost),
+              countOf(kRegCuda), countOf(kRegDmabuf), countOf(kFlushes));
+  EXPECT_EQ(countOf(kDmabufAliasBad), 0) << "a DMA-BUF fd did not map the registered memory";
+  if (mode == "dmabuf") {
+    EXPECT_GT(countOf(kRegDmabuf), 0);
+    EXPECT_EQ(countOf(kRegCuda) + countOf(kRegHost), 0);
+  } else if (mode == "cuda") {
+    EXPECT_GT(countOf(kRegCuda), 0);
+    EXPECT_EQ(countOf(kRegDmabuf) + countOf(kRegHost), 0);
+  } else {
+    EXPECT_GT(countOf(kRegHost), 0);
+    EXPECT_EQ(countOf(kRegDmabuf) + countOf(kRegCuda), 0);
+  }
+  if (mode == "loc") EXPECT_EQ(countOf(kFlushes), 0);
+  else EXPECT_GT(countOf(kFlushes), 0);
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(ncclCommDestroy(comms[r]), ncclSuccess);
+  dlclose(lib);
+}
+
+INSTANTIATE_TEST_SUITE_P(Registration, SimGdr, ::testing::Values("dmabuf", "cuda", "loc"),
+                         [](const auto& info) { return std::string(info.param); });
+
+}  // namespace
+#endif

@@ -288,6 +288,41 @@ class CudaRuntime final : public Runtime {
     *out = h;
     return ncclSuccess;
   }
+  ncclResult_t dmabufFd(void* ptr, size_t bytes, int* fd, uint64_t* offset) override {
+    *fd = -1;
+    *offset = 0;
+    // Optional: a driver without DMA-BUF export (before 515, or a GPU without it) leaves CUDA registration.
+    static const auto getHandle = [] {
+      void* fn = nullptr;
+      cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+      if (cudaGetDriverEntryPointByVersion("cuMemGetHandleForAddressRange", &fn, 12000, cudaEnableDefault, &found) !=
+              cudaSuccess || found != cudaDriverEntryPointSuccess) {
+        cudaGetLastError();
+        fn = nullptr;
+      }
+      return reinterpret_cast<decltype(&::cuMemGetHandleForAddressRange)>(fn);
+    }();
+    const Driver& d = driver();
+    int dev = 0, supported = 0;
+    CUdevice cu = 0;
+    if (!getHandle || !d.cuDeviceGet || !d.cuDeviceGetAttribute || cudaGetDevice(&dev) != cudaSuccess ||
+        d.cuDeviceGet(&cu, dev) != CUDA_SUCCESS ||
+        d.cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, cu) != CUDA_SUCCESS || !supported) {
+      cudaGetLastError();
+      return ncclSuccess;
+    }
+    // The range must cover whole host pages.
+    static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t start = reinterpret_cast<uintptr_t>(ptr) & ~(page - 1);
+    const uintptr_t end = (reinterpret_cast<uintptr_t>(ptr) + bytes + page - 1) & ~(page - 1);
+    int got = -1;
+    if (getHandle(&got, static_cast<CUdeviceptr>(start), end - start, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0) !=
+        CUDA_SUCCESS)
+      return ncclSuccess;
+    *fd = got;
+    *offset = reinterpret_cast<uintptr_t>(ptr) - start;
+    return ncclSuccess;
+  }
   ncclResult_t importMem(const MemExport& h, void** ptr) override {
     if (h.kind != kExportCuMemFd && h.kind != kExportCudaIpc)
       TUTTI_FAIL(ncclInvalidArgument, "cuda runtime: the handle (kind {}) was not exported by this runtime", h.kind);
@@ -355,6 +390,18 @@ class CudaRuntime final : public Runtime {
   ncclResult_t eventDestroy(Event e) override { return TUTTI_CUDA(cudaEventDestroy(event(e))); }
   ncclResult_t eventRecord(Event e, Stream s) override { return TUTTI_CUDA(cudaEventRecord(event(e), s)); }
   ncclResult_t streamWaitEvent(Stream s, Event e) override { return TUTTI_CUDA(cudaStreamWaitEvent(s, event(e), 0)); }
+  // The external flags are for captures only: outside one these are the plain calls.
+  ncclResult_t eventRecordExternal(Event e, Stream s) override {
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    TUTTI_CUDA_TRY(cudaStreamIsCapturing(s, &st));
+    if (st != cudaStreamCaptureStatusActive) return TUTTI_CUDA(cudaEventRecord(event(e), s));
+    return TUTTI_CUDA(cudaEventRecordWithFlags(event(e), s, cudaEventRecordExternal));
+  }
+  ncclResult_t streamWaitEventExternal(Stream s, Event e) override {
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    TUTTI_CUDA_TRY(cudaStreamIsCapturing(s, &st));
+    return TUTTI_CUDA(cudaStreamWaitEvent(s, event(e), st == cudaStreamCaptureStatusActive ? cudaEventWaitExternal : 0));
+  }
   ncclResult_t eventQuery(Event e) override {
     const cudaError_t r = cudaEventQuery(event(e));
     return r == cudaErrorNotReady ? ncclInProgress : TUTTI_CUDA_NAMED(r, "cudaEventQuery");
@@ -560,6 +607,10 @@ class CudaRuntime final : public Runtime {
   ncclResult_t exportMem(void*, MemExport*) override { TUTTI_NO_CUDA("exportMem"); }
   ncclResult_t importMem(const MemExport&, void**) override { TUTTI_NO_CUDA("importMem"); }
   ncclResult_t closeImport(void*) override { TUTTI_NO_CUDA("closeImport"); }
+  ncclResult_t dmabufFd(void*, size_t, int* fd, uint64_t*) override {
+    *fd = -1;
+    return ncclSuccess;
+  }
   ncclResult_t memcpyAsync(void*, const void*, size_t, Stream) override { TUTTI_NO_CUDA("memcpyAsync"); }
   ncclResult_t memset(void*, int, size_t) override { TUTTI_NO_CUDA("memset"); }
   ncclResult_t streamCreate(Stream*) override { TUTTI_NO_CUDA("streamCreate"); }
@@ -570,6 +621,8 @@ class CudaRuntime final : public Runtime {
   ncclResult_t eventDestroy(Event) override { TUTTI_NO_CUDA("eventDestroy"); }
   ncclResult_t eventRecord(Event, Stream) override { TUTTI_NO_CUDA("eventRecord"); }
   ncclResult_t streamWaitEvent(Stream, Event) override { TUTTI_NO_CUDA("streamWaitEvent"); }
+  ncclResult_t eventRecordExternal(Event, Stream) override { TUTTI_NO_CUDA("eventRecordExternal"); }
+  ncclResult_t streamWaitEventExternal(Stream, Event) override { TUTTI_NO_CUDA("streamWaitEventExternal"); }
   ncclResult_t eventQuery(Event) override { TUTTI_NO_CUDA("eventQuery"); }
   ncclResult_t eventSynchronize(Event) override { TUTTI_NO_CUDA("eventSynchronize"); }
   ncclResult_t launchHostFunc(Stream, HostFn, void*) override { TUTTI_NO_CUDA("launchHostFunc"); }

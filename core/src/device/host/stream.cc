@@ -9,9 +9,10 @@ namespace tutti::host {
 
 // One recorded operation of a capture lane.
 struct CaptureNode {
-  enum Kind { Work, Record, Wait } kind;
+  enum Kind { Work, Record, Wait, RecordExternal, WaitExternal } kind;
   WorkItem work;  // Work
-  int slot = -1;  // Record / Wait: the capture's event slot
+  int slot = -1;  // Record / Wait: the capture's event slot; the *External kinds: index of its generation
+  std::shared_ptr<EventState> event = {};  // the *External kinds
 };
 
 struct Capture {
@@ -22,8 +23,12 @@ struct Capture {
   int nSlots = 0;
   std::string invalid;  // why the capture cannot become a graph (empty: it can)
   bool ended = false;   // endCapture ran: no stream records into it any more
+  int nExternal = 0;  // external record / wait nodes
   std::vector<std::pair<void*, void (*)(void*)>> kept;
-  std::mutex replayMutex;  // launches of one graph run one after another
+  // Launches of one graph run one after another, in launch order (tickets).
+  std::mutex replayMutex;
+  std::condition_variable replayCv;
+  uint64_t launched = 0, replayed = 0;
   ~Capture() {
     for (auto& [obj, destroy] : kept) destroy(obj);
   }
@@ -91,9 +96,21 @@ ncclResult_t runItem(WorkItem& work) {
 
 std::atomic<uint64_t> gCaptureIds{0};
 
-// Runs capture `c` once: a thread per lane, records and waits through per-run slots.
-ncclResult_t replay(Capture& c) {
-  std::lock_guard<std::mutex> serial(c.replayMutex);
+// Runs capture `c` once, as launch `ticket` of it: a thread per lane, records and waits through per-run slots,
+// external records and waits on the generations its launch assigned (`gens`).
+ncclResult_t replay(Capture& c, uint64_t ticket, const std::vector<uint64_t>& gens) {
+  {
+    std::unique_lock<std::mutex> turn(c.replayMutex);
+    c.replayCv.wait(turn, [&] { return c.replayed == ticket; });
+  }
+  struct Done {
+    Capture& c;
+    ~Done() {
+      std::lock_guard<std::mutex> turn(c.replayMutex);
+      ++c.replayed;
+      c.replayCv.notify_all();
+    }
+  } done{c};
   struct Slot {
     std::mutex m;
     std::condition_variable cv;
@@ -128,6 +145,8 @@ ncclResult_t replay(Capture& c) {
           if (err == ncclSuccess) err = s.error;
           break;
         }
+        case CaptureNode::RecordExternal: n.event->complete(gens[n.slot], ncclSuccess); break;
+        case CaptureNode::WaitExternal: n.event->waitFor(gens[n.slot]); break;  // ordering only
       }
     }
     return err;
@@ -177,8 +196,28 @@ StreamGraph* StreamGraph::fromHandle(const void* handle) {
 }
 
 void StreamGraph::launch(HostStream* stream) {
+  // External nodes bind now, in launch order: each record becomes its event's newest record, each wait takes
+  // the record newest at this point (an earlier record of this launch, or what ran before it).
+  std::vector<uint64_t> gens(capture_->nExternal);
+  uint64_t ticket;
+  {
+    std::lock_guard<std::mutex> turn(capture_->replayMutex);
+    ticket = capture_->launched++;
+    for (const auto& lane : capture_->lanes)
+      for (const CaptureNode& n : lane) {
+        if (n.kind != CaptureNode::RecordExternal && n.kind != CaptureNode::WaitExternal) continue;
+        std::lock_guard<std::mutex> elock(n.event->mutex);
+        if (n.kind == CaptureNode::RecordExternal) {
+          gens[n.slot] = ++n.event->recorded;
+          n.event->capture.reset();
+          n.event->captureSlot = -1;
+        } else {
+          gens[n.slot] = n.event->recorded;
+        }
+      }
+  }
   // The queued run holds the graph's content: the graph may be destroyed before it runs (as in CUDA).
-  stream->enqueue([c = capture_] { return replay(*c); });
+  stream->enqueue([c = capture_, ticket, gens = std::move(gens)] { return replay(*c, ticket, gens); });
 }
 
 size_t StreamGraph::nodes() const {
@@ -223,7 +262,7 @@ void HostStream::enqueue(WorkItem work) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (capture_) {
       std::lock_guard<std::mutex> clock(capture_->mutex);
-      capture_->lanes[lane_].push_back({CaptureNode::Work, std::move(work), -1});
+      capture_->lanes[lane_].push_back({CaptureNode::Work, std::move(work), -1, {}});
       return;
     }
     queue_.push_back(std::move(work));
@@ -274,7 +313,7 @@ ncclResult_t HostStream::recordEvent(StreamEvent* e) {
     {
       std::lock_guard<std::mutex> clock(capture_->mutex);
       slot = capture_->nSlots++;
-      capture_->lanes[lane_].push_back({CaptureNode::Record, nullptr, slot});
+      capture_->lanes[lane_].push_back({CaptureNode::Record, nullptr, slot, {}});
     }
     std::lock_guard<std::mutex> elock(ev.mutex);
     ev.capture = capture_;
@@ -330,7 +369,7 @@ ncclResult_t HostStream::waitEvent(StreamEvent* e) {
       evCapture->lanes.emplace_back();
       evCapture->members.push_back(this);
     }
-    evCapture->lanes[lane_].push_back({CaptureNode::Wait, nullptr, slot});
+    evCapture->lanes[lane_].push_back({CaptureNode::Wait, nullptr, slot, {}});
     return ncclSuccess;
   }
   if (capture_)
@@ -338,6 +377,51 @@ ncclResult_t HostStream::waitEvent(StreamEvent* e) {
                "cannot depend on work outside it)", static_cast<void*>(this));
   if (gen == 0) return ncclSuccess;  // never recorded: nothing to wait for (as CUDA)
   queue_.push_back([state = e->state_, gen] { return state->waitFor(gen); });
+  cv_.notify_all();
+  return ncclSuccess;
+}
+
+ncclResult_t HostStream::recordEventExternal(StreamEvent* e) {
+  EventState& ev = *e->state_;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (capture_) {
+    std::lock_guard<std::mutex> clock(capture_->mutex);
+    capture_->lanes[lane_].push_back({CaptureNode::RecordExternal, nullptr, capture_->nExternal++, e->state_});
+    return ncclSuccess;
+  }
+  uint64_t gen;
+  {
+    std::lock_guard<std::mutex> elock(ev.mutex);
+    gen = ++ev.recorded;
+    ev.capture.reset();
+    ev.captureSlot = -1;
+  }
+  queue_.push_back([state = e->state_, gen] {
+    state->complete(gen, ncclSuccess);
+    return ncclSuccess;
+  });
+  cv_.notify_all();
+  return ncclSuccess;
+}
+
+ncclResult_t HostStream::waitEventExternal(StreamEvent* e) {
+  EventState& ev = *e->state_;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (capture_) {
+    std::lock_guard<std::mutex> clock(capture_->mutex);
+    capture_->lanes[lane_].push_back({CaptureNode::WaitExternal, nullptr, capture_->nExternal++, e->state_});
+    return ncclSuccess;
+  }
+  uint64_t gen;
+  {
+    std::lock_guard<std::mutex> elock(ev.mutex);
+    gen = ev.recorded;
+  }
+  if (gen == 0) return ncclSuccess;
+  queue_.push_back([state = e->state_, gen] {
+    state->waitFor(gen);  // ordering only
+    return ncclSuccess;
+  });
   cv_.notify_all();
   return ncclSuccess;
 }

@@ -48,7 +48,8 @@ class StreamEvent {
   std::shared_ptr<EventState> state_;
 };
 
-// A captured graph (tuttiGraph_t): immutable once made; launches of one graph run one after another.
+// A captured graph (tuttiGraph_t): immutable once made; launches of one graph run one after another, in the
+// order they were made.
 class StreamGraph {
  public:
   explicit StreamGraph(std::shared_ptr<Capture> c);
@@ -80,6 +81,12 @@ class HostStream {
 
   ncclResult_t recordEvent(StreamEvent* e);
   ncclResult_t waitEvent(StreamEvent* e);
+  // External record and wait (CUDA's cudaEventRecordExternal / cudaEventWaitExternal): ordering only, no error
+  // carried. In a capture they become nodes that act on the event itself each time the graph runs instead of
+  // joining the capture: at each launch of the graph the record counts as the event's newest record and the
+  // wait binds to the record newest then, so replays and uncaptured work order themselves through the event.
+  ncclResult_t recordEventExternal(StreamEvent* e);
+  ncclResult_t waitEventExternal(StreamEvent* e);
 
   ncclResult_t beginCapture();
   // Ends the capture this stream started; *graph is the graph (owned by the caller).

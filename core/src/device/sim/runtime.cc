@@ -174,6 +174,19 @@ class SimRuntime final : public Runtime {
     out->offset = reinterpret_cast<uintptr_t>(ptr) - base;
     return ncclSuccess;
   }
+  // The memfd behind a device allocation stands in for a GPU's DMA-BUF: same memory, another mapping.
+  ncclResult_t dmabufFd(void* ptr, size_t bytes, int* fd, uint64_t* offset) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    uintptr_t base = 0;
+    const Region* r = find(ptr, &base);
+    if (!r || r->fd < 0 || reinterpret_cast<uintptr_t>(ptr) + bytes > base + r->bytes)
+      TUTTI_FAIL(ncclInvalidArgument, "sim runtime: dmabufFd: {} + {} bytes is not inside a device allocation of this "
+                 "process", ptr, bytes);
+    *fd = fcntl(r->fd, F_DUPFD_CLOEXEC, 0);
+    if (*fd < 0) TUTTI_FAIL(ncclSystemError, "sim runtime: dmabufFd: dup: {}", std::strerror(errno));
+    *offset = reinterpret_cast<uintptr_t>(ptr) - base;
+    return ncclSuccess;
+  }
   ncclResult_t importMem(const MemExport& h, void** ptr) override {
     if (h.kind != kExportMemfd)
       TUTTI_FAIL(ncclInvalidArgument, "sim runtime: the handle (kind {}) was not exported by the sim runtime", h.kind);
@@ -268,6 +281,25 @@ class SimRuntime final : public Runtime {
     HostStream* hs = nullptr;
     TUTTI_CHECK(stream(s, "streamWaitEvent", &hs));
     return hs->waitEvent(ev);
+  }
+  ncclResult_t eventRecordExternal(Event e, Stream s) override {
+    StreamEvent* ev = nullptr;
+    TUTTI_CHECK(event(e, "eventRecordExternal", &ev));
+    if (!s) return ncclSuccess;
+    HostStream* hs = nullptr;
+    TUTTI_CHECK(stream(s, "eventRecordExternal", &hs));
+    return hs->recordEventExternal(ev);
+  }
+  ncclResult_t streamWaitEventExternal(Stream s, Event e) override {
+    StreamEvent* ev = nullptr;
+    TUTTI_CHECK(event(e, "streamWaitEventExternal", &ev));
+    if (!s) {
+      ev->synchronize();  // ordering only
+      return ncclSuccess;
+    }
+    HostStream* hs = nullptr;
+    TUTTI_CHECK(stream(s, "streamWaitEventExternal", &hs));
+    return hs->waitEventExternal(ev);
   }
   ncclResult_t eventQuery(Event e) override {
     StreamEvent* ev = nullptr;
