@@ -266,4 +266,8 @@ ncclResult_t Bootstrap::recv(int peer, int tag, void* data, size_t bytes) {
   return recvKind(peer, wire::kUser, tag, data, bytes, userDeadline());
 }
 
+const std::atomic<uint8_t>* Bootstrap::peerGoneFlag(int peer) const {
+  return mailbox_ ? mailbox_->goneFlag(peer) : nullptr;
+}
+
 }  // namespace tutti

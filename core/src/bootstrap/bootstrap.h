@@ -65,6 +65,11 @@ class Bootstrap {
   // As recv, but gives up after `timeoutMs` (ncclTimeout, no message logged: a poll, not a failure).
   ncclResult_t recvWithin(int peer, int tag, void* data, size_t bytes, int64_t timeoutMs);
 
+  // Liveness of rank `peer`: raised once its bootstrap connection to this rank has ended (it died, or destroyed
+  // its communicator). Only a peer that has sent this rank a message holds such a connection (connection setup
+  // exchanges messages with every connected peer). Valid while this Bootstrap lives; null before join().
+  const std::atomic<uint8_t>* peerGoneFlag(int peer) const;
+
   // Makes every current and future wait of this bootstrap fail with ncclInternalError. Thread-safe,
   // idempotent, does not block (ncclCommAbort calls it from another thread).
   void abort();

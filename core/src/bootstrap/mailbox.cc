@@ -35,7 +35,8 @@ const char* peerName(int peer) { return peer == -1 ? "root" : "rank"; }
 }  // namespace
 
 BootstrapMailbox::BootstrapMailbox(uint64_t magic, int nRanks, Socket listen, const std::atomic<bool>* aborted)
-    : magic_(magic), nRanks_(nRanks), listen_(std::move(listen)), aborted_(aborted) {}
+    : magic_(magic), nRanks_(nRanks), listen_(std::move(listen)), aborted_(aborted),
+      gone_(new std::atomic<uint8_t>[static_cast<size_t>(nRanks)]()) {}
 
 ncclResult_t BootstrapMailbox::start() {
   stopFd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -73,6 +74,7 @@ void BootstrapMailbox::markClosed(int peer, std::string why) {
   if (peer < 0) return;  // the root closes after its reply; nothing waits on that
   std::lock_guard<std::mutex> lock(mu_);
   closed_.emplace(peer, std::move(why));
+  if (peer < nRanks_) gone_[peer].store(1, std::memory_order_release);
   cv_.notify_all();
 }
 

@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -39,6 +40,12 @@ class BootstrapMailbox {
   void deliver(int peer, uint32_t kind, int tag, std::vector<char> payload);
   // Wakes every waiter so it re-checks the abort flag.
   void wake();
+  // Raised (to 1, never lowered) once rank `peer`'s connection to this mailbox has ended: the kernel closes
+  // the sockets of a process that dies, zombie or not, whatever its pid namespace, so a peer that has sent
+  // here holds a lifeline. Lives as long as the mailbox; null for a rank out of range.
+  const std::atomic<uint8_t>* goneFlag(int peer) const {
+    return peer >= 0 && peer < nRanks_ ? &gone_[peer] : nullptr;
+  }
 
  private:
   struct Conn;
@@ -58,6 +65,7 @@ class BootstrapMailbox {
   std::condition_variable cv_;
   std::map<Key, std::deque<std::vector<char>>> queue_;
   std::map<int, std::string> closed_;  // peer rank -> why its connection ended
+  std::unique_ptr<std::atomic<uint8_t>[]> gone_;  // per rank: closed_ has it (read without mu_)
   std::string fatal_;  // non-empty once the receiver thread failed
 };
 

@@ -101,19 +101,22 @@ ncclResult_t commConnect(ncclComm* comm, const std::vector<ConnRequest>& wanted)
     const tuttiPeerInfo_t& me = comm->peers[comm->rank];
     const tuttiPeerInfo_t& them = comm->peers[p.req.peer];
     TUTTI_CHECK(pickTransport(comm, p.req.peer, &conn->transport));
-    // A peer process on this host whose death its connection cannot show is watched by pid (shm, p2p). A
-    // network connection shows it by closing, after everything the peer sent before it exited has arrived: a
-    // pid check there would fail a receive whose data is still in flight (a Gather root still receiving the
-    // last send of a rank that has finished and left).
+    // A peer process on this host whose death its connection cannot show (shm, p2p) is watched through its
+    // bootstrap lifeline: not its pid, which a zombie keeps and another pid namespace reuses. A network
+    // connection shows a death by closing, after everything the peer sent before it exited has arrived: a
+    // liveness check there would fail a receive whose data is still in flight (a Gather root still receiving
+    // the last send of a rank that has finished and left).
     if (them.hostHash == me.hostHash && them.pidHash != me.pidHash && !netTransportIs(conn->transport->api()))
-      conn->host.peerPid = them.pid;
+      conn->host.peerGone = comm->bootstrap->peerGoneFlag(p.req.peer);
     tuttiConnectRequest_t req{};
     req.channel = p.req.channel;
     req.connIndex = p.req.connIndex;
     req.peer = p.req.peer;
     for (int i = 0; i < TUTTI_NUM_PROTOCOLS; ++i) req.buffSizes[i] = comm->buffSizes[i];
     req.shared = comm->peers[p.req.peer].pidHash != comm->peers[comm->rank].pidHash;
-    req.devMem = device::deviceMemOf(comm);
+    // Device memory goes to another process as a descriptor borrowed by pid, which names that process only in
+    // its own pid namespace: across namespaces the transport keeps its FIFOs in (registered) host memory.
+    req.devMem = them.hostHash != me.hostHash || them.pidNs == me.pidNs ? device::deviceMemOf(comm) : nullptr;
     ConnectMsg msg{};
     std::snprintf(msg.transport, sizeof msg.transport, "%s", conn->transport->name().c_str());
     const auto& api = conn->transport->api();

@@ -13,7 +13,6 @@
 
 #include <tutti/tuner.h>
 
-#include <signal.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -44,7 +43,8 @@ namespace {
 
 // Peer processes on this host whose death the kernels could not notice (nobody closes their connections).
 struct Watched {
-  int pid, rank;
+  const std::atomic<uint8_t>* gone;  // the peer's bootstrap lifeline (host::WaitContext::peerGone)
+  int rank;
 };
 
 struct DeviceLaunch;
@@ -137,7 +137,6 @@ struct DeviceLaunch {
   std::unique_ptr<CommOpsGuard> running;  // the communicator stays alive while the launch runs
   bool failed = false;
   int deadPeer = -1;
-  std::chrono::steady_clock::time_point lastPidCheck;
 
   ~DeviceLaunch() {
     for (auto [p, bytes] : pinned) pinnedPoolOf(rt).put(rt, p, bytes);
@@ -402,11 +401,9 @@ void watchLaunch(DeviceLaunch& l) {
         warnSlowWait(comm, l.work[k->begin + i], k->slow[i]);
       }
   }
-  const auto now = std::chrono::steady_clock::now();
-  if (l.watched.empty() || l.deadPeer >= 0 || now - l.lastPidCheck < std::chrono::milliseconds(50)) return;
-  l.lastPidCheck = now;
+  if (l.deadPeer >= 0) return;
   for (const Watched& p : l.watched) {
-    if (kill(p.pid, 0) == 0 || errno != ESRCH) continue;
+    if (!p.gone->load(std::memory_order_acquire)) continue;
     // A dead process cannot close its ends; close them for it. The kernel sees that only where it still
     // waits on the peer: data the peer published before it exited (a last send of a Reduce whose sender
     // finished and left) is still consumed, as on the host backend. No cause is recorded: the peer may have
@@ -763,7 +760,7 @@ ncclResult_t enqueue(host::CommLaunch& launch) {
   if (!launch.p2p.empty()) ++comm->p2pOpCount;
   if (l->work.empty()) return ncclSuccess;
   for (const Connection* c : l->connOf)
-    if (c->host.peerPid > 0) l->watched.push_back({c->host.peerPid, c->host.peer});
+    if (c->host.peerGone) l->watched.push_back({c->host.peerGone, c->host.peer});
   TUTTI_CHECK(buildKernels(*l));
 
   // Fan-in: the internal stream waits for every user stream (and joins their capture through the event).

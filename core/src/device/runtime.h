@@ -37,6 +37,7 @@ struct MemExport {
   int32_t kind = 0;       // runtime-specific: what `fd` / `opaque` hold
   int32_t fd = -1;        // an fd of the exporting process (sim: memfd; cuda: the cuMem POSIX fd)
   int32_t pid = 0;        // the exporting process
+  uint64_t pidNs = 0;     // its pid namespace (peer_fd.h): `pid` means that process only inside it
   uint64_t bytes = 0;     // size of the allocation
   uint64_t offset = 0;    // of the exported pointer within it
   unsigned char opaque[64] = {};

@@ -1,5 +1,6 @@
 #include "topo/topo.h"
 
+#include "device/peer_fd.h"
 #include "plugin/params.h"
 #include "util/check.h"
 
@@ -33,9 +34,11 @@ ncclResult_t topoLocalPeerInfo(int rank, int cudaDev, tuttiPeerInfo_t* out) {
   out->hostHash = fnv1a(host.data(), host.size());
   int pid = getpid();
   out->pid = pid;
-  // Threads of one process share the pid; a process in another pid namespace may reuse it, so the
-  // host identity is part of the hash.
-  out->pidHash = fnv1a(&pid, sizeof pid, out->hostHash);
+  // Threads of one process share the pid. Processes in different pid namespaces (containers sharing /dev/shm)
+  // may have the same pid, so the namespace is part of the identity too (its inode), with the host's.
+  out->pidNs = rt::pidNamespaceId();
+  const uint64_t h = fnv1a(&out->pidNs, sizeof out->pidNs, out->hostHash);
+  out->pidHash = fnv1a(&pid, sizeof pid, h);
   out->busId = -1;
   out->backend = 0;
   return ncclSuccess;

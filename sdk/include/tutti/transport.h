@@ -45,6 +45,8 @@ typedef struct {
   int64_t busId;         /* PCI bus id of the device, -1 if none */
   int pid;               /* process id */
   int backend;           /* 0 = host backend, 1 = CUDA backend */
+  /* Appended fields: a plugin written before them never reads them. */
+  uint64_t pidNs;        /* pid namespace of the process (0: unknown): `pid` names it only where this matches */
 } tuttiPeerInfo_t;
 
 /* Control block of one connection, placed by the transport in memory both ends can reach. The layout is

@@ -2,6 +2,10 @@
 // - a rank killed with SIGKILL in the middle of a loop of collectives: every survivor's call must fail
 //   within 5 s with an error naming the dead rank (the detection time is printed), the communicator must
 //   report it through ncclCommGetAsyncError, nothing may hang, and no shm segment may stay in /dev/shm;
+//   whether the dead rank is reaped at once, left a zombie until the survivors are done, or every rank
+//   lives in a pid namespace of its own (every rank has pid 2, sharing /dev/shm);
+// - a rank stopped with SIGSTOP is not taken for dead: the others time out naming it after TUTTI_TIMEOUT,
+//   and a SIGCONT before that lets every rank finish with the right results;
 // - a rank that never calls the collective: with TUTTI_TIMEOUT=2 the others fail with ncclTimeout and a
 //   message naming the operation and a peer.
 #include "mp_check.h"
@@ -32,6 +36,7 @@ EnvList viaEnv(Via via) { return via == Via::kShm ? EnvList{} : netOverLoopbackE
 struct Shared {
   std::atomic<int64_t> killNs{0};
   std::atomic<int> finished{0};
+  std::atomic<int> stoppedPid{0};  // the rank that stopped itself (SIGSTOP tests)
 };
 
 class SharedMap {
@@ -49,13 +54,19 @@ class SharedMap {
   Shared* shared_ = nullptr;
 };
 
+// How the dead rank's process is treated: reaped as soon as it dies, left a zombie until every survivor has
+// exited, or every rank in a pid namespace of its own.
+enum class Death { kReaped, kZombie, kPidNamespace };
+
 struct KillParam {
   Via via;
   int nranks;
+  Death death = Death::kReaped;
 };
 
 std::string killName(const KillParam& p) {
-  return std::string(p.via == Via::kShm ? "Shm" : "Net") + "_k" + std::to_string(p.nranks);
+  const char* how = p.death == Death::kZombie ? "_zombie" : p.death == Death::kPidNamespace ? "_pidns" : "";
+  return std::string(p.via == Via::kShm ? "Shm" : "Net") + "_k" + std::to_string(p.nranks) + how;
 }
 void PrintTo(const KillParam& p, std::ostream* os) { *os << killName(p); }
 
@@ -75,7 +86,16 @@ TEST_P(PeerKilled, SurvivorsFailNamingTheDeadRank) {
   opts.timeoutSeconds = 20;  // detection must take under 5 s; the rest is init and teardown
   opts.env = viaEnv(p.via);
   opts.env.push_back({"NCCL_DEBUG", "WARN"});
+  if (p.death == Death::kZombie) opts.reapLast = {victim};
+  if (p.death == Death::kPidNamespace) {
+    if (geteuid() != 0) GTEST_SKIP() << "pid namespaces need root";
+    opts.pidNamespaces = true;
+  }
   MpResult r = runProcesses(opts, [&](const RankContext& ctx) {
+    if (p.death == Death::kPidNamespace && getpid() != 2) {
+      setMessage("not in a pid namespace of its own (pid " + std::to_string(getpid()) + ")");
+      return 20;
+    }
     ncclComm_t comm = nullptr;
     if (ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) != ncclSuccess) {
       setMessage(std::string("ncclCommInitRank failed: ") + ncclGetLastError(nullptr));
@@ -142,8 +162,131 @@ TEST_P(PeerKilled, SurvivorsFailNamingTheDeadRank) {
 INSTANTIATE_TEST_SUITE_P(Processes, PeerKilled,
                          testing::Values(KillParam{Via::kShm, 2}, KillParam{Via::kShm, 3},
                                          KillParam{Via::kShm, 4}, KillParam{Via::kNet, 2},
-                                         KillParam{Via::kNet, 3}, KillParam{Via::kNet, 4}),
+                                         KillParam{Via::kNet, 3}, KillParam{Via::kNet, 4},
+                                         KillParam{Via::kShm, 3, Death::kZombie},
+                                         KillParam{Via::kNet, 3, Death::kZombie},
+                                         KillParam{Via::kShm, 3, Death::kPidNamespace},
+                                         KillParam{Via::kNet, 3, Death::kPidNamespace}),
                          [](const testing::TestParamInfo<KillParam>& info) { return killName(info.param); });
+
+// A rank that stops itself (SIGSTOP) in the middle of a loop of collectives is alive: with `resume`, rank 0
+// sends it SIGCONT after 1 s and every rank finishes the loop with the right sums (TUTTI_TIMEOUT=10 leaves
+// room); without, the others time out after TUTTI_TIMEOUT=2 naming it, never taking it for dead, and then
+// kill it (the harness reaps it).
+struct StopParam {
+  Via via;
+  bool resume;
+};
+
+class PeerStopped : public testing::TestWithParam<StopParam> {};
+
+TEST_P(PeerStopped, IsNotTakenForDead) {
+  const StopParam p = GetParam();
+  SharedMap map;
+  ASSERT_NE(map.get(), nullptr);
+  Shared* shared = map.get();
+  constexpr int kRanks = 3, kVictim = 2, kStopAt = 5, kIterations = 12;
+  MpOptions opts;
+  opts.nranks = kRanks;
+  opts.timeoutSeconds = 50;
+  opts.env = viaEnv(p.via);
+  opts.env.push_back({"TUTTI_TIMEOUT", p.resume ? "10" : "2"});
+  opts.env.push_back({"NCCL_DEBUG", "WARN"});
+  MpResult r = runProcesses(opts, [&](const RankContext& ctx) {
+    ncclComm_t comm = nullptr;
+    if (ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) != ncclSuccess) {
+      setMessage(std::string("ncclCommInitRank failed: ") + ncclGetLastError(nullptr));
+      return 10;
+    }
+    std::thread resumer;
+    if (ctx.rank == 0 && p.resume)
+      resumer = std::thread([&] {
+        const int64_t until = monotonicNs() + int64_t{30} * 1000000000;
+        while (shared->stoppedPid.load() == 0 && monotonicNs() < until)
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+        if (shared->stoppedPid.load() > 0) kill(shared->stoppedPid.load(), SIGCONT);
+      });
+    constexpr size_t kCount = 16 * 1024 + 3;
+    std::vector<float> buf(kCount);
+    ncclResult_t res = ncclSuccess;
+    int it = 0;
+    int64_t t0 = 0;
+    for (; it < kIterations; ++it) {
+      if (ctx.rank == kVictim && it == kStopAt) {
+        std::fflush(nullptr);
+        shared->stoppedPid.store(getpid());
+        raise(SIGSTOP);
+      }
+      for (size_t i = 0; i < kCount; ++i) buf[i] = float(ctx.rank + it) + float(i % 3);
+      t0 = monotonicNs();
+      res = ncclAllReduce(buf.data(), buf.data(), kCount, ncclFloat32, ncclSum, comm, nullptr);
+      if (res != ncclSuccess) break;
+      const float want = float(kRanks * (kRanks - 1) / 2 + kRanks * it);
+      for (size_t i = 0; i < kCount; ++i)
+        if (buf[i] != want + float(kRanks) * float(i % 3)) {
+          setMessage("iteration " + std::to_string(it) + ": element " + std::to_string(i) + " is wrong");
+          if (resumer.joinable()) resumer.join();
+          ncclCommAbort(comm);
+          return 6;
+        }
+    }
+    if (resumer.joinable()) resumer.join();
+    const double seconds = (monotonicNs() - t0) / 1e9;
+    const std::string text = ncclGetLastError(comm);
+    char line[256];
+    std::snprintf(line, sizeof line, "result %d (%s) at iteration %d after %.3f s; error: ", res,
+                  ncclGetErrorString(res), it, seconds);
+    setMessage(line + text);
+    std::printf("rank %d: %s%s\n", ctx.rank, line, text.c_str());
+    std::fflush(stdout);
+    if (p.resume) {
+      const ncclResult_t destroyed = ncclCommDestroy(comm);
+      return res != ncclSuccess ? 1 : destroyed != ncclSuccess ? 5 : 0;
+    }
+    // The survivors both time out before the stopped rank is killed: an abort would close connections and
+    // turn the other's timeout into "closed the connection".
+    shared->finished.fetch_add(1);
+    const int64_t until = monotonicNs() + int64_t{15} * 1000000000;
+    while (shared->finished.load() < kRanks - 1 && monotonicNs() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (ctx.rank == 0 && shared->stoppedPid.load() > 0) kill(shared->stoppedPid.load(), SIGKILL);
+    ncclCommAbort(comm);
+    if (res != ncclTimeout) return 1;
+    if (it != kStopAt) return 2;
+    if (!std::regex_search(text, std::regex("rank [0-9]+.*rank [0-9]+"))) return 3;  // self and a peer
+    return 0;
+  });
+  logChildren(r);
+  EXPECT_TRUE(r.setupError.empty()) << r.setupError;
+  EXPECT_FALSE(r.timedOut) << "hung (watchdog fired after " << r.seconds << " s)";
+  ASSERT_EQ(static_cast<int>(r.children.size()), kRanks);
+  for (const ChildResult& c : r.children) {
+    if (!p.resume && c.rank == kVictim) {
+      EXPECT_TRUE(!c.exited && c.signal == SIGKILL) << c.describe();
+      continue;
+    }
+    EXPECT_TRUE(c.ok()) << c.describe()
+                        << "\n(exit 1: wrong result code; 2: failed at another iteration; 3: the error names no "
+                           "peer; 5: destroy failed; 6: wrong sum)\n"
+                        << tail(c.output);
+  }
+  if (!p.resume) {
+    bool named = false;
+    for (const ChildResult& c : r.children)
+      named |= c.rank != kVictim && c.message.find("rank " + std::to_string(kVictim)) != std::string::npos;
+    EXPECT_TRUE(named) << "no timeout names rank " << kVictim;
+  }
+  expectNoShmLeftovers(r);
+}
+
+INSTANTIATE_TEST_SUITE_P(Processes, PeerStopped,
+                         testing::Values(StopParam{Via::kShm, false}, StopParam{Via::kShm, true},
+                                         StopParam{Via::kNet, false}, StopParam{Via::kNet, true}),
+                         [](const testing::TestParamInfo<StopParam>& info) {
+                           return std::string(info.param.via == Via::kShm ? "Shm" : "Net") +
+                                  (info.param.resume ? "_resumed" : "_timeout");
+                         });
 
 class RankSkips : public testing::TestWithParam<Via> {};
 

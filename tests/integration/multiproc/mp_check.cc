@@ -50,7 +50,7 @@ void expectAllSucceeded(const MpResult& r, const std::string& logDir) {
 
 void expectNoShmLeftovers(const MpResult& r) {
   std::vector<pid_t> pids;
-  for (const ChildResult& c : r.children) pids.push_back(c.pid);
+  for (const ChildResult& c : r.children) pids.push_back(c.selfPid);
   for (const std::string& name : shmLeftovers(pids)) ADD_FAILURE() << "left behind: /dev/shm/" << name;
 }
 

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -12,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -120,6 +122,41 @@ void applyEnv(const EnvList& env) {
   std::fflush(nullptr);
   // _exit: the child is a copy of the gtest process; its static destructors and atexit handlers belong to
   // the parent.
+  _exit(code);
+}
+
+// The rank in a pid namespace of its own: this process (in the test's namespace) forks the namespace's init,
+// which forks the rank as pid 2 (an init process ignores the signals it sends itself, so a rank that raises
+// SIGKILL must not be it) and exits as the rank did; this process then ends the same way. Each level dies
+// with its parent, so the watchdog's SIGKILL of this process ends the whole namespace.
+[[noreturn]] void childInPidNamespace(const MpOptions& opts, const RankBody& body, const RankContext& ctx, int outFd,
+                                      int msgFd) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (unshare(CLONE_NEWPID) != 0) {
+    const std::string msg = std::string("unshare(CLONE_NEWPID) failed (root needed): ") + std::strerror(errno);
+    writeAll(msgFd, msg.data(), msg.size());
+    _exit(97);
+  }
+  const pid_t init = fork();
+  if (init == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    const pid_t rank = fork();
+    if (rank == 0) childMain(opts, body, ctx, outFd, msgFd);
+    int st = 0;
+    while (rank > 0 && waitpid(rank, &st, 0) < 0 && errno == EINTR) {
+    }
+    _exit(rank < 0 ? 96 : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st));
+  }
+  close(outFd);
+  close(msgFd);
+  int st = 0;
+  while (init > 0 && waitpid(init, &st, 0) < 0 && errno == EINTR) {
+  }
+  const int code = init < 0 || !WIFEXITED(st) ? 96 : WEXITSTATUS(st);
+  if (code > 128 && code < 128 + 65) {
+    signal(code - 128, SIG_DFL);
+    kill(getpid(), code - 128);
+  }
   _exit(code);
 }
 
@@ -242,6 +279,7 @@ MpResult runProcesses(const MpOptions& opts, const RankBody& body) {
       if (root.stayFd >= 0) close(root.stayFd);
       for (int r = 0; r < rank; ++r) close(children[r].msgFd);
       ctx.rank = rank;
+      if (opts.pidNamespaces) childInPidNamespace(opts, body, ctx, outFd, msgPipe[1]);
       childMain(opts, body, ctx, outFd, msgPipe[1]);
     }
     close(outFd);
@@ -253,9 +291,20 @@ MpResult runProcesses(const MpOptions& opts, const RankBody& body) {
   // Watchdog loop: reap children as they exit; past the deadline kill whoever is left.
   const auto deadline = start + std::chrono::seconds(opts.timeoutSeconds);
   for (;;) {
-    bool all = true;
-    for (Child& c : children) {
+    bool all = true, othersDone = true;
+    for (int rank = 0; rank < opts.nranks; ++rank) {
+      const Child& c = children[rank];
+      const bool last = std::find(opts.reapLast.begin(), opts.reapLast.end(), rank) != opts.reapLast.end();
+      othersDone &= last || c.pid <= 0 || c.done;
+    }
+    for (int rank = 0; rank < opts.nranks; ++rank) {
+      Child& c = children[rank];
       if (c.pid <= 0 || c.done) continue;
+      const bool last = std::find(opts.reapLast.begin(), opts.reapLast.end(), rank) != opts.reapLast.end();
+      if (last && !othersDone) {  // left a zombie if it died
+        all = false;
+        continue;
+      }
       pid_t w = waitpid(c.pid, &c.status, WNOHANG);
       if (w == c.pid) {
         c.done = true;
@@ -287,6 +336,7 @@ MpResult runProcesses(const MpOptions& opts, const RankBody& body) {
     ChildResult cr;
     cr.rank = rank;
     cr.pid = c.pid;
+    cr.selfPid = opts.pidNamespaces ? 2 : c.pid;
     if (c.status == -1) {
       cr.killedByWatchdog = true;
       cr.signal = SIGKILL;

@@ -50,11 +50,17 @@ struct MpOptions {
   // Extra variables per rank (e.g. TUTTI_HOSTNAME), applied after `env`.
   std::function<EnvList(int rank)> rankEnv;
   int timeoutSeconds = 60;  // the watchdog kills every child after this
+  // Ranks whose exit is reaped only once every other rank has exited: one that dies stays a zombie meanwhile.
+  std::vector<int> reapLast;
+  // Each rank in a pid namespace of its own (needs root): the rank runs as pid 2 under the namespace's init,
+  // so every rank has the same pid. The child the parent sees passes on how the rank ended.
+  bool pidNamespaces = false;
 };
 
 struct ChildResult {
   int rank = 0;
   pid_t pid = 0;
+  pid_t selfPid = 0;    // the rank's pid as it sees it (its own namespace's): `pid`, or 2 with pidNamespaces
   bool exited = false;  // normal exit (exitCode valid); otherwise killed by `signal`
   int exitCode = -1;
   int signal = 0;

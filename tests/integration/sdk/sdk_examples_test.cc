@@ -360,9 +360,9 @@ TEST(TransportExample, ConnectsTwoEndsOfOneProcess) {
   ASSERT_EQ(TransportPlugin::load(kDir + "/libtutti-transport-example.so", &t), ncclSuccess) << lastErrorText();
   EXPECT_EQ(t->name(), "example");
   const tuttiTransport_v1_t& api = t->api();
-  tuttiPeerInfo_t a{0, -1, 11, 22, -1, getpid(), 0};
-  tuttiPeerInfo_t b{1, -1, 11, 22, -1, getpid(), 0};
-  tuttiPeerInfo_t other{2, -1, 11, 33, -1, getpid() + 1, 0};
+  tuttiPeerInfo_t a{0, -1, 11, 22, -1, getpid(), 0, 0};
+  tuttiPeerInfo_t b{1, -1, 11, 22, -1, getpid(), 0, 0};
+  tuttiPeerInfo_t other{2, -1, 11, 33, -1, getpid() + 1, 0, 0};
   int ok = -1;
   ASSERT_EQ(api.canConnect(t->ctx(), &a, &b, &ok), ncclSuccess);
   EXPECT_EQ(ok, 1);

@@ -620,11 +620,13 @@ TEST(AbiLayout, Profiler) {
 #endif  // __x86_64__
 
 // Tutti's transport ABI grows by appending: earlier fields keep their offsets.
-TEST(AbiLayout, TransportDeviceMemAndConnectRequest) {
+TEST(AbiLayout, TransportStructsGrowByAppending) {
   EXPECT_EQ(offsetof(tuttiDeviceMem_t, alloc), 0u);
   EXPECT_EQ(offsetof(tuttiDeviceMem_t, closeImport), 32u);
   EXPECT_EQ(offsetof(tuttiDeviceMem_t, dmabufFd), 40u);
   EXPECT_EQ(sizeof(tuttiDeviceMem_t), 48u);
+  EXPECT_EQ(offsetof(tuttiPeerInfo_t, backend), 36u);
+  EXPECT_EQ(offsetof(tuttiPeerInfo_t, pidNs), 40u);
   EXPECT_EQ(offsetof(tuttiConnectRequest_t, shared), offsetof(tuttiConnectRequest_t, buffSizes) + 3 * sizeof(size_t));
   EXPECT_GT(offsetof(tuttiConnectRequest_t, devMem), offsetof(tuttiConnectRequest_t, shared));
 }

@@ -6,6 +6,8 @@
 // Built without TUTTI_HAVE_CUDA_RUNTIME (no CUDA toolkit at configure time), every call fails saying so.
 #include "device/runtime.h"
 
+#include "device/peer_fd.h"
+
 #include "util/check.h"
 
 #ifdef TUTTI_HAVE_CUDA_RUNTIME
@@ -135,27 +137,6 @@ ncclResult_t unmapHandle(const Driver& d, CUdeviceptr va, size_t bytes, CUmemGen
   return ncclSuccess;
 }
 
-// A descriptor of process `pid` (number `fd` there), duplicated into this one; -1 with *error set if not.
-int borrowFd(int pid, int fd, std::string* error) {
-  if (pid == getpid()) return fcntl(fd, F_DUPFD_CLOEXEC, 0);
-#if defined(SYS_pidfd_open) && defined(SYS_pidfd_getfd)
-  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-  int err = errno;
-  if (pidfd >= 0) {
-    const int got = static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, fd, 0));
-    err = errno;
-    close(pidfd);
-    if (got >= 0) return got;
-  }
-  *error = fmt::format("{}: {} (errno {}); ", pidfd < 0 ? "pidfd_open" : "pidfd_getfd", std::strerror(err), err);
-#endif
-  const std::string path = fmt::format("/proc/{}/fd/{}", pid, fd);
-  const int got = open(path.c_str(), O_RDWR | O_CLOEXEC);
-  const int openErr = errno;
-  if (got < 0) *error += fmt::format("open {}: {} (errno {})", path, std::strerror(openErr), openErr);
-  return got;
-}
-
 // What keepWithCapture hands a graph. CUDA runs user-object destructors on a thread of its own where CUDA
 // calls are forbidden, and `destroy` may free pinned memory: it runs on another thread.
 struct Kept {
@@ -269,6 +250,7 @@ class CudaRuntime final : public Runtime {
     Entry& e = it->second;
     MemExport h;
     h.pid = getpid();
+    h.pidNs = pidNamespaceId();
     h.bytes = e.bytes;
     h.offset = reinterpret_cast<uintptr_t>(ptr) - it->first;
     if (e.what == Region::CuMem) {
@@ -344,7 +326,7 @@ class CudaRuntime final : public Runtime {
       TUTTI_CUDA_TRY(cudaGetDevice(&dev));
       TUTTI_CUDA_TRY(cudaFree(nullptr));  // makes the device's primary context current for the driver calls
       std::string error;
-      const int fd = borrowFd(h.pid, h.fd, &error);
+      const int fd = borrowPeerFd(h.pid, h.pidNs, h.fd, &error);
       if (fd < 0)
         TUTTI_FAIL(ncclSystemError, "cuda runtime: cannot import device memory of process {} (its fd {}): {}", h.pid,
                    h.fd, error);

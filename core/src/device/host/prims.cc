@@ -125,7 +125,7 @@ ncclResult_t HostPrims::waitFailed(WaitStatus st, const HostConn* c, bool sendin
 WaitContext HostPrims::connWait(const HostConn* c, const SlowWait* slow) const {
   WaitContext w = wait_;
   w.shared = c->conn.shared != 0;
-  w.peerPid = c->peerPid;
+  w.peerGone = c->peerGone;
   if (w.warnNs > 0) {
     w.onSlow = &HostPrims::warnSlowWait;
     w.slowCtx = slow;

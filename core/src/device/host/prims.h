@@ -25,7 +25,7 @@ struct HostConn {
   uint64_t step = 0;
   uint64_t headSeen = 0;  // send end: the receiver's head as last read (it only grows), saves re-reading it
   int peer = -1;
-  int peerPid = 0;  // the peer's process when it is another process on this host (liveness checks)
+  const std::atomic<uint8_t>* peerGone = nullptr;  // another process on this host: its lifeline (WaitContext)
 };
 
 // Describes the running operation for error messages ("rank 3 AllReduce opCount 7 channel 1").

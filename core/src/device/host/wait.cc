@@ -2,7 +2,6 @@
 
 #include <linux/futex.h>
 #include <sched.h>
-#include <signal.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -70,8 +69,10 @@ WaitStatus waitAtLeast(uint64_t* counter, uint32_t* waiters, uint32_t* seq, cons
     if (ctx.abortFlag && ctx.abortFlag->load(std::memory_order_relaxed)) return WaitStatus::Aborted;
     if (closed && std::atomic_ref<const uint32_t>(*closed).load(std::memory_order_acquire))
       return WaitStatus::PeerClosed;
-    // A process that died cannot raise its closed flag: notice it through its pid (cheap; once per slice).
-    if (ctx.peerPid > 0 && kill(ctx.peerPid, 0) != 0 && errno == ESRCH) return WaitStatus::PeerClosed;
+    // A process that died cannot raise its closed flag: its lifeline tells (once per slice). What it published
+    // before it went still counts.
+    if (ctx.peerGone && ctx.peerGone->load(std::memory_order_acquire))
+      return value.load(std::memory_order_acquire) >= target ? WaitStatus::Ready : WaitStatus::PeerClosed;
     if (deadline && nowNs() > deadline) return WaitStatus::TimedOut;
     if (watchSlow && !warned) {
       const int64_t waited = nowNs() - sleepStart;

@@ -17,7 +17,9 @@ struct WaitContext {
   int64_t timeoutNs = 0;                     // 0: wait forever (abort still ends it)
   const std::atomic<bool>* abortFlag = nullptr;
   bool shared = false;                       // futex words in inter-process memory
-  int peerPid = 0;                           // >0: the other end's process on this host, checked while asleep
+  // Raised when the other end's process is gone (its bootstrap lifeline ended); checked while asleep. Null for
+  // a peer in this process, or on the network (its connection closes by itself).
+  const std::atomic<uint8_t>* peerGone = nullptr;
   // TUTTI_WAIT_WARN: once a wait has slept this long, onSlow(slowCtx, waitedNs) is called once (it logs); the
   // wait goes on. 0: never. `warnedOp` lets the caller report one wait per operation.
   int64_t warnNs = 0;

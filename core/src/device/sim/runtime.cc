@@ -7,6 +7,8 @@
 // default stream of a CPU: work given to it runs at once on the calling thread.
 #include "device/runtime.h"
 
+#include "device/peer_fd.h"
+
 #include "device/host/stream.h"
 #include "plugin/params.h"
 #include "util/check.h"
@@ -54,27 +56,6 @@ struct Region {
   int fd;        // memfd of a device allocation, else -1
   bool mapped;   // unmap (device allocation, import) rather than free
 };
-
-// A descriptor of process `pid` (its number there is `fd`), duplicated into this process.
-int borrowFd(int pid, int fd, std::string* error) {
-  if (pid == getpid()) return dup(fd);
-#if defined(SYS_pidfd_open) && defined(SYS_pidfd_getfd)
-  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-  if (pidfd >= 0) {
-    const int got = static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, fd, 0));
-    const int err = errno;
-    close(pidfd);
-    if (got >= 0) return got;
-    *error = fmt::format("pidfd_getfd: {}", strerror(err));
-  } else {
-    *error = fmt::format("pidfd_open: {}", strerror(errno));
-  }
-#endif
-  const std::string path = fmt::format("/proc/{}/fd/{}", pid, fd);
-  const int got = open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (got < 0) *error += fmt::format("{}open {}: {}", error->empty() ? "" : "; ", path, strerror(errno));
-  return got;
-}
 
 class SimRuntime final : public Runtime {
  public:
@@ -170,6 +151,7 @@ class SimRuntime final : public Runtime {
     out->kind = kExportMemfd;
     out->fd = r->fd;
     out->pid = getpid();
+    out->pidNs = pidNamespaceId();
     out->bytes = r->bytes;
     out->offset = reinterpret_cast<uintptr_t>(ptr) - base;
     return ncclSuccess;
@@ -193,7 +175,7 @@ class SimRuntime final : public Runtime {
     if (h.offset >= h.bytes)
       TUTTI_FAIL(ncclInvalidArgument, "sim runtime: handle offset {} is outside its {}-byte allocation", h.offset, h.bytes);
     std::string error;
-    const int fd = borrowFd(h.pid, h.fd, &error);
+    const int fd = borrowPeerFd(h.pid, h.pidNs, h.fd, &error);
     if (fd < 0)
       TUTTI_FAIL(ncclSystemError, "sim runtime: cannot import device memory of process {} (fd {}): {}", h.pid, h.fd,
                  error);
