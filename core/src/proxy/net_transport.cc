@@ -120,6 +120,7 @@ struct NetEnd {
   char* data = nullptr;
   const tuttiDeviceMem_t* devMem = nullptr;
   void* devData = nullptr;  // the device allocation behind `data`, or null
+  bool flush = false;       // receive end in device memory: iflush each step before publishing it
   size_t geometry[TUTTI_NUM_PROTOCOLS] = {};  // the communicator's buffer sizes (what the ranks slice by)
   size_t regionOffset[TUTTI_NUM_PROTOCOLS] = {};
   size_t regionBytes[TUTTI_NUM_PROTOCOLS] = {};
@@ -333,7 +334,7 @@ ncclResult_t NetProxyTask::progress(bool* active) {
       if (!isDone) break;
       // Data the NIC wrote into device memory is visible to the kernels only after a flush (a read through
       // the NIC that orders its earlier writes), done before tail publishes the step.
-      if (e->devData && size > 0 && api.iflush && !paramInt("NCCL_GDR_FLUSH_DISABLE")) {
+      if (e->flush && size > 0) {
         void* data = e->landing(e->done);
         int flushSize = size;
         void* flush = nullptr;
@@ -407,6 +408,7 @@ ncclResult_t allocEnd(const tuttiConnectRequest_t* req, bool recv, NetEnd** out)
     }
     e->devMem = req->devMem;
     e->data = static_cast<char*>(e->devData);
+    e->flush = recv && loadNet()->plugin->net.iflush && paramInt("NCCL_GDR_FLUSH_DISABLE") == 0;
   }
   *out = e.release();
   return ncclSuccess;

@@ -45,6 +45,17 @@ struct EventState {
   std::weak_ptr<Capture> capture;
   int captureSlot = -1;
 
+  // A record outside any capture: its generation (waits recorded after it target that one).
+  uint64_t nextRecord() {
+    std::lock_guard<std::mutex> lock(mutex);
+    capture.reset();
+    captureSlot = -1;
+    return ++recorded;
+  }
+  uint64_t lastRecord() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return recorded;
+  }
   void complete(uint64_t gen, ncclResult_t err) {
     std::lock_guard<std::mutex> lock(mutex);
     if (gen > completed) {
@@ -205,15 +216,8 @@ void StreamGraph::launch(HostStream* stream) {
     ticket = capture_->launched++;
     for (const auto& lane : capture_->lanes)
       for (const CaptureNode& n : lane) {
-        if (n.kind != CaptureNode::RecordExternal && n.kind != CaptureNode::WaitExternal) continue;
-        std::lock_guard<std::mutex> elock(n.event->mutex);
-        if (n.kind == CaptureNode::RecordExternal) {
-          gens[n.slot] = ++n.event->recorded;
-          n.event->capture.reset();
-          n.event->captureSlot = -1;
-        } else {
-          gens[n.slot] = n.event->recorded;
-        }
+        if (n.kind == CaptureNode::RecordExternal) gens[n.slot] = n.event->nextRecord();
+        if (n.kind == CaptureNode::WaitExternal) gens[n.slot] = n.event->lastRecord();
       }
   }
   // The queued run holds the graph's content: the graph may be destroyed before it runs (as in CUDA).
@@ -320,13 +324,7 @@ ncclResult_t HostStream::recordEvent(StreamEvent* e) {
     ev.captureSlot = slot;
     return ncclSuccess;
   }
-  uint64_t gen;
-  {
-    std::lock_guard<std::mutex> elock(ev.mutex);
-    gen = ++ev.recorded;
-    ev.capture.reset();
-    ev.captureSlot = -1;
-  }
+  const uint64_t gen = ev.nextRecord();
   // The marker carries the stream's error as it stands when the marker runs.
   queue_.push_back([this, state = e->state_, gen] {
     ncclResult_t err;
@@ -389,13 +387,7 @@ ncclResult_t HostStream::recordEventExternal(StreamEvent* e) {
     capture_->lanes[lane_].push_back({CaptureNode::RecordExternal, nullptr, capture_->nExternal++, e->state_});
     return ncclSuccess;
   }
-  uint64_t gen;
-  {
-    std::lock_guard<std::mutex> elock(ev.mutex);
-    gen = ++ev.recorded;
-    ev.capture.reset();
-    ev.captureSlot = -1;
-  }
+  const uint64_t gen = ev.nextRecord();
   queue_.push_back([state = e->state_, gen] {
     state->complete(gen, ncclSuccess);
     return ncclSuccess;
@@ -412,11 +404,7 @@ ncclResult_t HostStream::waitEventExternal(StreamEvent* e) {
     capture_->lanes[lane_].push_back({CaptureNode::WaitExternal, nullptr, capture_->nExternal++, e->state_});
     return ncclSuccess;
   }
-  uint64_t gen;
-  {
-    std::lock_guard<std::mutex> elock(ev.mutex);
-    gen = ev.recorded;
-  }
+  const uint64_t gen = ev.lastRecord();
   if (gen == 0) return ncclSuccess;
   queue_.push_back([state = e->state_, gen] {
     state->waitFor(gen);  // ordering only
