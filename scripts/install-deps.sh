@@ -6,6 +6,7 @@ pkgs=(build-essential cmake pkg-config git
       libgtest-dev libgmock-dev
       libibverbs-dev rdma-core
       iproute2 python3
+      libopenmpi-dev openmpi-bin  # examples/mpi (mpirun -np 4)
       gnuplot-nox  # benchmarks/plot.sh
       clang libclang-rt-14-dev)  # scripts/fuzz.sh (libFuzzer)
 missing=()

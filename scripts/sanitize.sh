@@ -72,6 +72,9 @@ asan_skip=(
   '^perf_|perf-tool sweeps: the collectives of the Threads/ and Processes/ matrices, timed; the normal build
                                      runs them'
   '^multiproc\.netns\.|network-namespace nodes: the net/shm paths of the Processes/ matrix (which runs), minutes more'
+  '^install\.|installs the build and links uninstrumented clients (and the .deb) against the instrumented
+                                     library, which ASan refuses; the normal build runs them'
+  '^example\.mpi$|Open MPI'"'"'s own allocations left at exit would be LSan reports; the normal build runs it'
   '^plugin_check_tuner_hang$|waits out a deliberately hung plugin (17 s+): it checks the guard, not memory'
   '^plugin_check_tuner_crash$|the plugin stores through NULL on purpose: UBSan/ASan report it (exit 1) before
                                      the SIGSEGV that this check asserts can happen; the normal build runs it'

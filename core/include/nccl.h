@@ -1,7 +1,8 @@
 /* Tutti's implementation of the NCCL C API (level 2.30).
  *
  * Names, enum values, struct layouts and function signatures are NCCL's, so code written for NCCL
- * compiles against this header and links against libtutti.so (or its libnccl.so.2 alias) unchanged.
+ * compiles against this header and links against libnccl.so.2 (Tutti's core library; libtutti.so is another
+ * name for it) unchanged.
  * Every function has a `pnccl` twin that is the same function under a second name, so profiling or
  * interposition layers can define `ncclX` themselves and forward to `pncclX`.
  *
@@ -22,7 +23,13 @@
 typedef struct CUstream_st* cudaStream_t;
 #endif
 
-#include "nccl_version.h" /* NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH, NCCL_SUFFIX, NCCL_VERSION_CODE */
+/* The NCCL API level implemented. The build reads these lines (CMakeLists.txt), as do find modules that
+ * parse nccl.h for the version; keep each a plain number on one line. */
+#define NCCL_MAJOR 2
+#define NCCL_MINOR 30
+#define NCCL_PATCH 7
+#define NCCL_SUFFIX ""
+#define NCCL_VERSION_CODE 23007
 
 /* Version code of a release. Releases up to 2.8 used two digits for the minor number. */
 #define NCCL_VERSION(X, Y, Z) \
@@ -228,6 +235,10 @@ const char* pncclGetErrorString(ncclResult_t result);
 /* Message of the most recent failure, with what went wrong and where (never NULL; "" if none). */
 const char* ncclGetLastError(ncclComm_t comm);
 const char* pncclGetLastError(ncclComm_t comm);
+
+/* Re-reads NCCL_DEBUG, NCCL_DEBUG_SUBSYS and NCCL_DEBUG_FILE. Deprecated in NCCL; kept for binaries. */
+__attribute__((deprecated("ncclResetDebugInit is deprecated"))) void ncclResetDebugInit(void);
+__attribute__((deprecated("pncclResetDebugInit is deprecated"))) void pncclResetDebugInit(void);
 
 #if defined(__linux__)
 /* Re-reads the logging variables (NCCL_DEBUG, ...). Kept for compatibility; not part of the API. */

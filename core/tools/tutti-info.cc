@@ -13,6 +13,7 @@
 #include "tools/tutti_info.h"
 #include "util/check.h"
 
+#include <nccl.h>
 #include <nccl_version.h>
 
 #include <fmt/format.h>

@@ -5,7 +5,7 @@
 //   }
 //
 // NCCL_API gives the function C linkage and default visibility (the core is built with hidden
-// visibility, so only these symbols leave libtutti.so) and defines `pncclGetVersion` as a second name
+// visibility, so only these symbols leave libnccl.so.2) and defines `pncclGetVersion` as a second name
 // of the same code. The `ncclX` name is weak so a profiling/interposition layer linked in front of the
 // library can define its own `ncclX` and forward to `pncclX`.
 //

@@ -3,6 +3,7 @@
 #include "plugin/config.h"
 
 #include "plugin/config_parse.h"
+#include "plugin/plugin_library.h"
 #include "util/check.h"
 
 #include <fmt/format.h>
@@ -208,6 +209,14 @@ ncclResult_t configDiscover(std::string* path, std::string* how) {
   if (!xdg.empty() && isFile(xdg + "/tutti/tutti.yaml")) {
     *path = xdg + "/tutti/tutti.yaml", *how = "XDG_CONFIG_HOME";
     return ncclSuccess;
+  }
+  // The install's own configuration, <prefix>/etc/tutti/tutti.yaml next to a relocatable prefix.
+  if (std::string prefix = corePrefix(); !prefix.empty()) {
+    std::string f = prefix + "/" TUTTI_INSTALL_SYSCONFDIR "/tutti/tutti.yaml";
+    if (isFile(f)) {
+      *path = f, *how = "install prefix";
+      return ncclSuccess;
+    }
   }
   if (isFile("/etc/tutti/tutti.yaml")) {
     *path = "/etc/tutti/tutti.yaml", *how = "/etc";

@@ -2,7 +2,8 @@
 // NCCL_* / TUTTI_* variables, and tuning overrides. configs/REFERENCE.md documents every key.
 //
 // Discovery (first match wins): $TUTTI_CONFIG (must exist), ./tutti.yaml,
-// $XDG_CONFIG_HOME/tutti/tutti.yaml (XDG default ~/.config), /etc/tutti/tutti.yaml, else the built-in
+// $XDG_CONFIG_HOME/tutti/tutti.yaml (XDG default ~/.config), <prefix>/etc/tutti/tutti.yaml of the install
+// holding the core, /etc/tutti/tutti.yaml, else the built-in
 // copy of configs/default.yaml. A file overlays the built-in default: a key it leaves out keeps the
 // default's value (so a file naming only `plugins.net` still gets the default transports and tuner).
 #pragma once
@@ -88,7 +89,7 @@ struct Config {
   std::vector<ConfigParam> params;  // in file order, one per name
   std::vector<TuningRule> tuning;
   std::string sourcePath;  // the file read, or kBuiltinConfigName
-  std::string discoveredBy;  // "TUTTI_CONFIG", "./tutti.yaml", "XDG_CONFIG_HOME", "/etc", "built-in"
+  std::string discoveredBy;  // "TUTTI_CONFIG", "./tutti.yaml", "XDG_CONFIG_HOME", "install prefix", "/etc", "built-in"
 
   const ConfigParam* findParam(const std::string& name) const;
   const std::vector<PluginSpec>& plugins(PluginKind k) const;

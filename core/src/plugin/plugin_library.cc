@@ -37,17 +37,6 @@ std::string joinList(const std::vector<std::string>& items) {
   return out;
 }
 
-// Directory of the object file (libtutti.so, or the executable when the core is linked statically)
-// holding this function.
-std::string coreDirectory() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&coreDirectory), &info) == 0 || info.dli_fname == nullptr) return {};
-  std::error_code ec;
-  auto p = std::filesystem::weakly_canonical(info.dli_fname, ec);
-  if (ec) p = info.dli_fname;
-  return p.parent_path().string();
-}
-
 const char* envVariable(PluginKind kind) {
   switch (kind) {
     case PluginKind::Net: return "NCCL_NET_PLUGIN";
@@ -59,6 +48,38 @@ const char* envVariable(PluginKind kind) {
 }
 
 }  // namespace
+
+std::string coreDirectory() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&coreDirectory), &info) == 0 || info.dli_fname == nullptr) return {};
+  std::error_code ec;
+  auto p = std::filesystem::weakly_canonical(info.dli_fname, ec);
+  if (ec) p = info.dli_fname;
+  return p.parent_path().string();
+}
+
+std::string installPrefixOf(const std::string& dir) {
+  std::filesystem::path d(dir);
+  for (const char* rel : {TUTTI_INSTALL_LIBDIR, TUTTI_INSTALL_BINDIR}) {
+    std::filesystem::path r(rel);
+    if (r.empty() || r.is_absolute()) continue;
+    std::filesystem::path p = d;
+    bool match = true;
+    for (auto it = r.end(); it != r.begin();) {  // strip rel's parts from the end of d, last part first
+      --it;
+      if (it->empty()) continue;
+      if (p.filename() != *it) {
+        match = false;
+        break;
+      }
+      p = p.parent_path();
+    }
+    if (match && !p.empty()) return p.string();
+  }
+  return {};
+}
+
+std::string corePrefix() { return installPrefixOf(coreDirectory()); }
 
 const char* pluginKindName(PluginKind kind) {
   switch (kind) {
@@ -95,12 +116,13 @@ std::vector<std::string> pluginSearchDirs() {
     add(extra.substr(start, end - start));
     start = end + 1;
   }
-  add(coreDirectory());
+  std::string core = coreDirectory();
+  add(core);
+  // Installed: plugins live in <prefix>/<libdir>/tutti, found from where the core is, so a prefix chosen
+  // at install time, a DESTDIR staging or a moved tree all work.
+  if (std::string prefix = installPrefixOf(core); !prefix.empty()) add(prefix + "/" TUTTI_INSTALL_LIBDIR "/tutti");
 #ifdef TUTTI_PLUGIN_BUILD_DIR
-  add(TUTTI_PLUGIN_BUILD_DIR);
-#endif
-#ifdef TUTTI_PLUGIN_INSTALL_DIR
-  add(TUTTI_PLUGIN_INSTALL_DIR);
+  add(TUTTI_PLUGIN_BUILD_DIR);  // a build tree (tests, tools linked with the static core)
 #endif
   return dirs;
 }

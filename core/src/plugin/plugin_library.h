@@ -23,8 +23,17 @@ bool pluginSpecDisabled(const std::string& spec);
 // NCCL_PROFILER_PLUGIN) when set, else `configSpec` (from the YAML config). Transport has no variable.
 std::string pluginSpecFor(PluginKind kind, const std::string& configSpec);
 
-// Directories searched for plugin files, in order: TUTTI_PLUGIN_PATH entries, the directory of the
-// library holding the core (libtutti.so, found with dladdr), the build plugin dir, the install plugin dir.
+// Directory of the object file holding the core: libnccl.so.2 (found with dladdr), or the executable when
+// the core is linked statically (tools, tests).
+std::string coreDirectory();
+
+// The install prefix of a directory <prefix>/<libdir> or <prefix>/<bindir> (the build's relative
+// CMAKE_INSTALL_LIBDIR / BINDIR), "" for any other directory. corePrefix() is that of coreDirectory().
+std::string installPrefixOf(const std::string& dir);
+std::string corePrefix();
+
+// Directories searched for plugin files, in order: TUTTI_PLUGIN_PATH entries, coreDirectory(),
+// <corePrefix()>/<libdir>/tutti when the core is installed, the build tree's lib/ (compiled in).
 // Duplicates and empty entries are dropped.
 std::vector<std::string> pluginSearchDirs();
 

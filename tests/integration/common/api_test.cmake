@@ -1,4 +1,4 @@
-# Tests of the public API: they include <nccl.h> and link libtutti.so exactly as an application does
+# Tests of the public API: they include <nccl.h> and link the core library (libnccl.so.2) exactly as an application does
 # (never tutti_internal). Included from every folder that defines such tests; tests/CMakeLists.txt adds
 # folders alphabetically, so the harness is defined by whichever folder comes first.
 include_guard(GLOBAL)

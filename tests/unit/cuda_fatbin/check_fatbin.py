@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks the GPU code inside an installed libtutti: installs the build into a temporary prefix, then lists
+"""Checks the GPU code inside an installed libnccl.so.2: installs the build into a temporary prefix, then lists
 the CUDA fat binaries of the installed library as `cuobjdump --list-elf` / `--list-ptx` would (and runs
 cuobjdump too when the toolkit has it) and requires, for every kernel instance of the build, sm_80 and sm_90
 machine code holding the kernel and compute_90 PTX.
@@ -60,9 +60,9 @@ def main():
     try:
         subprocess.run(["cmake", "--install", build, "--prefix", prefix], check=True, stdout=subprocess.DEVNULL)
         libs = [os.path.join(root, f) for root, _, files in os.walk(prefix) for f in files
-                if f.startswith("libtutti.so") and not os.path.islink(os.path.join(root, f))]
+                if f.startswith("libnccl.so") and not os.path.islink(os.path.join(root, f))]
         if len(libs) != 1:
-            sys.exit(f"expected one installed libtutti.so, found {libs}")
+            sys.exit(f"expected one installed libnccl.so.2 (a file, the rest links), found {libs}")
         lib = libs[0]
         blob = section(lib, ".nv_fatbin")
         if blob is None:
