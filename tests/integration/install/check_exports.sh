@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Every function NCCL's libnccl.so.2 exports must be exported by ours (binary drop-in).
-#   check_exports.sh <our libnccl.so.2> <exports list> [reference libnccl.so.2 ...]
+# Every function our nccl.h declares must be exported too (a declaration without a definition is a link
+# error for the user).
+#   check_exports.sh <our libnccl.so.2> <our nccl.h> <exports list> [reference libnccl.so.2 ...]
 # The list in the tree is NCCL 2.28.9's; each reference library that exists is compared as well.
 set -euo pipefail
-ours=$1 list=$2
-shift 2
+ours=$1 header=$2 list=$3
+shift 3
 exports() { nm -D --defined-only "$1" | awk '$2 ~ /^[TWiV]$/ {print $3}' | sort -u; }
 [[ -f $ours ]] || { echo "FAIL: $ours: no such file"; exit 1; }
 have=$(exports "$ours")
@@ -21,6 +23,10 @@ check() {  # <what> <names...>
     echo "ok: all $# functions of $what exported"
   fi
 }
+mapfile -t want < <(grep -oE '^[A-Za-z_][A-Za-z0-9_ *]*[ *]p?nccl[A-Za-z0-9_]+\(' "$header" |
+                    grep -oE 'p?nccl[A-Za-z0-9_]+\($' | tr -d '(' | sort -u)
+((${#want[@]} > 100)) || { echo "FAIL: only ${#want[@]} declarations found in $header"; exit 1; }
+check "$header" "${want[@]}"
 mapfile -t want < <(grep -v '^#' "$list")
 check "$list" "${want[@]}"
 for ref in "$@"; do
