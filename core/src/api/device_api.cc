@@ -1,10 +1,13 @@
-// Host entry points of NCCL's device API (nccl_device.h) and ncclResetDebugInit, so that every function
-// NCCL's libnccl.so.2 exports is exported here too and a binary linked against NCCL loads Tutti.
+// Host entry points of NCCL's device API (nccl_device.h, up to NCCL 2.30) and ncclResetDebugInit, so that
+// every function NCCL's libnccl.so.2 exports is exported here too and a binary linked against NCCL loads
+// Tutti.
 //
-// Teams are answered for real. Tutti does not yet give kernels a device communicator (load/store windows,
-// GIN), so the LSA team of a rank is the rank alone (no peer is reachable by load/store through this
-// API) and the rail team is the world; ncclDevCommCreate and the barrier requirements fail with
-// ncclInvalidUsage and say so. README.md ("Drop-in use") lists these.
+// Teams and communicator properties are answered for real. Tutti does not yet give kernels a device
+// communicator (load/store windows, GIN), so the LSA team of a rank is the rank alone (no peer is
+// reachable by load/store through this API), the rail team is the world, and the properties say the
+// device API, multimem, GIN and host RMA are absent; ncclDevCommCreate, the requirement builders and
+// the window pointer queries fail with ncclInvalidUsage and say so. README.md ("Installing, and drop-in
+// use") lists these.
 #include "api/api.h"
 #include "api/argcheck.h"
 #include "comm/comm.h"
@@ -33,9 +36,34 @@ struct ncclLLA2AHandle {
   uint32_t bufHandle;
   int nSlots;
 };
+struct ncclGinOutboxHandle;
+struct ncclGinInboxA2AHandle;
+struct ncclMultimemHandle {
+  void* mcBasePtr;  // by value in ncclGetMultimemDevicePointer; only its size matters here
+};
+// NCCL 2.29+ (nccl_device/core.h). size/magic/version come from NCCL_COMM_PROPERTIES_INITIALIZER; the
+// fields after nvmlDev's group exist in headers newer than 2.29.3 only, and `size` says how far the
+// caller's struct goes.
+struct ncclCommProperties {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int rank;
+  int nRanks;
+  int cudaDev;
+  int nvmlDev;
+  bool deviceApiSupport;
+  bool multimemSupport;
+  int ginType;  // ncclGinType_t: NCCL_GIN_TYPE_NONE = 0
+  int nLsaTeams;
+  bool hostRmaSupport;
+  int railedGinType;
+};
 
 namespace {
 
+constexpr const char* kNoWindows =
+    "{}: no window can be passed: one-sided windows (ncclCommWindowRegister) are not supported by Tutti yet";
 constexpr const char* kNoDevComm =
     "{}: device communicators (nccl_device.h) are not supported by Tutti yet; use the collective and "
     "point-to-point API";
@@ -61,6 +89,80 @@ NCCL_API(ncclResult_t, ncclDevCommDestroy, ncclComm_t comm, const ncclDevComm* d
     (void)devComm;
     TUTTI_CHECK(tutti::argCheckComm(comm, "ncclDevCommDestroy"));
     TUTTI_FAIL(ncclInvalidUsage, kNoDevComm, "ncclDevCommDestroy");
+  });
+}
+
+NCCL_API(ncclResult_t, ncclCommQueryProperties, ncclComm_t comm, ncclCommProperties* props) {
+  return tutti::apiGuard("ncclCommQueryProperties", [&]() -> ncclResult_t {
+    TUTTI_CHECK(tutti::argCheckComm(comm, "ncclCommQueryProperties"));
+    TUTTI_CHECK(tutti::argCheckPtr(props, "props", "ncclCommQueryProperties"));
+    if (props->magic != NCCL_API_MAGIC)
+      TUTTI_FAIL(ncclInvalidUsage, "ncclCommQueryProperties: props must start from NCCL_COMM_PROPERTIES_INITIALIZER");
+    // Only the fields the caller's struct has: `size` (from its header) bounds what is written.
+    const size_t size = props->size;
+    auto set = [&](auto ncclCommProperties::*field, auto value) {
+      const size_t end = reinterpret_cast<const char*>(&(props->*field)) - reinterpret_cast<const char*>(props) +
+                         sizeof(props->*field);
+      if (end <= size) props->*field = value;
+    };
+    set(&ncclCommProperties::rank, comm->rank);
+    set(&ncclCommProperties::nRanks, comm->nRanks);
+    set(&ncclCommProperties::cudaDev, comm->cudaDev);
+    set(&ncclCommProperties::nvmlDev, comm->cudaDev);
+    set(&ncclCommProperties::deviceApiSupport, false);
+    set(&ncclCommProperties::multimemSupport, false);
+    if (props->version > static_cast<unsigned>(NCCL_VERSION(2, 29, 3))) {
+      set(&ncclCommProperties::ginType, 0);
+      set(&ncclCommProperties::nLsaTeams, comm->nRanks);  // LSA teams of one rank each
+      set(&ncclCommProperties::hostRmaSupport, false);
+      set(&ncclCommProperties::railedGinType, 0);
+    }
+    return ncclSuccess;
+  });
+}
+
+NCCL_API(ncclResult_t, ncclGetLsaMultimemDevicePointer, ncclWindow_t window, size_t offset, void** outPtr) {
+  return tutti::apiGuard("ncclGetLsaMultimemDevicePointer", [&]() -> ncclResult_t {
+    (void)window, (void)offset, (void)outPtr;
+    TUTTI_FAIL(ncclInvalidUsage, kNoWindows, "ncclGetLsaMultimemDevicePointer");
+  });
+}
+
+NCCL_API(ncclResult_t, ncclGetMultimemDevicePointer, ncclWindow_t window, size_t offset, ncclMultimemHandle multimem,
+         void** outPtr) {
+  return tutti::apiGuard("ncclGetMultimemDevicePointer", [&]() -> ncclResult_t {
+    (void)window, (void)offset, (void)multimem, (void)outPtr;
+    TUTTI_FAIL(ncclInvalidUsage, kNoWindows, "ncclGetMultimemDevicePointer");
+  });
+}
+
+NCCL_API(ncclResult_t, ncclGetLsaDevicePointer, ncclWindow_t window, size_t offset, int lsaRank, void** outPtr) {
+  return tutti::apiGuard("ncclGetLsaDevicePointer", [&]() -> ncclResult_t {
+    (void)window, (void)offset, (void)lsaRank, (void)outPtr;
+    TUTTI_FAIL(ncclInvalidUsage, kNoWindows, "ncclGetLsaDevicePointer");
+  });
+}
+
+NCCL_API(ncclResult_t, ncclGetPeerDevicePointer, ncclWindow_t window, size_t offset, int peer, void** outPtr) {
+  return tutti::apiGuard("ncclGetPeerDevicePointer", [&]() -> ncclResult_t {
+    (void)window, (void)offset, (void)peer, (void)outPtr;
+    TUTTI_FAIL(ncclInvalidUsage, kNoWindows, "ncclGetPeerDevicePointer");
+  });
+}
+
+NCCL_API(ncclResult_t, ncclGinOutboxCreateRequirement, int nBlocks, int sizeLog2, ncclGinOutboxHandle* outHandle,
+         ncclDevResourceRequirements* outReq) {
+  return tutti::apiGuard("ncclGinOutboxCreateRequirement", [&]() -> ncclResult_t {
+    (void)nBlocks, (void)sizeLog2, (void)outHandle, (void)outReq;
+    TUTTI_FAIL(ncclInvalidUsage, kNoDevComm, "ncclGinOutboxCreateRequirement");
+  });
+}
+
+NCCL_API(ncclResult_t, ncclGinInboxA2ACreateRequirement, ncclTeam peers, int nBlocks, int sizeLog2,
+         ncclGinInboxA2AHandle* outHandle, ncclDevResourceRequirements* outReq) {
+  return tutti::apiGuard("ncclGinInboxA2ACreateRequirement", [&]() -> ncclResult_t {
+    (void)peers, (void)nBlocks, (void)sizeLog2, (void)outHandle, (void)outReq;
+    TUTTI_FAIL(ncclInvalidUsage, kNoDevComm, "ncclGinInboxA2ACreateRequirement");
   });
 }
 

@@ -2,10 +2,11 @@
 # Every function NCCL's libnccl.so.2 exports must be exported by ours (binary drop-in).
 # Every function our nccl.h declares must be exported too (a declaration without a definition is a link
 # error for the user).
-#   check_exports.sh <our libnccl.so.2> <our nccl.h> <exports list> [reference libnccl.so.2 ...]
-# The list in the tree is NCCL 2.28.9's; each reference library that exists is compared as well.
+#   check_exports.sh <our libnccl.so.2> <our nccl.h> <exports lists, comma-separated> [reference libnccl.so.2 ...]
+# The lists in the tree are NCCL 2.28.9's (nm -D of the library) and 2.30.7's (from its sources); each
+# reference library that exists is compared as well.
 set -euo pipefail
-ours=$1 header=$2 list=$3
+ours=$1 header=$2 lists=$3
 shift 3
 exports() { nm -D --defined-only "$1" | awk '$2 ~ /^[TWiV]$/ {print $3}' | sort -u; }
 [[ -f $ours ]] || { echo "FAIL: $ours: no such file"; exit 1; }
@@ -27,8 +28,11 @@ mapfile -t want < <(grep -oE '^[A-Za-z_][A-Za-z0-9_ *]*[ *]p?nccl[A-Za-z0-9_]+\(
                     grep -oE 'p?nccl[A-Za-z0-9_]+\($' | tr -d '(' | sort -u)
 ((${#want[@]} > 100)) || { echo "FAIL: only ${#want[@]} declarations found in $header"; exit 1; }
 check "$header" "${want[@]}"
-mapfile -t want < <(grep -v '^#' "$list")
-check "$list" "${want[@]}"
+IFS=, read -r -a listFiles <<<"$lists"
+for list in "${listFiles[@]}"; do
+  mapfile -t want < <(grep -v '^#' "$list")
+  check "$(basename "$list")" "${want[@]}"
+done
 for ref in "$@"; do
   [[ -f $ref ]] || { echo "skip: $ref not present"; continue; }
   mapfile -t want < <(exports "$ref")

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <nccl.h>
 
+#include <cstddef>
 #include <cstdlib>
 #include <string>
 
@@ -24,6 +25,20 @@ int ncclTeamRankToLsa(ncclComm_t, ncclTeam, int);
 int ncclLLA2ACalcSlots(int maxElts, int maxEltSize);
 ncclResult_t ncclLsaBarrierCreateRequirement(ncclTeam, int, void*, ncclDevResourceRequirements*);
 void ncclResetDebugInitInternal(void);
+// NCCL 2.29+: communicator properties, window pointers.
+struct ncclCommProperties {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int rank, nRanks, cudaDev, nvmlDev;
+  bool deviceApiSupport, multimemSupport;
+  int ginType, nLsaTeams;
+  bool hostRmaSupport;
+  int railedGinType;
+};
+ncclResult_t ncclCommQueryProperties(ncclComm_t, ncclCommProperties*);
+ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t, size_t, int, void**);
+ncclResult_t ncclGetLsaDevicePointer(ncclWindow_t, size_t, int, void**);
 }
 
 namespace {
@@ -67,6 +82,49 @@ TEST_F(DeviceApi, DeviceCommunicatorsAreRefusedWithAMessage) {
   EXPECT_EQ(ncclDevCommDestroy(comms_[0], nullptr), ncclInvalidUsage);
   EXPECT_EQ(ncclLsaBarrierCreateRequirement(ncclTeamLsa(comms_[0]), 1, nullptr, nullptr), ncclInvalidUsage);
   EXPECT_EQ(ncclDevCommCreate(nullptr, nullptr, nullptr), ncclInvalidArgument);
+}
+
+TEST_F(DeviceApi, PropertiesDescribeTheCommunicatorUpToTheCallersSize) {
+  for (int r = 0; r < kRanks; ++r) {
+    ncclCommProperties p{};  // as NCCL_COMM_PROPERTIES_INITIALIZER sets it
+    p.size = sizeof p;
+    p.magic = NCCL_API_MAGIC;
+    p.version = NCCL_VERSION_CODE;
+    p.ginType = p.railedGinType = 99;
+    p.deviceApiSupport = p.hostRmaSupport = true;
+    ASSERT_EQ(ncclCommQueryProperties(comms_[r], &p), ncclSuccess) << ncclGetLastError(comms_[r]);
+    EXPECT_EQ(p.rank, r);
+    EXPECT_EQ(p.nRanks, kRanks);
+    EXPECT_FALSE(p.deviceApiSupport);
+    EXPECT_FALSE(p.multimemSupport);
+    EXPECT_FALSE(p.hostRmaSupport);
+    EXPECT_EQ(p.ginType, 0);
+    EXPECT_EQ(p.railedGinType, 0);
+    EXPECT_EQ(p.nLsaTeams, kRanks);
+  }
+  // A caller built against a 2.29.3 header: its struct ends after multimemSupport and the rest is not its.
+  ncclCommProperties old{};
+  old.size = offsetof(ncclCommProperties, ginType);
+  old.magic = NCCL_API_MAGIC;
+  old.version = NCCL_VERSION(2, 29, 3);
+  old.nLsaTeams = -7;
+  ASSERT_EQ(ncclCommQueryProperties(comms_[1], &old), ncclSuccess);
+  EXPECT_EQ(old.rank, 1);
+  EXPECT_EQ(old.nLsaTeams, -7) << "a field past the caller's size was written";
+
+  ncclCommProperties bad{};
+  bad.size = sizeof bad;
+  EXPECT_EQ(ncclCommQueryProperties(comms_[0], &bad), ncclInvalidUsage) << "no NCCL_COMM_PROPERTIES_INITIALIZER";
+  EXPECT_EQ(ncclCommQueryProperties(comms_[0], nullptr), ncclInvalidArgument);
+  EXPECT_EQ(ncclCommQueryProperties(nullptr, &bad), ncclInvalidArgument);
+}
+
+TEST(DeviceApiNoComm, WindowPointersAreRefusedWithAMessage) {
+  void* ptr = nullptr;
+  EXPECT_EQ(ncclGetPeerDevicePointer(nullptr, 0, 0, &ptr), ncclInvalidUsage);
+  EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("not supported"), std::string::npos);
+  EXPECT_EQ(ncclGetLsaDevicePointer(nullptr, 0, 0, &ptr), ncclInvalidUsage);
+  EXPECT_EQ(ptr, nullptr);
 }
 
 TEST(DeviceApiNoComm, LLA2ASlotsCountEightBytePayloadWords) {
