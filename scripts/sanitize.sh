@@ -132,10 +132,12 @@ run_tsan() {
   configure_and_build tsan "$dir" thread "${tsan_targets[@]}" || return 1
   echo "==> [tsan] tests: labels $tsan_labels of ${tsan_targets[*]}; left out:"
   exclusions tsan_skip
-  # ctest -I 0,0,0,N,...: exactly the tests whose program is one of the targets built.
+  # ctest -I 0,0,0,N,...: exactly the tests whose program is one of the targets built. ctest applies -I to
+  # the list left after -L and -E, by position in it (not by the test's own number), so the positions are
+  # counted in that same filtered list.
   ids=$(ctest --test-dir "$dir" -N -V -L "$tsan_labels" -E "$exclude_re" 2>/dev/null |
     awk -v re="/bin/($(IFS='|'; echo "${tsan_targets[*]}"))\$" \
-      '/^[0-9]+: Test command:/ { n = $1; sub(":", "", n); if ($4 ~ re) ids = ids "," n } END { print ids }')
+      '/^[0-9]+: Test command:/ { ++pos; if ($4 ~ re) ids = ids "," pos } END { print ids }')
   [ -n "$ids" ] || { echo "==> [tsan] no test selected" >&2; failed=1; return 1; }
   # halt_on_error + exitcode 66: the first report ends the process with a code no test expects.
   # second_deadlock_stack: both stacks of a lock-order inversion.
