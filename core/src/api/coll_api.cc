@@ -94,20 +94,6 @@ ncclResult_t checkWhole(const char* call, ncclFunc_t func, const void* sendbuff,
 
 // One-sided calls are not implemented yet, but their arguments are checked first, so a program that would
 // fail in NCCL fails here with the same code and a message naming the argument.
-ncclResult_t checkSignalTarget(const char* call, int peer, int ctx, ncclComm_t comm, cudaStream_t stream) {
-  TUTTI_CHECK(argCheckComm(comm, call));
-  TUTTI_CHECK(argCheckPeer(peer, comm->nRanks, call));
-  if (ctx < 0) TUTTI_FAIL(ncclInvalidArgument, "{}: ctx {} must be >= 0", call, ctx);
-  if (stream && !host::HostStream::fromHandle(stream))
-    TUTTI_FAIL(ncclInvalidArgument, "{}: stream {} is not a host stream created with tuttiStreamCreate", call,
-               static_cast<void*>(stream));
-  return ncclSuccess;
-}
-
-ncclResult_t windowsNotImplemented(const char* call) {
-  TUTTI_FAIL(ncclInvalidUsage, "{}: one-sided windows are not implemented by this version of Tutti yet", call);
-}
-
 template <typename Body>
 ncclResult_t asGroup(Body&& body) {
   TUTTI_CHECK(groupStart());
@@ -244,49 +230,3 @@ NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {
   return apiGuard("ncclGroupSimulateEnd", [simInfo] { return groupSimulateEnd(simInfo); });
 }
 
-NCCL_API(ncclResult_t, ncclPutSignal, const void* localbuff, size_t count, ncclDataType_t datatype, int peer,
-         ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
-         cudaStream_t stream) {
-  (void)peerWin, (void)peerWinOffset, (void)sigIdx, (void)flags;
-  return apiGuard("ncclPutSignal", [&]() -> ncclResult_t {
-    constexpr const char* kCall = "ncclPutSignal";
-    TUTTI_CHECK(checkSignalTarget(kCall, peer, ctx, comm, stream));
-    TUTTI_CHECK(argCheckDataType(datatype, kCall));
-    size_t bytes = 0;
-    TUTTI_CHECK(argCheckBytes(count, datatype, 1, kCall, &bytes));
-    if (count > 0) TUTTI_CHECK(argCheckPtr(localbuff, "localbuff", kCall));
-    return windowsNotImplemented(kCall);
-  });
-}
-
-NCCL_API(ncclResult_t, ncclSignal, int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
-         cudaStream_t stream) {
-  (void)sigIdx, (void)flags;
-  return apiGuard("ncclSignal", [&]() -> ncclResult_t {
-    TUTTI_CHECK(checkSignalTarget("ncclSignal", peer, ctx, comm, stream));
-    return windowsNotImplemented("ncclSignal");
-  });
-}
-
-NCCL_API(ncclResult_t, ncclWaitSignal, int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm,
-         cudaStream_t stream) {
-  return apiGuard("ncclWaitSignal", [&]() -> ncclResult_t {
-    constexpr const char* kCall = "ncclWaitSignal";
-    TUTTI_CHECK(argCheckComm(comm, kCall));
-    if (nDesc < 0) TUTTI_FAIL(ncclInvalidArgument, "{}: nDesc {} must be >= 0", kCall, nDesc);
-    if (nDesc > 0) TUTTI_CHECK(argCheckPtr(signalDescs, "signalDescs", kCall));
-    for (int i = 0; i < nDesc; ++i) {
-      const ncclWaitSignalDesc_t& d = signalDescs[i];
-      if (d.peer < 0 || d.peer >= comm->nRanks)
-        TUTTI_FAIL(ncclInvalidArgument, "{}: signalDescs[{}].peer {} is out of range (0..{})", kCall, i, d.peer,
-                   comm->nRanks - 1);
-      if (d.opCnt < 0 || d.ctx < 0)
-        TUTTI_FAIL(ncclInvalidArgument, "{}: signalDescs[{}] has a negative opCnt ({}) or ctx ({})", kCall, i,
-                   d.opCnt, d.ctx);
-    }
-    if (stream && !host::HostStream::fromHandle(stream))
-      TUTTI_FAIL(ncclInvalidArgument, "{}: stream {} is not a host stream created with tuttiStreamCreate", kCall,
-                 static_cast<void*>(stream));
-    return windowsNotImplemented(kCall);
-  });
-}

@@ -458,39 +458,13 @@ NCCL_API(ncclResult_t, ncclCommMemStats, ncclComm_t comm, ncclCommMemStat_t stat
   });
 }
 
-NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
-         int winFlags) {
-  (void)buff, (void)size, (void)winFlags;
-  return apiGuard("ncclCommWindowRegister", [&]() -> ncclResult_t {
-    TUTTI_CHECK(checkInitialized(comm, "ncclCommWindowRegister"));
-    TUTTI_CHECK(argCheckPtr(win, "win", "ncclCommWindowRegister"));
-    return notSupported("ncclCommWindowRegister", "one-sided windows are not implemented yet");
-  });
-}
 
-NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win) {
-  (void)win;
-  return apiGuard("ncclCommWindowDeregister", [&]() -> ncclResult_t {
-    TUTTI_CHECK(checkInitialized(comm, "ncclCommWindowDeregister"));
-    return notSupported("ncclCommWindowDeregister", "one-sided windows are not implemented yet");
-  });
-}
-
-NCCL_API(ncclResult_t, ncclWinGetUserPtr, ncclComm_t comm, ncclWindow_t win, void** outUserPtr) {
-  (void)win;
-  return apiGuard("ncclWinGetUserPtr", [&]() -> ncclResult_t {
-    TUTTI_CHECK(checkInitialized(comm, "ncclWinGetUserPtr"));
-    TUTTI_CHECK(argCheckPtr(outUserPtr, "outUserPtr", "ncclWinGetUserPtr"));
-    return notSupported("ncclWinGetUserPtr", "one-sided windows are not implemented yet");
-  });
-}
-
-// Memory of the backend new communicators get: on the host backend "device" memory is host memory; sim and
-// cuda allocate shareable device memory through their runtime (memfd on the sim; cuMem with a POSIX-fd handle
-// on cuda), which another process can import. Blocks are remembered with their runtime, so ncclMemFree
-// refuses a pointer it did not hand out instead of passing it to free().
+// Memory of the backend new communicators get, shareable with other processes of the host: memfd pages (the
+// sim runtime's allocations, which are host memory, so the host backend uses them too) or, on cuda, cuMem with
+// a POSIX-fd handle. Windows (rma/window.h) of such memory are reachable from other processes. Blocks are
+// remembered with their runtime, so ncclMemFree refuses a pointer it did not hand out.
 static std::mutex gMemMutex;
-static std::unordered_map<void*, rt::Runtime*> gMemBlocks;  // null runtime: host memory
+static std::unordered_map<void*, rt::Runtime*> gMemBlocks;
 
 NCCL_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
   return apiGuard("ncclMemAlloc", [&]() -> ncclResult_t {
@@ -500,14 +474,10 @@ NCCL_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
     Backend backend = Backend::Host;
     std::string from, error;
     if (!backendOfNewComms(&backend, &from, &error)) TUTTI_FAIL(ncclInvalidUsage, "ncclMemAlloc: {}", error);
-    rt::Runtime* rt = backend == Backend::Sim ? rt::simRuntime() : backend == Backend::Cuda ? rt::cudaRuntime() : nullptr;
+    // The host backend's memory is the sim runtime's too: memfd pages another process can map (rma/window.h).
+    rt::Runtime* rt = backend == Backend::Cuda ? rt::cudaRuntime() : rt::simRuntime();
     void* p = nullptr;
-    if (rt) {
-      TUTTI_CHECK(rt->alloc(&p, size, /*shareable=*/true));
-    } else {
-      p = std::aligned_alloc(4096, (size + 4095) & ~size_t{4095});
-      if (!p) TUTTI_FAIL(ncclSystemError, "ncclMemAlloc: cannot allocate {} bytes", size);
-    }
+    TUTTI_CHECK(rt->alloc(&p, size, /*shareable=*/true));
     std::lock_guard<std::mutex> lock(gMemMutex);
     gMemBlocks[p] = rt;
     *ptr = p;
@@ -528,9 +498,7 @@ NCCL_API(ncclResult_t, ncclMemFree, void* ptr) {
       rt = it->second;
       gMemBlocks.erase(it);
     }
-    if (rt) return rt->free(ptr);
-    std::free(ptr);
-    return ncclSuccess;
+    return rt->free(ptr);
   });
 }
 

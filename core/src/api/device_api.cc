@@ -6,7 +6,8 @@
 // communicator (load/store windows, GIN), so the LSA team of a rank is the rank alone (no peer is
 // reachable by load/store through this API), the rail team is the world, and the properties say the
 // device API, multimem, GIN and host RMA are absent; ncclDevCommCreate, the requirement builders and
-// the window pointer queries fail with ncclInvalidUsage and say so. README.md ("Installing, and drop-in
+// the multimem pointer queries fail with ncclInvalidUsage and say so. The window pointer queries answer
+// from the window (rma/window.h): where each peer's buffer is mapped in this process. README.md ("Installing, and drop-in
 // use") lists these.
 #include "api/api.h"
 #include "api/argcheck.h"
@@ -62,11 +63,32 @@ struct ncclCommProperties {
 
 namespace {
 
-constexpr const char* kNoWindows =
-    "{}: no window can be passed: one-sided windows (ncclCommWindowRegister) are not supported by Tutti yet";
+constexpr const char* kNoWindows = "{}: multimem (NVLink SHARP) is not available: Tutti drives no NVSwitch";
 constexpr const char* kNoDevComm =
     "{}: device communicators (nccl_device.h) are not supported by Tutti yet; use the collective and "
     "point-to-point API";
+
+// A window handle as ncclCommWindowRegister made it (it carries its communicator).
+ncclResult_t checkWindow(ncclWindow_t window, const char* call) {
+  if (!window || window->magic != tutti::rma::kWindowMagic)
+    TUTTI_FAIL(ncclInvalidArgument, "{}: {} is not a window made by ncclCommWindowRegister", call,
+               static_cast<void*>(window));
+  TUTTI_CHECK(tutti::argCheckComm(window->comm, call));
+  return ncclSuccess;
+}
+
+// Where `peer`'s part of the window is, `offset` bytes in, as this process reaches it.
+ncclResult_t peerPointer(ncclWindow_t window, size_t offset, int peer, void** outPtr, const char* call) {
+  TUTTI_CHECK(tutti::argCheckPtr(outPtr, "outPtr", call));
+  const tutti::rma::PeerWindow& pw = window->peers[peer];
+  if (offset >= pw.size && !(offset == 0 && pw.size == 0))
+    TUTTI_FAIL(ncclInvalidArgument, "{}: offset {} is outside rank {}'s {}-byte window", call, offset, peer, pw.size);
+  if (!pw.base && pw.size > 0)
+    TUTTI_FAIL(ncclInvalidUsage, "{}: rank {}'s window is not reachable by load/store from rank {} (another host, or "
+               "memory of another process not allocated with ncclMemAlloc)", call, peer, window->comm->rank);
+  *outPtr = pw.base ? pw.base + offset : nullptr;
+  return ncclSuccess;
+}
 
 // A team the comm cannot describe (null or uninitialized comm): zero ranks, so no rank is a member.
 ncclTeam worldOf(ncclComm_t comm) {
@@ -114,7 +136,7 @@ NCCL_API(ncclResult_t, ncclCommQueryProperties, ncclComm_t comm, ncclCommPropert
     if (props->version > static_cast<unsigned>(NCCL_VERSION(2, 29, 3))) {
       set(&ncclCommProperties::ginType, 0);
       set(&ncclCommProperties::nLsaTeams, comm->nRanks);  // LSA teams of one rank each
-      set(&ncclCommProperties::hostRmaSupport, false);
+      set(&ncclCommProperties::hostRmaSupport, comm->backend != tutti::Backend::Cuda);  // rma/window.h
       set(&ncclCommProperties::railedGinType, 0);
     }
     return ncclSuccess;
@@ -138,15 +160,19 @@ NCCL_API(ncclResult_t, ncclGetMultimemDevicePointer, ncclWindow_t window, size_t
 
 NCCL_API(ncclResult_t, ncclGetLsaDevicePointer, ncclWindow_t window, size_t offset, int lsaRank, void** outPtr) {
   return tutti::apiGuard("ncclGetLsaDevicePointer", [&]() -> ncclResult_t {
-    (void)window, (void)offset, (void)lsaRank, (void)outPtr;
-    TUTTI_FAIL(ncclInvalidUsage, kNoWindows, "ncclGetLsaDevicePointer");
+    // The LSA team of a rank is the rank alone (ncclTeamLsa): LSA rank 0 is this rank.
+    if (lsaRank != 0)
+      TUTTI_FAIL(ncclInvalidArgument, "ncclGetLsaDevicePointer: lsaRank {} is outside the LSA team (of 1 rank)", lsaRank);
+    TUTTI_CHECK(checkWindow(window, "ncclGetLsaDevicePointer"));
+    return peerPointer(window, offset, window->comm->rank, outPtr, "ncclGetLsaDevicePointer");
   });
 }
 
 NCCL_API(ncclResult_t, ncclGetPeerDevicePointer, ncclWindow_t window, size_t offset, int peer, void** outPtr) {
   return tutti::apiGuard("ncclGetPeerDevicePointer", [&]() -> ncclResult_t {
-    (void)window, (void)offset, (void)peer, (void)outPtr;
-    TUTTI_FAIL(ncclInvalidUsage, kNoWindows, "ncclGetPeerDevicePointer");
+    TUTTI_CHECK(checkWindow(window, "ncclGetPeerDevicePointer"));
+    TUTTI_CHECK(tutti::argCheckPeer(peer, window->comm->nRanks, "ncclGetPeerDevicePointer"));
+    return peerPointer(window, offset, peer, outPtr, "ncclGetPeerDevicePointer");
   });
 }
 

@@ -373,6 +373,7 @@ ncclResult_t commFree(ncclComm* comm) {
   commRegistryRemove(comm);  // first: from here on the handle is refused, never read
   commQuiesce(comm);
   device::commDeviceFree(comm);  // its watcher and internal stream end before the connections go
+  comm->rma.reset();              // windows never deregistered, signal blocks
   {
     std::lock_guard<std::mutex> lock(comm->connMutex);
     for (auto& [key, c] : comm->connections) {

@@ -9,6 +9,7 @@
 #include "comm/profiler.h"
 #include "device/common/reduce_ops.h"
 #include "device/host/prims.h"
+#include "rma/window.h"
 #include "topo/topo.h"
 #include "topo/trees.h"
 
@@ -143,6 +144,9 @@ struct ncclComm {
   std::atomic<int> activeOps{0};
   std::mutex lifeMutex;  // guards `bootstrap` while an init may publish it, and `asyncJob`
   std::shared_ptr<tutti::AsyncJob> asyncJob;  // latest background job of a nonblocking communicator
+  // One-sided state (rma/window.h): signal blocks and windows, made by the first ncclCommWindowRegister.
+  std::mutex rmaMutex;
+  std::unique_ptr<tutti::rma::CommRma, tutti::rma::CommRmaDeleter> rma;
   int64_t timeoutNs = 0;
   int spinCount = 2000;
   tutti::CommCallCheck calls;  // TUTTI_CHECK_CALLS, TUTTI_WAIT_WARN, who reached a stuck operation

@@ -38,6 +38,7 @@ struct GroupState {
   std::vector<Task> tasks;
   std::vector<host::WorkItem> initJobs;
   std::vector<std::function<void()>> asyncInits;  // starters of nonblocking inits (return at once)
+  std::vector<std::function<ncclResult_t()>> rmaPuts, rmaWaits;  // groupAddRmaOp
 };
 thread_local GroupState tGroup;
 
@@ -281,9 +282,15 @@ ncclResult_t groupEnd() {
   tGroup.initJobs.clear();
   tGroup.asyncInits.clear();
   for (auto& start : asyncInits) start();
+  std::vector<std::function<ncclResult_t()>> rmaPuts = std::move(tGroup.rmaPuts);
+  std::vector<std::function<ncclResult_t()>> rmaWaits = std::move(tGroup.rmaWaits);
+  tGroup.rmaPuts.clear();
+  tGroup.rmaWaits.clear();
   if (!inits.empty()) TUTTI_CHECK(host::runConcurrently(inits));
-  if (tasks.empty()) return asyncInits.empty() ? ncclSuccess : ncclInProgress;
-  const ncclResult_t res = launchTasks(std::move(tasks));
+  ncclResult_t res = tasks.empty() ? ncclSuccess : launchTasks(std::move(tasks));
+  if (res != ncclSuccess && res != ncclInProgress) return res;
+  for (auto* ops : {&rmaPuts, &rmaWaits})
+    for (auto& issue : *ops) TUTTI_CHECK(issue());
   return res == ncclSuccess && !asyncInits.empty() ? ncclInProgress : res;
 }
 
@@ -300,6 +307,8 @@ ncclResult_t groupSimulateEnd(ncclSimInfo_t* simInfo) {
   tGroup.tasks.clear();
   tGroup.initJobs.clear();
   tGroup.asyncInits.clear();
+  tGroup.rmaPuts.clear();  // one-sided operations are not simulated: discarded with the tasks
+  tGroup.rmaWaits.clear();
   if (valid != ncclSuccess) return valid;
   // Deferred communicator inits are real (as in NCCL); only the collectives are simulated.
   for (auto& start : asyncInits) start();
@@ -353,6 +362,14 @@ ncclResult_t groupAddInitJob(std::function<ncclResult_t()> job) {
     return ncclSuccess;
   }
   return job();
+}
+
+ncclResult_t groupAddRmaOp(bool isWait, std::function<ncclResult_t()> issue) {
+  if (tGroup.depth > 0) {
+    (isWait ? tGroup.rmaWaits : tGroup.rmaPuts).push_back(std::move(issue));
+    return ncclSuccess;
+  }
+  return issue();
 }
 
 ncclResult_t groupAddAsyncInit(std::function<void()> start) {

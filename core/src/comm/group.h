@@ -25,4 +25,9 @@ ncclResult_t groupAddInitJob(std::function<ncclResult_t()> job);
 // now (returns ncclInProgress) or at the group end (which then returns ncclInProgress).
 ncclResult_t groupAddAsyncInit(std::function<void()> start);
 
+// One-sided operations (rma/): inside a group they are issued at its end, after the group's other
+// operations, every put and signal before any wait, so a group that signals and waits never waits on
+// itself. Outside a group, `issue` runs now.
+ncclResult_t groupAddRmaOp(bool isWait, std::function<ncclResult_t()> issue);
+
 }  // namespace tutti

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 // As nccl_device/core.h, ll_a2a.h and lsa_barrier.h declare them (the types a test needs, by value).
 extern "C" {
@@ -97,7 +98,7 @@ TEST_F(DeviceApi, PropertiesDescribeTheCommunicatorUpToTheCallersSize) {
     EXPECT_EQ(p.nRanks, kRanks);
     EXPECT_FALSE(p.deviceApiSupport);
     EXPECT_FALSE(p.multimemSupport);
-    EXPECT_FALSE(p.hostRmaSupport);
+    EXPECT_TRUE(p.hostRmaSupport);  // the host backend has ncclPutSignal / ncclSignal / ncclWaitSignal
     EXPECT_EQ(p.ginType, 0);
     EXPECT_EQ(p.railedGinType, 0);
     EXPECT_EQ(p.nLsaTeams, kRanks);
@@ -119,12 +120,36 @@ TEST_F(DeviceApi, PropertiesDescribeTheCommunicatorUpToTheCallersSize) {
   EXPECT_EQ(ncclCommQueryProperties(nullptr, &bad), ncclInvalidArgument);
 }
 
-TEST(DeviceApiNoComm, WindowPointersAreRefusedWithAMessage) {
+TEST(DeviceApiNoComm, WindowPointersOfNoWindowAreRefusedWithAMessage) {
   void* ptr = nullptr;
-  EXPECT_EQ(ncclGetPeerDevicePointer(nullptr, 0, 0, &ptr), ncclInvalidUsage);
-  EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("not supported"), std::string::npos);
-  EXPECT_EQ(ncclGetLsaDevicePointer(nullptr, 0, 0, &ptr), ncclInvalidUsage);
+  EXPECT_EQ(ncclGetPeerDevicePointer(nullptr, 0, 0, &ptr), ncclInvalidArgument);
+  EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("not a window"), std::string::npos);
+  EXPECT_EQ(ncclGetLsaDevicePointer(nullptr, 0, 0, &ptr), ncclInvalidArgument);
   EXPECT_EQ(ptr, nullptr);
+}
+
+TEST_F(DeviceApi, WindowPointersArePeersBuffersAsMappedHere) {
+  std::vector<std::vector<char>> bufs(kRanks, std::vector<char>(4096));
+  ncclWindow_t wins[kRanks] = {};
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < kRanks; ++r)
+    ASSERT_EQ(ncclCommWindowRegister(comms_[r], bufs[r].data(), 4096, &wins[r], 0), ncclSuccess);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
+  for (int r = 0; r < kRanks; ++r) {
+    for (int p = 0; p < kRanks; ++p) {
+      void* ptr = nullptr;
+      ASSERT_EQ(ncclGetPeerDevicePointer(wins[r], 100, p, &ptr), ncclSuccess) << ncclGetLastError(nullptr);
+      EXPECT_EQ(ptr, bufs[p].data() + 100);  // ranks of one process: the peer's own address
+    }
+    void* lsa = nullptr;
+    ASSERT_EQ(ncclGetLsaDevicePointer(wins[r], 8, 0, &lsa), ncclSuccess);
+    EXPECT_EQ(lsa, bufs[r].data() + 8);
+    void* ptr = nullptr;
+    EXPECT_EQ(ncclGetPeerDevicePointer(wins[r], 4096, 0, &ptr), ncclInvalidArgument);  // past the end
+    EXPECT_EQ(ncclGetPeerDevicePointer(wins[r], 0, kRanks, &ptr), ncclInvalidArgument);
+    EXPECT_EQ(ncclGetLsaDevicePointer(wins[r], 0, 1, &ptr), ncclInvalidArgument);  // LSA teams of one rank
+  }
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(ncclCommWindowDeregister(comms_[r], wins[r]), ncclSuccess);
 }
 
 TEST(DeviceApiNoComm, LLA2ASlotsCountEightBytePayloadWords) {

@@ -1,0 +1,221 @@
+#include "rma/window.h"
+
+#include "comm/comm.h"
+#include "device/host/wait.h"
+#include "device/runtime.h"
+#include "util/check.h"
+#include "util/log.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace tutti::rma {
+
+namespace {
+
+// What every rank tells the others about one buffer (a window, or its signal block), through allGather.
+struct BufferRecord {
+  uint64_t addr;
+  uint64_t size;
+  int32_t flags;
+  int32_t exportable;  // `exp` is valid: the buffer is inside memory another process of this host can map
+  rt::MemExport exp;
+};
+
+// Where `peer`'s buffer is for this process: as it is in this process, mapped from its export, or nowhere.
+// Never fails: a buffer that cannot be reached is left null and reported when an operation needs it.
+char* reach(ncclComm* comm, int peer, const BufferRecord& rec, bool* imported) {
+  *imported = false;
+  const tuttiPeerInfo_t& me = comm->peers[comm->rank];
+  const tuttiPeerInfo_t& other = comm->peers[peer];
+  if (peer == comm->rank || other.pidHash == me.pidHash) return reinterpret_cast<char*>(rec.addr);
+  if (other.hostHash != me.hostHash || !rec.exportable) return nullptr;
+  void* p = nullptr;
+  if (rt::simRuntime()->importMem(rec.exp, &p) != ncclSuccess) {
+    TUTTI_WARN("rank {}: cannot map rank {}'s buffer ({}); one-sided operations to it will fail", comm->rank, peer,
+               lastErrorText());
+    return nullptr;
+  }
+  *imported = true;
+  return static_cast<char*>(p);
+}
+
+// The record of [buff, buff + size) of this rank: exportable when it lies inside one shareable allocation.
+BufferRecord recordOf(void* buff, size_t size, int flags) {
+  BufferRecord rec{};
+  rec.addr = reinterpret_cast<uintptr_t>(buff);
+  rec.size = size;
+  rec.flags = flags;
+  rt::MemKind kind = rt::MemKind::Unknown;
+  if (!buff || rt::simRuntime()->pointerKind(buff, &kind) != ncclSuccess || kind != rt::MemKind::Device) return rec;
+  rt::MemExport exp;
+  LastErrorKeeper keep;  // memory that cannot be exported (mapped from a peer) is only "not shareable"
+  if (rt::simRuntime()->exportMem(buff, &exp) == ncclSuccess && exp.offset + size <= exp.bytes) {
+    rec.exportable = 1;
+    rec.exp = exp;
+  }
+  return rec;
+}
+
+}  // namespace
+
+ncclResult_t CommRma::setupSignals() {
+  const int n = comm_->nRanks;
+  const size_t slots = static_cast<size_t>(kContexts) * kSignalIndices * n;
+  void* block = nullptr;
+  TUTTI_CHECK(rt::simRuntime()->alloc(&block, slots * sizeof(SignalSlot), /*shareable=*/true));
+  std::memset(block, 0, slots * sizeof(SignalSlot));
+  local_ = static_cast<SignalSlot*>(block);
+  consumed_ = std::make_unique<std::atomic<uint64_t>[]>(slots);
+  sendMutex_ = std::make_unique<std::mutex[]>(n);
+  std::vector<BufferRecord> recs(n);
+  recs[comm_->rank] = recordOf(block, slots * sizeof(SignalSlot), 0);
+  TUTTI_CHECK(comm_->bootstrap->allGather(recs.data(), sizeof(BufferRecord)));
+  remote_.assign(n, nullptr);
+  remoteImported_.assign(n, false);
+  for (int p = 0; p < n; ++p) {
+    // Always through the export when there is one, also in this process: the mapping then outlives the
+    // peer's communicator, so a late signal never writes into freed memory.
+    bool imported = false;
+    if (p == comm_->rank) {
+      remote_[p] = local_;
+    } else if (recs[p].exportable && comm_->peers[p].hostHash == comm_->peers[comm_->rank].hostHash) {
+      void* q = nullptr;
+      if (rt::simRuntime()->importMem(recs[p].exp, &q) == ncclSuccess) {
+        remote_[p] = static_cast<SignalSlot*>(q);
+        imported = true;
+      } else {
+        TUTTI_WARN("rank {}: cannot map rank {}'s signal block ({}); signals to it will fail", comm_->rank, p,
+                   lastErrorText());
+      }
+    }
+    remoteImported_[p] = imported;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t CommRma::registerWindow(void* buff, size_t size, int flags, ncclWindow_t* out) {
+  const int n = comm_->nRanks;
+  std::vector<BufferRecord> recs(n);
+  recs[comm_->rank] = recordOf(buff, size, flags);
+  TUTTI_CHECK(comm_->bootstrap->allGather(recs.data(), sizeof(BufferRecord)));
+  auto win = std::make_unique<ncclWindow_vidmem>();
+  win->magic = kWindowMagic;
+  win->comm = comm_;
+  win->userPtr = buff;
+  win->size = size;
+  win->flags = flags;
+  win->peers.resize(n);
+  for (int p = 0; p < n; ++p) {
+    if ((recs[p].flags & NCCL_WIN_COLL_SYMMETRIC) != (flags & NCCL_WIN_COLL_SYMMETRIC)) {
+      releaseWindow(win.release());
+      TUTTI_FAIL(ncclInvalidUsage, "ncclCommWindowRegister: rank {} registers with NCCL_WIN_COLL_SYMMETRIC {} but "
+                 "rank {} {}: every rank must pass the same flags", comm_->rank,
+                 (flags & NCCL_WIN_COLL_SYMMETRIC) ? "set" : "unset", p,
+                 (recs[p].flags & NCCL_WIN_COLL_SYMMETRIC) ? "sets it" : "does not");
+    }
+    PeerWindow& pw = win->peers[p];
+    pw.size = recs[p].size;
+    pw.base = recs[p].size ? reach(comm_, p, recs[p], &pw.imported) : nullptr;
+  }
+  ncclWindow_vidmem* raw = win.release();
+  {
+    std::lock_guard<std::mutex> lock(windowsMutex_);
+    windows_.insert(raw);
+  }
+  *out = raw;
+  return ncclSuccess;
+}
+
+void CommRma::releaseWindow(ncclWindow_vidmem* win) {
+  for (PeerWindow& pw : win->peers)
+    if (pw.imported && rt::simRuntime()->closeImport(pw.base) != ncclSuccess)
+      TUTTI_WARN("rank {}: cannot unmap a peer's window buffer: {}", comm_->rank, lastErrorText());
+  win->magic = 0;
+  delete win;
+}
+
+ncclResult_t CommRma::findWindow(ncclWindow_t win, const char* call, ncclWindow_vidmem** out) {
+  std::lock_guard<std::mutex> lock(windowsMutex_);
+  if (!win || !windows_.count(win))
+    TUTTI_FAIL(ncclInvalidArgument, "{}: window {} is not a live window of this communicator (rank {})", call,
+               static_cast<void*>(win), comm_->rank);
+  *out = win;
+  return ncclSuccess;
+}
+
+ncclResult_t CommRma::deregisterWindow(ncclWindow_t win, const char* call) {
+  {
+    std::lock_guard<std::mutex> lock(windowsMutex_);
+    if (!win || !windows_.erase(win))
+      TUTTI_FAIL(ncclInvalidArgument, "{}: window {} is not a live window of this communicator (rank {})", call,
+                 static_cast<void*>(win), comm_->rank);
+  }
+  releaseWindow(win);
+  return ncclSuccess;
+}
+
+CommRma::~CommRma() {
+  for (ncclWindow_vidmem* w : windows_) releaseWindow(w);
+  windows_.clear();
+  for (size_t p = 0; p < remote_.size(); ++p)
+    if (remoteImported_[p] && rt::simRuntime()->closeImport(remote_[p]) != ncclSuccess)
+      TUTTI_WARN("rank {}: cannot unmap rank {}'s signal block: {}", comm_->rank, p, lastErrorText());
+  if (local_ && rt::simRuntime()->free(local_) != ncclSuccess)
+    TUTTI_WARN("rank {}: cannot free the signal block: {}", comm_->rank, lastErrorText());
+}
+
+void CommRmaDeleter::operator()(CommRma* rma) const { delete rma; }
+
+ncclResult_t commRma(ncclComm* comm, CommRma** out) {
+  std::lock_guard<std::mutex> lock(comm->rmaMutex);
+  if (!comm->rma) {
+    auto rma = std::unique_ptr<CommRma, CommRmaDeleter>(new CommRma(comm));
+    TUTTI_CHECK(rma->setupSignals());
+    comm->rma = std::move(rma);
+  }
+  *out = comm->rma.get();
+  return ncclSuccess;
+}
+
+// ---- the operations ----
+
+ncclResult_t CommRma::put(const void* src, size_t bytes, int peer, ncclWindow_vidmem* win, size_t offset,
+                          int sigIdx, int ctx) {
+  if (bytes > 0) std::memcpy(win->peers[peer].base + offset, src, bytes);
+  return signal(peer, sigIdx, ctx);
+}
+
+ncclResult_t CommRma::signal(int peer, int sigIdx, int ctx) {
+  SignalSlot* slot = remote_[peer] + slotIndex(comm_->rank, sigIdx, ctx, comm_->nRanks);
+  std::lock_guard<std::mutex> lock(sendMutex_[peer]);
+  const uint64_t next = std::atomic_ref<uint64_t>(slot->value).load(std::memory_order_relaxed) + 1;
+  host::publish(&slot->value, &slot->waiters, &slot->seq, next, /*shared=*/true);
+  return ncclSuccess;
+}
+
+ncclResult_t CommRma::wait(const ncclWaitSignalDesc_t& d, const char* call) {
+  const size_t i = slotIndex(d.peer, d.sigIdx, d.ctx, comm_->nRanks);
+  SignalSlot* slot = local_ + i;
+  const uint64_t target = consumed_[i].fetch_add(static_cast<uint64_t>(d.opCnt), std::memory_order_relaxed) + d.opCnt;
+  host::WaitContext w = commWaitContext(comm_);
+  w.shared = true;
+  if (comm_->peers[d.peer].pidHash != comm_->peers[comm_->rank].pidHash)
+    w.peerGone = comm_->bootstrap->peerGoneFlag(d.peer);
+  switch (host::waitAtLeast(&slot->value, &slot->waiters, &slot->seq, nullptr, target, w)) {
+    case host::WaitStatus::Ready: return ncclSuccess;
+    case host::WaitStatus::Aborted:
+      TUTTI_FAIL(ncclInvalidUsage, "rank {}: {}: aborted while waiting for signals from rank {}", comm_->rank, call,
+                 d.peer);
+    case host::WaitStatus::TimedOut:
+      TUTTI_FAIL(ncclTimeout, "rank {}: {}: timed out waiting for {} signal(s) from rank {} (sigIdx {}, ctx {}; "
+                 "{} arrived so far, {} consumed before)", comm_->rank, call, d.opCnt, d.peer, d.sigIdx, d.ctx,
+                 std::atomic_ref<uint64_t>(slot->value).load(), target - d.opCnt);
+    case host::WaitStatus::PeerClosed:
+      TUTTI_FAIL(ncclRemoteError, "rank {}: {}: rank {} is gone while {} signal(s) from it were awaited", comm_->rank,
+                 call, d.peer, d.opCnt);
+  }
+  return ncclInternalError;
+}
+
+}  // namespace tutti::rma
