@@ -2,11 +2,14 @@
 #include "api/api.h"
 #include "api/argcheck.h"
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/wire.h"
 #include "comm/comm.h"
 #include "comm/group.h"
 #include "device/enqueue.h"
 #include "device/runtime.h"
 #include "plugin/params.h"
+
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -97,9 +100,16 @@ ncclResult_t createChild(ncclComm* parent, const ncclConfig_t& config, ChildAgre
 constexpr int kSplitTag = 0x200000;
 constexpr int kShrinkTag = 0x200001;
 
-ncclResult_t notSupported(const char* call, const char* why) {
-  TUTTI_FAIL(ncclInvalidUsage, "{} is not supported by this version of Tutti: {}", call, why);
-}
+// The last bytes of a grow id (ncclCommGetUniqueId), after the bootstrap's own: which communicator it grows
+// and its size, so a joining rank can check the rank it asks for without the parent.
+struct GrowTag {
+  uint32_t marker;
+  int32_t parentRanks;
+  uint64_t parentHash;
+};
+constexpr uint32_t kGrowMarker = 0x776f7247;  // "Grow"
+constexpr size_t kGrowTagOffset = NCCL_UNIQUE_ID_BYTES - sizeof(GrowTag);
+static_assert(kGrowTagOffset >= sizeof(wire::UniqueId), "the grow tag must not overlap the bootstrap id");
 
 }  // namespace
 
@@ -273,21 +283,92 @@ NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, i
 
 NCCL_API(ncclResult_t, ncclCommGetUniqueId, ncclComm_t comm, ncclUniqueId* uniqueId) {
   return apiGuard("ncclCommGetUniqueId", [&]() -> ncclResult_t {
-    TUTTI_CHECK(checkInitialized(comm, "ncclCommGetUniqueId"));
-    TUTTI_CHECK(argCheckPtr(uniqueId, "uniqueId", "ncclCommGetUniqueId"));
-    return notSupported("ncclCommGetUniqueId", "growing communicators is not implemented yet");
+    constexpr const char* kCall = "ncclCommGetUniqueId";
+    TUTTI_CHECK(checkInitialized(comm, kCall));
+    TUTTI_CHECK(argCheckPtr(uniqueId, "uniqueId", kCall));
+    std::lock_guard<std::mutex> lock(comm->lifeMutex);
+    if (comm->growId)
+      TUTTI_FAIL(ncclInvalidUsage, "{}: rank {}: the previous grow id of this communicator has not been used by "
+                 "ncclCommGrow yet; a new one can be made only after it", kCall, comm->rank);
+    ncclUniqueId id;
+    TUTTI_CHECK(bootstrapGetUniqueId(&id));  // its rendezvous root runs in this process
+    const GrowTag tag{kGrowMarker, comm->nRanks, comm->commHash};
+    std::memcpy(id.internal + kGrowTagOffset, &tag, sizeof tag);
+    comm->growId = std::make_unique<ncclUniqueId>(id);
+    *uniqueId = id;
+    return ncclSuccess;
   });
 }
 
 NCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
          ncclComm_t* newcomm, ncclConfig_t* config) {
-  (void)uniqueId, (void)rank, (void)config;
   return apiGuard("ncclCommGrow", [&]() -> ncclResult_t {
-    // comm is NULL on the ranks that join; when set it must be a live communicator.
-    if (comm != nullptr) TUTTI_CHECK(checkInitialized(comm, "ncclCommGrow"));
-    TUTTI_CHECK(argCheckPtr(newcomm, "newcomm", "ncclCommGrow"));
-    if (nRanks <= 0) TUTTI_FAIL(ncclInvalidArgument, "ncclCommGrow: nRanks {} must be positive", nRanks);
-    return notSupported("ncclCommGrow", "growing communicators is not implemented yet");
+    constexpr const char* kCall = "ncclCommGrow";
+    TUTTI_CHECK(argCheckPtr(newcomm, "newcomm", kCall));
+    if (nRanks <= 0) TUTTI_FAIL(ncclInvalidArgument, "{}: nRanks {} must be positive", kCall, nRanks);
+    if (!comm) {
+      // A joining rank: the id says how many ranks the parent has, so the rank is checked here.
+      TUTTI_CHECK(argCheckPtr(uniqueId, "uniqueId", kCall));
+      GrowTag tag;
+      std::memcpy(&tag, uniqueId->internal + kGrowTagOffset, sizeof tag);
+      if (tag.marker != kGrowMarker)
+        TUTTI_FAIL(ncclInvalidArgument, "{}: the id was not made by ncclCommGetUniqueId (a joining rank needs the "
+                   "grow id of the communicator it joins)", kCall);
+      if (rank < tag.parentRanks || rank >= nRanks)
+        TUTTI_FAIL(ncclInvalidArgument, "{}: a joining rank's rank must be in [{}, {}) (the parent has {} ranks, the "
+                   "grown communicator {}), not {}", kCall, tag.parentRanks, nRanks, tag.parentRanks, nRanks, rank);
+      return initRank(newcomm, nRanks, *uniqueId, rank, config, kCall);
+    }
+    TUTTI_CHECK(checkInitialized(comm, kCall));
+    if (rank != -1)
+      TUTTI_FAIL(ncclInvalidArgument, "{}: rank {} of the parent passes rank {}: existing ranks pass -1 (they keep "
+                 "their rank)", kCall, comm->rank, rank);
+    if (nRanks <= comm->nRanks)
+      TUTTI_FAIL(ncclInvalidArgument, "{}: nRanks {} must be larger than the parent's {} ranks", kCall, nRanks,
+                 comm->nRanks);
+    if (uniqueId) {
+      std::lock_guard<std::mutex> lock(comm->lifeMutex);
+      if (!comm->growId || std::memcmp(comm->growId->internal, uniqueId->internal, NCCL_UNIQUE_ID_BYTES) != 0)
+        TUTTI_FAIL(ncclInvalidArgument, "{}: rank {} passes an id that is not this communicator's current grow id "
+                   "(made by ncclCommGetUniqueId on this rank)", kCall, comm->rank);
+    }
+    ncclConfig_t effective = comm->config;
+    if (config) TUTTI_CHECK(argCheckConfig(config, &effective, kCall));
+    *newcomm = nullptr;
+    // The coordinator (the rank that passes the id) hands it to the other existing ranks; all must agree on
+    // the new size.
+    const bool coordinator = uniqueId != nullptr;
+    const ncclUniqueId offered = coordinator ? *uniqueId : ncclUniqueId{};
+    ChildAgreement agree = [comm, nRanks, coordinator, offered](ncclUniqueId* id, int* outRanks, int* outRank) {
+      struct Entry {
+        ncclUniqueId id;
+        int32_t hasId, nRanks;
+      };
+      std::vector<Entry> all(comm->nRanks);
+      all[comm->rank] = {offered, coordinator ? 1 : 0, nRanks};
+      TUTTI_CHECK(comm->bootstrap->allGather(all.data(), sizeof(Entry)));
+      std::vector<int> coordinators;
+      for (int r = 0; r < comm->nRanks; ++r) {
+        if (all[r].hasId) coordinators.push_back(r);
+        if (all[r].nRanks != nRanks)
+          TUTTI_FAIL(ncclInvalidUsage, "ncclCommGrow: rank {} grows to {} ranks but rank {} to {}: every rank must pass "
+                     "the same nRanks", comm->rank, nRanks, r, all[r].nRanks);
+      }
+      if (coordinators.size() != 1)
+        TUTTI_FAIL(ncclInvalidUsage, "ncclCommGrow: rank {}: exactly one existing rank must pass the grow id, {} did{}",
+                   comm->rank, coordinators.size(),
+                   coordinators.empty() ? " (the rank that called ncclCommGetUniqueId passes it)"
+                                        : fmt::format(" (ranks {})", fmt::join(coordinators, ", ")));
+      *id = all[coordinators[0]].id;
+      *outRanks = nRanks;
+      *outRank = comm->rank;
+      if (coordinator) {
+        std::lock_guard<std::mutex> lock(comm->lifeMutex);
+        comm->growId.reset();  // consumed: the next grow needs a new id
+      }
+      return ncclSuccess;
+    };
+    return createChild(comm, effective, std::move(agree), newcomm);
   });
 }
 

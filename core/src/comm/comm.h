@@ -144,6 +144,7 @@ struct ncclComm {
   std::atomic<int> activeOps{0};
   std::mutex lifeMutex;  // guards `bootstrap` while an init may publish it, and `asyncJob`
   std::shared_ptr<tutti::AsyncJob> asyncJob;  // latest background job of a nonblocking communicator
+  std::unique_ptr<ncclUniqueId> growId;  // guarded by lifeMutex: made by ncclCommGetUniqueId, not yet used
   // One-sided state (rma/window.h): signal blocks and windows, made by the first ncclCommWindowRegister.
   std::mutex rmaMutex;
   std::unique_ptr<tutti::rma::CommRma, tutti::rma::CommRmaDeleter> rma;

@@ -164,7 +164,7 @@ void addLifetimeRows(Builder& b) {
     ncclComm_t child = nullptr;
     ncclUniqueId id = freshId();
     return ncclCommGrow(c, 3, &id, -1, &child, nullptr);
-  }, nullptr, ncclInvalidUsage);  // NULL: a joining rank, which reaches "not supported" (growing is not implemented)
+  });  // NULL: a joining rank, whose id (not a grow id) and rank (-1) are refused
 }
 
 void addQueryRows(Builder& b) {
