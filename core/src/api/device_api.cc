@@ -2,71 +2,30 @@
 // every function NCCL's libnccl.so.2 exports is exported here too and a binary linked against NCCL loads
 // Tutti.
 //
-// Teams and communicator properties are answered for real. Tutti does not yet give kernels a device
-// communicator (load/store windows, GIN), so the LSA team of a rank is the rank alone (no peer is
-// reachable by load/store through this API), the rail team is the world, and the properties say the
-// device API, multimem, GIN and host RMA are absent; ncclDevCommCreate, the requirement builders and
-// the multimem pointer queries fail with ncclInvalidUsage and say so. The window pointer queries answer
-// from the window (rma/window.h): where each peer's buffer is mapped in this process. README.md ("Installing, and drop-in
-// use") lists these.
+// Teams, communicator properties and window pointers are answered for real (the LSA team is the ranks of
+// this host, rma/window.h lsaRange). Device communicators are made in rma/devcomm.cc. Multimem, the GIN
+// outbox / inbox builders, the GIN barrier builder and LL all-to-all refuse with ncclInvalidUsage and say
+// why; README.md ("Installing, and drop-in use") lists them.
 #include "api/api.h"
 #include "api/argcheck.h"
 #include "comm/comm.h"
+#include "rma/window.h"
 #include "util/log.h"
+
+#include <nccl_device.h>
 
 #include <cstring>
 
-// Layouts of nccl_device/core.h that cross the ABI by value or are written through a pointer here.
-struct ncclTeam {
-  int nRanks, rank, stride;
-};
-struct ncclDevComm;
-struct ncclDevCommRequirements;
-struct ncclLsaBarrierHandle;
-struct ncclGinBarrierHandle;
-struct ncclDevResourceRequirements {
-  ncclDevResourceRequirements* next;
-  size_t bufferSize, bufferAlign;
-  uint32_t* outBufferHandle;
-  int ginSignalCount;
-  int ginCounterCount;
-  uint32_t* outGinSignalStart;
-  uint32_t* outGinCounterStart;
-};
-struct ncclLLA2AHandle {
-  uint32_t bufHandle;
-  int nSlots;
-};
+// Types of NCCL 2.30's GIN outbox / inbox builders, passed by pointer only.
 struct ncclGinOutboxHandle;
 struct ncclGinInboxA2AHandle;
-struct ncclMultimemHandle {
-  void* mcBasePtr;  // by value in ncclGetMultimemDevicePointer; only its size matters here
-};
-// NCCL 2.29+ (nccl_device/core.h). size/magic/version come from NCCL_COMM_PROPERTIES_INITIALIZER; the
-// fields after nvmlDev's group exist in headers newer than 2.29.3 only, and `size` says how far the
-// caller's struct goes.
-struct ncclCommProperties {
-  size_t size;
-  unsigned int magic;
-  unsigned int version;
-  int rank;
-  int nRanks;
-  int cudaDev;
-  int nvmlDev;
-  bool deviceApiSupport;
-  bool multimemSupport;
-  int ginType;  // ncclGinType_t: NCCL_GIN_TYPE_NONE = 0
-  int nLsaTeams;
-  bool hostRmaSupport;
-  int railedGinType;
-};
 
 namespace {
 
-constexpr const char* kNoWindows = "{}: multimem (NVLink SHARP) is not available: Tutti drives no NVSwitch";
-constexpr const char* kNoDevComm =
-    "{}: device communicators (nccl_device.h) are not supported by Tutti yet; use the collective and "
-    "point-to-point API";
+constexpr const char* kNoMultimem = "{}: multimem (NVLink SHARP) is not available: Tutti drives no NVSwitch";
+constexpr const char* kNoGinQueues =
+    "{}: GIN outboxes, inboxes, GIN barriers and LL all-to-all are not implemented by Tutti (its GIN is load/store "
+    "within the LSA team, nccl_device/gin.h); use ncclLsaBarrierCreateRequirement and ncclGin put/signal";
 
 // A window handle as ncclCommWindowRegister made it (it carries its communicator).
 ncclResult_t checkWindow(ncclWindow_t window, const char* call) {
@@ -80,13 +39,14 @@ ncclResult_t checkWindow(ncclWindow_t window, const char* call) {
 // Where `peer`'s part of the window is, `offset` bytes in, as this process reaches it.
 ncclResult_t peerPointer(ncclWindow_t window, size_t offset, int peer, void** outPtr, const char* call) {
   TUTTI_CHECK(tutti::argCheckPtr(outPtr, "outPtr", call));
-  const tutti::rma::PeerWindow& pw = window->peers[peer];
-  if (offset >= pw.size && !(offset == 0 && pw.size == 0))
-    TUTTI_FAIL(ncclInvalidArgument, "{}: offset {} is outside rank {}'s {}-byte window", call, offset, peer, pw.size);
-  if (!pw.base && pw.size > 0)
+  const size_t size = window->peerSize[peer];
+  char* base = window->peerBase[peer];
+  if (offset >= size && !(offset == 0 && size == 0))
+    TUTTI_FAIL(ncclInvalidArgument, "{}: offset {} is outside rank {}'s {}-byte window", call, offset, peer, size);
+  if (!base && size > 0)
     TUTTI_FAIL(ncclInvalidUsage, "{}: rank {}'s window is not reachable by load/store from rank {} (another host, or "
-               "memory of another process not allocated with ncclMemAlloc)", call, peer, window->comm->rank);
-  *outPtr = pw.base ? pw.base + offset : nullptr;
+               "memory of another process not allocated with ncclMemAlloc)", call, peer, window->rank);
+  *outPtr = base ? base + offset : nullptr;
   return ncclSuccess;
 }
 
@@ -97,22 +57,6 @@ ncclTeam worldOf(ncclComm_t comm) {
 }
 
 }  // namespace
-
-NCCL_API(ncclResult_t, ncclDevCommCreate, ncclComm_t comm, const ncclDevCommRequirements* reqs, ncclDevComm* out) {
-  return tutti::apiGuard("ncclDevCommCreate", [&]() -> ncclResult_t {
-    (void)reqs, (void)out;
-    TUTTI_CHECK(tutti::argCheckComm(comm, "ncclDevCommCreate"));
-    TUTTI_FAIL(ncclInvalidUsage, kNoDevComm, "ncclDevCommCreate");
-  });
-}
-
-NCCL_API(ncclResult_t, ncclDevCommDestroy, ncclComm_t comm, const ncclDevComm* devComm) {
-  return tutti::apiGuard("ncclDevCommDestroy", [&]() -> ncclResult_t {
-    (void)devComm;
-    TUTTI_CHECK(tutti::argCheckComm(comm, "ncclDevCommDestroy"));
-    TUTTI_FAIL(ncclInvalidUsage, kNoDevComm, "ncclDevCommDestroy");
-  });
-}
 
 NCCL_API(ncclResult_t, ncclCommQueryProperties, ncclComm_t comm, ncclCommProperties* props) {
   return tutti::apiGuard("ncclCommQueryProperties", [&]() -> ncclResult_t {
@@ -131,13 +75,14 @@ NCCL_API(ncclResult_t, ncclCommQueryProperties, ncclComm_t comm, ncclCommPropert
     set(&ncclCommProperties::nRanks, comm->nRanks);
     set(&ncclCommProperties::cudaDev, comm->cudaDev);
     set(&ncclCommProperties::nvmlDev, comm->cudaDev);
-    set(&ncclCommProperties::deviceApiSupport, false);
+    // Device communicators (rma/devcomm.cc) run their kernels on the sim backend's emulator.
+    set(&ncclCommProperties::deviceApiSupport, comm->backend == tutti::Backend::Sim);
     set(&ncclCommProperties::multimemSupport, false);
     if (props->version > static_cast<unsigned>(NCCL_VERSION(2, 29, 3))) {
-      set(&ncclCommProperties::ginType, 0);
-      set(&ncclCommProperties::nLsaTeams, comm->nRanks);  // LSA teams of one rank each
+      set(&ncclCommProperties::ginType, NCCL_GIN_TYPE_NONE);  // GIN is load/store within the LSA team only
+      set(&ncclCommProperties::nLsaTeams, comm->nRanks / ncclTeamLsa(comm).nRanks);
       set(&ncclCommProperties::hostRmaSupport, comm->backend != tutti::Backend::Cuda);  // rma/window.h
-      set(&ncclCommProperties::railedGinType, 0);
+      set(&ncclCommProperties::railedGinType, NCCL_GIN_TYPE_NONE);
     }
     return ncclSuccess;
   });
@@ -146,7 +91,7 @@ NCCL_API(ncclResult_t, ncclCommQueryProperties, ncclComm_t comm, ncclCommPropert
 NCCL_API(ncclResult_t, ncclGetLsaMultimemDevicePointer, ncclWindow_t window, size_t offset, void** outPtr) {
   return tutti::apiGuard("ncclGetLsaMultimemDevicePointer", [&]() -> ncclResult_t {
     (void)window, (void)offset, (void)outPtr;
-    TUTTI_FAIL(ncclInvalidUsage, kNoWindows, "ncclGetLsaMultimemDevicePointer");
+    TUTTI_FAIL(ncclInvalidUsage, kNoMultimem, "ncclGetLsaMultimemDevicePointer");
   });
 }
 
@@ -154,17 +99,17 @@ NCCL_API(ncclResult_t, ncclGetMultimemDevicePointer, ncclWindow_t window, size_t
          void** outPtr) {
   return tutti::apiGuard("ncclGetMultimemDevicePointer", [&]() -> ncclResult_t {
     (void)window, (void)offset, (void)multimem, (void)outPtr;
-    TUTTI_FAIL(ncclInvalidUsage, kNoWindows, "ncclGetMultimemDevicePointer");
+    TUTTI_FAIL(ncclInvalidUsage, kNoMultimem, "ncclGetMultimemDevicePointer");
   });
 }
 
 NCCL_API(ncclResult_t, ncclGetLsaDevicePointer, ncclWindow_t window, size_t offset, int lsaRank, void** outPtr) {
   return tutti::apiGuard("ncclGetLsaDevicePointer", [&]() -> ncclResult_t {
-    // The LSA team of a rank is the rank alone (ncclTeamLsa): LSA rank 0 is this rank.
-    if (lsaRank != 0)
-      TUTTI_FAIL(ncclInvalidArgument, "ncclGetLsaDevicePointer: lsaRank {} is outside the LSA team (of 1 rank)", lsaRank);
     TUTTI_CHECK(checkWindow(window, "ncclGetLsaDevicePointer"));
-    return peerPointer(window, offset, window->comm->rank, outPtr, "ncclGetLsaDevicePointer");
+    if (lsaRank < 0 || lsaRank >= window->lsaSize)
+      TUTTI_FAIL(ncclInvalidArgument, "ncclGetLsaDevicePointer: lsaRank {} is outside the LSA team of {} rank(s)",
+                 lsaRank, window->lsaSize);
+    return peerPointer(window, offset, window->lsaFirst + lsaRank, outPtr, "ncclGetLsaDevicePointer");
   });
 }
 
@@ -180,7 +125,7 @@ NCCL_API(ncclResult_t, ncclGinOutboxCreateRequirement, int nBlocks, int sizeLog2
          ncclDevResourceRequirements* outReq) {
   return tutti::apiGuard("ncclGinOutboxCreateRequirement", [&]() -> ncclResult_t {
     (void)nBlocks, (void)sizeLog2, (void)outHandle, (void)outReq;
-    TUTTI_FAIL(ncclInvalidUsage, kNoDevComm, "ncclGinOutboxCreateRequirement");
+    TUTTI_FAIL(ncclInvalidUsage, kNoGinQueues, "ncclGinOutboxCreateRequirement");
   });
 }
 
@@ -188,20 +133,25 @@ NCCL_API(ncclResult_t, ncclGinInboxA2ACreateRequirement, ncclTeam peers, int nBl
          ncclGinInboxA2AHandle* outHandle, ncclDevResourceRequirements* outReq) {
   return tutti::apiGuard("ncclGinInboxA2ACreateRequirement", [&]() -> ncclResult_t {
     (void)peers, (void)nBlocks, (void)sizeLog2, (void)outHandle, (void)outReq;
-    TUTTI_FAIL(ncclInvalidUsage, kNoDevComm, "ncclGinInboxA2ACreateRequirement");
+    TUTTI_FAIL(ncclInvalidUsage, kNoGinQueues, "ncclGinInboxA2ACreateRequirement");
   });
 }
 
 NCCL_API(ncclTeam, ncclTeamWorld, ncclComm_t comm) { return worldOf(comm); }
 
 NCCL_API(ncclTeam, ncclTeamLsa, ncclComm_t comm) {
-  ncclTeam w = worldOf(comm);
-  return ncclTeam{w.nRanks > 0 ? 1 : 0, 0, 1};
+  const ncclTeam w = worldOf(comm);
+  if (w.nRanks == 0) return w;
+  int first = 0, size = 1;
+  tutti::rma::lsaRange(comm, &first, &size);
+  return ncclTeam{size, comm->rank - first, 1};
 }
 
 NCCL_API(ncclTeam, ncclTeamRail, ncclComm_t comm) {
-  // The outer factor of the LSA team (size 1): every rank, stride 1.
-  return worldOf(comm);
+  // The outer factor of the LSA team: the ranks with this rank's LSA rank in every LSA team.
+  const ncclTeam lsa = ncclTeamLsa(comm);
+  if (lsa.nRanks == 0) return lsa;
+  return ncclTeamOuterFactor(worldOf(comm), lsa.nRanks);
 }
 
 NCCL_API(int, ncclTeamRankToWorld, ncclComm_t comm, ncclTeam team, int rank) {
@@ -209,16 +159,7 @@ NCCL_API(int, ncclTeamRankToWorld, ncclComm_t comm, ncclTeam team, int rank) {
 }
 
 NCCL_API(int, ncclTeamRankToLsa, ncclComm_t comm, ncclTeam team, int rank) {
-  (void)comm;  // the rank's LSA rank is 0
-  return (rank - team.rank) * team.stride;
-}
-
-NCCL_API(ncclResult_t, ncclLsaBarrierCreateRequirement, ncclTeam team, int nBarriers, ncclLsaBarrierHandle* outHandle,
-         ncclDevResourceRequirements* outReq) {
-  return tutti::apiGuard("ncclLsaBarrierCreateRequirement", [&]() -> ncclResult_t {
-    (void)team, (void)nBarriers, (void)outHandle, (void)outReq;
-    TUTTI_FAIL(ncclInvalidUsage, kNoDevComm, "ncclLsaBarrierCreateRequirement");
-  });
+  return ncclTeamLsa(comm).rank + (rank - team.rank) * team.stride;
 }
 
 NCCL_API(ncclResult_t, ncclGinBarrierCreateRequirement, ncclComm_t comm, ncclTeam team, int nBarriers,
@@ -226,7 +167,7 @@ NCCL_API(ncclResult_t, ncclGinBarrierCreateRequirement, ncclComm_t comm, ncclTea
   return tutti::apiGuard("ncclGinBarrierCreateRequirement", [&]() -> ncclResult_t {
     (void)team, (void)nBarriers, (void)outHandle, (void)outReq;
     TUTTI_CHECK(tutti::argCheckComm(comm, "ncclGinBarrierCreateRequirement"));
-    TUTTI_FAIL(ncclInvalidUsage, kNoDevComm, "ncclGinBarrierCreateRequirement");
+    TUTTI_FAIL(ncclInvalidUsage, kNoGinQueues, "ncclGinBarrierCreateRequirement");
   });
 }
 
@@ -241,7 +182,7 @@ NCCL_API(ncclResult_t, ncclLLA2ACreateRequirement, int nBlocks, int nSlots, nccl
          ncclDevResourceRequirements* outReq) {
   return tutti::apiGuard("ncclLLA2ACreateRequirement", [&]() -> ncclResult_t {
     (void)nBlocks, (void)nSlots, (void)outHandle, (void)outReq;
-    TUTTI_FAIL(ncclInvalidUsage, kNoDevComm, "ncclLLA2ACreateRequirement");
+    TUTTI_FAIL(ncclInvalidUsage, kNoGinQueues, "ncclLLA2ACreateRequirement");
   });
 }
 

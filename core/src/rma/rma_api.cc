@@ -145,11 +145,11 @@ NCCL_API(ncclResult_t, ncclPutSignal, const void* localbuff, size_t count, ncclD
     TUTTI_CHECK(checkSignalTarget(kCall, comm, peer, sigIdx, ctx, flags, stream, &rma));
     ncclWindow_vidmem* win = nullptr;
     TUTTI_CHECK(rma->findWindow(peerWin, kCall, &win));
-    const rma::PeerWindow& target = win->peers[peer];
-    if (peerWinOffset > target.size || bytes > target.size - peerWinOffset)
+    const size_t targetSize = win->peerSize[peer];
+    if (peerWinOffset > targetSize || bytes > targetSize - peerWinOffset)
       TUTTI_FAIL(ncclInvalidArgument, "{}: {} bytes at offset {} do not fit in rank {}'s {}-byte window", kCall, bytes,
-                 peerWinOffset, peer, target.size);
-    if (bytes > 0 && !target.base)
+                 peerWinOffset, peer, targetSize);
+    if (bytes > 0 && !win->peerBase[peer])
       TUTTI_FAIL(ncclInvalidUsage, "{}: rank {} cannot write into rank {}'s window: its buffer is in another process "
                  "and was not allocated with ncclMemAlloc (or is on another host)", kCall, comm->rank, peer);
     return groupAddRmaOp(false, [=]() -> ncclResult_t {

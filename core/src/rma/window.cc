@@ -11,19 +11,6 @@
 
 namespace tutti::rma {
 
-namespace {
-
-// What every rank tells the others about one buffer (a window, or its signal block), through allGather.
-struct BufferRecord {
-  uint64_t addr;
-  uint64_t size;
-  int32_t flags;
-  int32_t exportable;  // `exp` is valid: the buffer is inside memory another process of this host can map
-  rt::MemExport exp;
-};
-
-// Where `peer`'s buffer is for this process: as it is in this process, mapped from its export, or nowhere.
-// Never fails: a buffer that cannot be reached is left null and reported when an operation needs it.
 char* reach(ncclComm* comm, int peer, const BufferRecord& rec, bool* imported) {
   *imported = false;
   const tuttiPeerInfo_t& me = comm->peers[comm->rank];
@@ -40,7 +27,6 @@ char* reach(ncclComm* comm, int peer, const BufferRecord& rec, bool* imported) {
   return static_cast<char*>(p);
 }
 
-// The record of [buff, buff + size) of this rank: exportable when it lies inside one shareable allocation.
 BufferRecord recordOf(void* buff, size_t size, int flags) {
   BufferRecord rec{};
   rec.addr = reinterpret_cast<uintptr_t>(buff);
@@ -56,8 +42,6 @@ BufferRecord recordOf(void* buff, size_t size, int flags) {
   }
   return rec;
 }
-
-}  // namespace
 
 ncclResult_t CommRma::setupSignals() {
   const int n = comm_->nRanks;
@@ -99,38 +83,48 @@ ncclResult_t CommRma::registerWindow(void* buff, size_t size, int flags, ncclWin
   std::vector<BufferRecord> recs(n);
   recs[comm_->rank] = recordOf(buff, size, flags);
   TUTTI_CHECK(comm_->bootstrap->allGather(recs.data(), sizeof(BufferRecord)));
-  auto win = std::make_unique<ncclWindow_vidmem>();
+  for (int p = 0; p < n; ++p)
+    if ((recs[p].flags & NCCL_WIN_COLL_SYMMETRIC) != (flags & NCCL_WIN_COLL_SYMMETRIC))
+      TUTTI_FAIL(ncclInvalidUsage, "ncclCommWindowRegister: rank {} registers with NCCL_WIN_COLL_SYMMETRIC {} but "
+                 "rank {} {}: every rank must pass the same flags", comm_->rank,
+                 (flags & NCCL_WIN_COLL_SYMMETRIC) ? "set" : "unset", p,
+                 (recs[p].flags & NCCL_WIN_COLL_SYMMETRIC) ? "sets it" : "does not");
+  auto state = std::make_unique<WindowState>();
+  state->base.assign(n, nullptr);
+  state->size.assign(n, 0);
+  state->imported.assign(n, 0);
+  for (int p = 0; p < n; ++p) {
+    bool imported = false;
+    state->size[p] = recs[p].size;
+    state->base[p] = recs[p].size ? reach(comm_, p, recs[p], &imported) : nullptr;
+    state->imported[p] = imported;
+  }
+  auto* win = new ncclWindow_vidmem{};
   win->magic = kWindowMagic;
   win->comm = comm_;
   win->userPtr = buff;
   win->size = size;
   win->flags = flags;
-  win->peers.resize(n);
-  for (int p = 0; p < n; ++p) {
-    if ((recs[p].flags & NCCL_WIN_COLL_SYMMETRIC) != (flags & NCCL_WIN_COLL_SYMMETRIC)) {
-      releaseWindow(win.release());
-      TUTTI_FAIL(ncclInvalidUsage, "ncclCommWindowRegister: rank {} registers with NCCL_WIN_COLL_SYMMETRIC {} but "
-                 "rank {} {}: every rank must pass the same flags", comm_->rank,
-                 (flags & NCCL_WIN_COLL_SYMMETRIC) ? "set" : "unset", p,
-                 (recs[p].flags & NCCL_WIN_COLL_SYMMETRIC) ? "sets it" : "does not");
-    }
-    PeerWindow& pw = win->peers[p];
-    pw.size = recs[p].size;
-    pw.base = recs[p].size ? reach(comm_, p, recs[p], &pw.imported) : nullptr;
-  }
-  ncclWindow_vidmem* raw = win.release();
+  win->rank = comm_->rank;
+  win->nRanks = n;
+  lsaRange(comm_, &win->lsaFirst, &win->lsaSize);
+  win->peerBase = state->base.data();
+  win->peerSize = state->size.data();
+  win->internal = state.release();
   {
     std::lock_guard<std::mutex> lock(windowsMutex_);
-    windows_.insert(raw);
+    windows_.insert(win);
   }
-  *out = raw;
+  *out = win;
   return ncclSuccess;
 }
 
 void CommRma::releaseWindow(ncclWindow_vidmem* win) {
-  for (PeerWindow& pw : win->peers)
-    if (pw.imported && rt::simRuntime()->closeImport(pw.base) != ncclSuccess)
-      TUTTI_WARN("rank {}: cannot unmap a peer's window buffer: {}", comm_->rank, lastErrorText());
+  auto* state = static_cast<WindowState*>(win->internal);
+  for (size_t p = 0; p < state->base.size(); ++p)
+    if (state->imported[p] && rt::simRuntime()->closeImport(state->base[p]) != ncclSuccess)
+      TUTTI_WARN("rank {}: cannot unmap rank {}'s window buffer: {}", comm_->rank, p, lastErrorText());
+  delete state;
   win->magic = 0;
   delete win;
 }
@@ -155,14 +149,37 @@ ncclResult_t CommRma::deregisterWindow(ncclWindow_t win, const char* call) {
   return ncclSuccess;
 }
 
+void CommRma::keepDevComm(DevCommState* state) {
+  std::lock_guard<std::mutex> lock(windowsMutex_);
+  devComms_.insert(state);
+}
+
+bool CommRma::dropDevComm(DevCommState* state) {
+  std::lock_guard<std::mutex> lock(windowsMutex_);
+  return devComms_.erase(state) > 0;
+}
+
 CommRma::~CommRma() {
   for (ncclWindow_vidmem* w : windows_) releaseWindow(w);
   windows_.clear();
+  for (DevCommState* d : devComms_) freeDevComm(d);
+  devComms_.clear();
   for (size_t p = 0; p < remote_.size(); ++p)
     if (remoteImported_[p] && rt::simRuntime()->closeImport(remote_[p]) != ncclSuccess)
       TUTTI_WARN("rank {}: cannot unmap rank {}'s signal block: {}", comm_->rank, p, lastErrorText());
   if (local_ && rt::simRuntime()->free(local_) != ncclSuccess)
     TUTTI_WARN("rank {}: cannot free the signal block: {}", comm_->rank, lastErrorText());
+}
+
+void lsaRange(const ncclComm* comm, int* first, int* size) {
+  int lo = comm->rank, hi = comm->rank;
+  if (comm->backend != Backend::Cuda) {
+    const uint64_t host = comm->peers[comm->rank].hostHash;
+    while (lo > 0 && comm->peers[lo - 1].hostHash == host) --lo;
+    while (hi + 1 < comm->nRanks && comm->peers[hi + 1].hostHash == host) ++hi;
+  }
+  *first = lo;
+  *size = hi - lo + 1;
 }
 
 void CommRmaDeleter::operator()(CommRma* rma) const { delete rma; }
@@ -182,7 +199,7 @@ ncclResult_t commRma(ncclComm* comm, CommRma** out) {
 
 ncclResult_t CommRma::put(const void* src, size_t bytes, int peer, ncclWindow_vidmem* win, size_t offset,
                           int sigIdx, int ctx) {
-  if (bytes > 0) std::memcpy(win->peers[peer].base + offset, src, bytes);
+  if (bytes > 0) std::memmove(win->peerBase[peer] + offset, src, bytes);  // a put to itself may overlap
   return signal(peer, sigIdx, ctx);
 }
 

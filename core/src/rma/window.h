@@ -16,6 +16,9 @@
 #pragma once
 
 #include <nccl.h>
+#include <nccl_device/core.h>
+
+#include "device/runtime.h"
 
 #include <atomic>
 #include <cstddef>
@@ -41,33 +44,50 @@ struct alignas(64) SignalSlot {
   uint32_t seq;
 };
 
-struct PeerWindow {
-  char* base = nullptr;  // the peer's buffer as mapped in this process; null when unreachable
-  size_t size = 0;       // bytes the peer registered
-  bool imported = false; // mapped by this window (closed with it)
+// The library's side of a window (ncclWindow_vidmem::internal): the arrays its public part points to.
+struct WindowState {
+  std::vector<char*> base;       // by rank: the peer's buffer as mapped here, null when unreachable
+  std::vector<size_t> size;      // by rank: bytes the peer registered
+  std::vector<uint8_t> imported; // by rank: mapped by this window (closed with it)
 };
+
+// What every rank tells the others about one of its buffers (a window, a signal block, a device
+// communicator's resource block), through allGather.
+struct BufferRecord {
+  uint64_t addr;
+  uint64_t size;
+  int32_t flags;
+  int32_t exportable;  // `exp` is valid: the buffer is inside memory another process of this host can map
+  rt::MemExport exp;
+};
+// The record of [buff, buff + size) of this rank: exportable when it lies inside one shareable allocation.
+BufferRecord recordOf(void* buff, size_t size, int flags);
+// Where `peer`'s buffer is for this process: as it is (same process), mapped from its export (*imported set;
+// close it with rt::simRuntime()->closeImport), or null. Never fails: a buffer that cannot be reached is left
+// null, and an operation that needs it says so.
+char* reach(ncclComm* comm, int peer, const BufferRecord& rec, bool* imported);
+
+// The LSA team of `comm` (ranks that reach each other's memory by load/store, nccl_device/core.h): on the
+// host and sim backends the ranks of this host, as a contiguous run of ranks around this one; on cuda, where
+// windows are not implemented, this rank alone.
+void lsaRange(const ncclComm* comm, int* first, int* size);
 
 }  // namespace tutti::rma
-
-// ncclWindow_t (nccl.h declares the struct; Tutti defines it here).
-struct ncclWindow_vidmem {
-  uint64_t magic = 0;
-  ncclComm* comm = nullptr;
-  void* userPtr = nullptr;
-  size_t size = 0;
-  int flags = 0;
-  std::vector<tutti::rma::PeerWindow> peers;  // by rank
-};
 
 namespace tutti::rma {
 
 inline constexpr uint64_t kWindowMagic = 0x7475747469576e64ull;  // "tuttiWnd"
 
-// A communicator's one-sided state, made by its first window registration (collective).
+struct DevCommState;  // rma/devcomm.cc
+// Releases a device communicator's memory (the resource blocks it made and mapped).
+void freeDevComm(DevCommState* state);
+
+// A communicator's one-sided state, made by its first window registration or device communicator
+// (collective).
 class CommRma {
  public:
   CommRma(ncclComm* comm) : comm_(comm) {}
-  ~CommRma();  // releases windows never deregistered, and the signal blocks
+  ~CommRma();  // releases windows and device communicators never released, and the signal blocks
   CommRma(const CommRma&) = delete;
   CommRma& operator=(const CommRma&) = delete;
 
@@ -85,6 +105,10 @@ class CommRma {
                    int ctx);
   ncclResult_t signal(int peer, int sigIdx, int ctx);
   ncclResult_t wait(const ncclWaitSignalDesc_t& desc, const char* call);
+
+  // Device communicators made on this communicator, released with it if never destroyed.
+  void keepDevComm(DevCommState* state);
+  bool dropDevComm(DevCommState* state);  // false when `state` is not a live one of this communicator
 
   // Whether `peer`'s signal block is mapped here (false: another host, or its block could not be imported).
   bool signalReachable(int peer) const { return peer >= 0 && peer < static_cast<int>(remote_.size()) && remote_[peer]; }
@@ -106,6 +130,7 @@ class CommRma {
   std::unique_ptr<std::mutex[]> sendMutex_;
   std::mutex windowsMutex_;
   std::unordered_set<ncclWindow_vidmem*> windows_;
+  std::unordered_set<DevCommState*> devComms_;  // guarded by windowsMutex_
 };
 
 struct CommRmaDeleter {

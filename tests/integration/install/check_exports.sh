@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every function NCCL's libnccl.so.2 exports must be exported by ours (binary drop-in).
-# Every function our nccl.h declares must be exported too (a declaration without a definition is a link
+# Every function our nccl.h and nccl_device/*.h declare must be exported too (a declaration without a definition is a link
 # error for the user).
 #   check_exports.sh <our libnccl.so.2> <our nccl.h> <exports lists, comma-separated> [reference libnccl.so.2 ...]
 # The lists in the tree are NCCL 2.28.9's (nm -D of the library) and 2.30.7's (from its sources); each
@@ -28,6 +28,11 @@ mapfile -t want < <(grep -oE '^[A-Za-z_][A-Za-z0-9_ *]*[ *]p?nccl[A-Za-z0-9_]+\(
                     grep -oE 'p?nccl[A-Za-z0-9_]+\($' | tr -d '(' | sort -u)
 ((${#want[@]} > 100)) || { echo "FAIL: only ${#want[@]} declarations found in $header"; exit 1; }
 check "$header" "${want[@]}"
+# The host functions the device API's headers declare (nccl_device/*.h, NCCL_EXTERN_C).
+mapfile -t want < <(cat "$(dirname "$header")"/nccl_device/*.h | grep -E '^NCCL_EXTERN_C' |
+                    grep -oE 'nccl[A-Za-z0-9_]+\(' | head -n 1000 | tr -d '(' | sort -u)
+((${#want[@]} > 15)) || { echo "FAIL: only ${#want[@]} declarations found in nccl_device/*.h"; exit 1; }
+check "nccl_device/*.h" "${want[@]}"
 IFS=, read -r -a listFiles <<<"$lists"
 for list in "${listFiles[@]}"; do
   mapfile -t want < <(grep -v '^#' "$list")

@@ -1,46 +1,17 @@
-// The host functions of NCCL's device API (nccl_device.h) that Tutti exports for binary compatibility: the
-// teams answer from the communicator, the rest fail with ncclInvalidUsage and a message, never crash.
+// The host functions of NCCL's device API (nccl_device.h), through Tutti's own nccl_device.h compiled as
+// host code: teams, properties and window pointers answer from the communicator; device communicators
+// need the sim backend (tests/integration/sim, DeviceApiSim), so on the host backend they are refused with
+// a message; what Tutti lacks (GIN queues, LL all-to-all) is refused too, never a crash.
 #include <gtest/gtest.h>
 #include <nccl.h>
+#include <nccl_device.h>
 
 #include <cstddef>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
-// As nccl_device/core.h, ll_a2a.h and lsa_barrier.h declare them (the types a test needs, by value).
-extern "C" {
-struct ncclTeam {
-  int nRanks, rank, stride;
-};
-struct ncclDevComm;
-struct ncclDevCommRequirements;
-struct ncclDevResourceRequirements;
-ncclResult_t ncclDevCommCreate(ncclComm_t, const ncclDevCommRequirements*, ncclDevComm*);
-ncclResult_t ncclDevCommDestroy(ncclComm_t, const ncclDevComm*);
-ncclTeam ncclTeamWorld(ncclComm_t);
-ncclTeam ncclTeamLsa(ncclComm_t);
-ncclTeam ncclTeamRail(ncclComm_t);
-int ncclTeamRankToWorld(ncclComm_t, ncclTeam, int);
-int ncclTeamRankToLsa(ncclComm_t, ncclTeam, int);
-int ncclLLA2ACalcSlots(int maxElts, int maxEltSize);
-ncclResult_t ncclLsaBarrierCreateRequirement(ncclTeam, int, void*, ncclDevResourceRequirements*);
-void ncclResetDebugInitInternal(void);
-// NCCL 2.29+: communicator properties, window pointers.
-struct ncclCommProperties {
-  size_t size;
-  unsigned int magic;
-  unsigned int version;
-  int rank, nRanks, cudaDev, nvmlDev;
-  bool deviceApiSupport, multimemSupport;
-  int ginType, nLsaTeams;
-  bool hostRmaSupport;
-  int railedGinType;
-};
-ncclResult_t ncclCommQueryProperties(ncclComm_t, ncclCommProperties*);
-ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t, size_t, int, void**);
-ncclResult_t ncclGetLsaDevicePointer(ncclWindow_t, size_t, int, void**);
-}
+extern "C" void ncclResetDebugInitInternal(void);  // exported by NCCL's library, declared by no header
 
 namespace {
 
@@ -60,29 +31,61 @@ TEST_F(DeviceApi, TeamsDescribeTheCommunicator) {
     EXPECT_EQ(world.nRanks, kRanks);
     EXPECT_EQ(world.rank, r);
     EXPECT_EQ(world.stride, 1);
-    // No load/store peers through the device API: the LSA team is the rank alone, the rail team the world.
+    // Ranks of one host reach each other by load/store: the LSA team is the world, the rail team this rank.
     ncclTeam lsa = ncclTeamLsa(comms_[r]);
-    EXPECT_EQ(lsa.nRanks, 1);
-    EXPECT_EQ(lsa.rank, 0);
+    EXPECT_EQ(lsa.nRanks, kRanks);
+    EXPECT_EQ(lsa.rank, r);
     ncclTeam rail = ncclTeamRail(comms_[r]);
-    EXPECT_EQ(rail.nRanks, kRanks);
-    EXPECT_EQ(rail.rank, r);
-    for (int peer = 0; peer < kRanks; ++peer) EXPECT_EQ(ncclTeamRankToWorld(comms_[r], world, peer), peer);
-    EXPECT_EQ(ncclTeamRankToWorld(comms_[r], rail, (r + 1) % kRanks), (r + 1) % kRanks);
-    EXPECT_EQ(ncclTeamRankToLsa(comms_[r], lsa, 0), 0);
+    EXPECT_EQ(rail.nRanks, 1);
+    EXPECT_EQ(rail.rank, 0);
+    for (int peer = 0; peer < kRanks; ++peer) {
+      EXPECT_EQ(ncclTeamRankToWorld(comms_[r], world, peer), peer);
+      EXPECT_EQ(ncclTeamRankToWorld(comms_[r], lsa, peer), peer);
+      EXPECT_EQ(ncclTeamRankToLsa(comms_[r], lsa, peer), peer);
+    }
+    EXPECT_EQ(ncclTeamRankToWorld(comms_[r], rail, 0), r);
+    // Team arithmetic (inline, host and device).
+    EXPECT_EQ(ncclTeamRankToTeam(lsa, world, (r + 1) % kRanks), (r + 1) % kRanks);
+    EXPECT_FALSE(ncclTeamRankIsMember(rail, world, (r + 1) % kRanks));
+    ncclTeam inner = ncclTeamInnerFactor(world, 1), outer = ncclTeamOuterFactor(world, 1);
+    EXPECT_EQ(inner.nRanks, 1);
+    EXPECT_EQ(outer.nRanks, kRanks);
+    EXPECT_EQ(outer.rank, r);
   }
   ncclTeam none = ncclTeamWorld(nullptr);
   EXPECT_EQ(none.nRanks, 0);
 }
 
-TEST_F(DeviceApi, DeviceCommunicatorsAreRefusedWithAMessage) {
-  ncclDevComm* devComm = nullptr;
-  EXPECT_EQ(ncclDevCommCreate(comms_[0], nullptr, devComm), ncclInvalidUsage);
-  EXPECT_NE(std::string(ncclGetLastError(comms_[0])).find("not supported"), std::string::npos)
+TEST_F(DeviceApi, DeviceCommunicatorsNeedTheSimBackend) {
+  ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+  reqs.lsaBarrierCount = 2;
+  ncclDevComm devComm{};
+  EXPECT_EQ(ncclDevCommCreate(comms_[0], &reqs, &devComm), ncclInvalidUsage);
+  EXPECT_NE(std::string(ncclGetLastError(comms_[0])).find("TUTTI_DEVICE=sim"), std::string::npos)
       << ncclGetLastError(comms_[0]);
-  EXPECT_EQ(ncclDevCommDestroy(comms_[0], nullptr), ncclInvalidUsage);
-  EXPECT_EQ(ncclLsaBarrierCreateRequirement(ncclTeamLsa(comms_[0]), 1, nullptr, nullptr), ncclInvalidUsage);
-  EXPECT_EQ(ncclDevCommCreate(nullptr, nullptr, nullptr), ncclInvalidArgument);
+  EXPECT_EQ(ncclDevCommCreate(comms_[0], nullptr, &devComm), ncclInvalidArgument);
+  ncclDevCommRequirements noInit{};
+  EXPECT_EQ(ncclDevCommCreate(comms_[0], &noInit, &devComm), ncclInvalidArgument);
+  EXPECT_NE(std::string(ncclGetLastError(comms_[0])).find("NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER"), std::string::npos);
+  EXPECT_EQ(ncclDevCommDestroy(comms_[0], nullptr), ncclInvalidArgument);
+  EXPECT_EQ(ncclDevCommDestroy(comms_[0], &devComm), ncclInvalidArgument) << "never created";
+  EXPECT_EQ(ncclDevCommCreate(nullptr, &reqs, &devComm), ncclInvalidArgument);
+}
+
+TEST(DeviceApiNoComm, LsaBarrierRequirementSizesItsBuffer) {
+  ncclLsaBarrierHandle_t handle{7, 0};
+  ncclDevResourceRequirements_t req;
+  ASSERT_EQ(ncclLsaBarrierCreateRequirement(ncclTeam_t{4, 1, 1}, 3, &handle, &req), ncclSuccess);
+  EXPECT_EQ(req.bufferSize, 3u * (4 + 1) * sizeof(uint32_t));  // an arrival word per rank and an epoch, per barrier
+  EXPECT_EQ(req.outBufferHandle, &handle.bufHandle);
+  EXPECT_EQ(handle.nBarriers, 3);
+  EXPECT_EQ(req.next, nullptr);
+  EXPECT_EQ(ncclLsaBarrierCreateRequirement(ncclTeam_t{4, 1, 1}, 1, nullptr, &req), ncclInvalidArgument);
+  EXPECT_EQ(ncclLsaBarrierCreateRequirement(ncclTeam_t{0, 0, 1}, 1, &handle, &req), ncclInvalidArgument);
+  // What Tutti lacks is refused with a message.
+  ncclLLA2AHandle_t a2a;
+  EXPECT_EQ(ncclLLA2ACreateRequirement(1, 8, &a2a, &req), ncclInvalidUsage);
+  EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("not implemented"), std::string::npos);
 }
 
 TEST_F(DeviceApi, PropertiesDescribeTheCommunicatorUpToTheCallersSize) {
@@ -91,17 +94,17 @@ TEST_F(DeviceApi, PropertiesDescribeTheCommunicatorUpToTheCallersSize) {
     p.size = sizeof p;
     p.magic = NCCL_API_MAGIC;
     p.version = NCCL_VERSION_CODE;
-    p.ginType = p.railedGinType = 99;
+    p.ginType = p.railedGinType = static_cast<ncclGinType_t>(99);
     p.deviceApiSupport = p.hostRmaSupport = true;
     ASSERT_EQ(ncclCommQueryProperties(comms_[r], &p), ncclSuccess) << ncclGetLastError(comms_[r]);
     EXPECT_EQ(p.rank, r);
     EXPECT_EQ(p.nRanks, kRanks);
-    EXPECT_FALSE(p.deviceApiSupport);
+    EXPECT_FALSE(p.deviceApiSupport);  // the host backend runs no kernels (the sim backend says true)
     EXPECT_FALSE(p.multimemSupport);
     EXPECT_TRUE(p.hostRmaSupport);  // the host backend has ncclPutSignal / ncclSignal / ncclWaitSignal
     EXPECT_EQ(p.ginType, 0);
     EXPECT_EQ(p.railedGinType, 0);
-    EXPECT_EQ(p.nLsaTeams, kRanks);
+    EXPECT_EQ(p.nLsaTeams, 1);  // one host
   }
   // A caller built against a 2.29.3 header: its struct ends after multimemSupport and the rest is not its.
   ncclCommProperties old{};
@@ -142,12 +145,12 @@ TEST_F(DeviceApi, WindowPointersArePeersBuffersAsMappedHere) {
       EXPECT_EQ(ptr, bufs[p].data() + 100);  // ranks of one process: the peer's own address
     }
     void* lsa = nullptr;
-    ASSERT_EQ(ncclGetLsaDevicePointer(wins[r], 8, 0, &lsa), ncclSuccess);
-    EXPECT_EQ(lsa, bufs[r].data() + 8);
+    ASSERT_EQ(ncclGetLsaDevicePointer(wins[r], 8, (r + 1) % kRanks, &lsa), ncclSuccess);
+    EXPECT_EQ(lsa, bufs[(r + 1) % kRanks].data() + 8);  // LSA rank = world rank: one host
     void* ptr = nullptr;
     EXPECT_EQ(ncclGetPeerDevicePointer(wins[r], 4096, 0, &ptr), ncclInvalidArgument);  // past the end
     EXPECT_EQ(ncclGetPeerDevicePointer(wins[r], 0, kRanks, &ptr), ncclInvalidArgument);
-    EXPECT_EQ(ncclGetLsaDevicePointer(wins[r], 0, 1, &ptr), ncclInvalidArgument);  // LSA teams of one rank
+    EXPECT_EQ(ncclGetLsaDevicePointer(wins[r], 0, kRanks, &ptr), ncclInvalidArgument);  // past the LSA team
   }
   for (int r = 0; r < kRanks; ++r) EXPECT_EQ(ncclCommWindowDeregister(comms_[r], wins[r]), ncclSuccess);
 }

@@ -102,6 +102,36 @@ cmake --build fp/build >> fp.log 2>&1 || { cat fp.log; fail "find_package(NCCL) 
 LD_LIBRARY_PATH=$P/$libdir ./fp/build/app 2 1000 | grep -q OK || fail "app (NCCL_LIBRARIES) failed"
 ./fp/build/app2 2 1000 | grep -q OK || fail "app2 (NCCL::nccl) failed"
 
+step "the device API's headers (nccl_device.h) from the install: host code, and kernels through nvcc"
+cat > devprops.cc <<'CC'
+#include <nccl.h>
+#include <nccl_device.h>
+#include <cstdio>
+int main() {
+  ncclComm_t comms[2];
+  if (ncclCommInitAll(comms, 2, nullptr) != ncclSuccess) return 1;
+  ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
+  ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+  reqs.ginConnectionType = NCCL_GIN_CONNECTION_FULL;
+  if (ncclCommQueryProperties(comms[1], &props) != ncclSuccess || props.rank != 1 || props.nRanks != 2 ||
+      props.ginType != NCCL_GIN_TYPE_NONE || ncclTeamLsa(comms[1]).nRanks != 2)
+    return 2;
+  for (ncclComm_t c : comms) ncclCommDestroy(c);
+  std::printf("OK\n");
+  return 0;
+}
+CC
+c++ -std=c++17 -o devprops devprops.cc -I"$P/include" -L"$P/$libdir" -lnccl
+LD_LIBRARY_PATH=$P/$libdir TUTTI_DEVICE=host ./devprops | grep -q OK || fail "device API host program failed"
+nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+if [[ -x $nvcc ]]; then
+  cp "$src/tests/integration/devapi/devapi_kernels.h" "$src/tests/integration/devapi/devapi_kernels.cu" .
+  "$nvcc" -std=c++17 -gencode arch=compute_90,code=sm_90 -I"$P/include" -c devapi_kernels.cu -o devapi_kernels.o ||
+    fail "kernels against the installed nccl_device.h do not build with nvcc for sm_90"
+else
+  echo "  (no nvcc: the kernel build is skipped)"
+fi
+
 step "installed tools and the install's own config, after the move"
 "$P/bin/tutti-info" > info.log 2>&1 || { cat info.log; fail "tutti-info"; }
 grep -q "$P/$libdir/tutti/" info.log || { cat info.log; fail "tutti-info does not find plugins in the moved tree"; }
