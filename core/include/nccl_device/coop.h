@@ -12,6 +12,7 @@ struct ncclCoopThread {
   NCCL_DEVICE_INLINE int size() const { return 1; }
   NCCL_DEVICE_INLINE int num_threads() const { return 1; }
   NCCL_DEVICE_INLINE void sync() {}
+  NCCL_DEVICE_INLINE bool any(bool p) { return p; }  /* whether p holds on some thread (syncs) */
 };
 
 /* The calling thread's warp (every lane must take part). */
@@ -20,6 +21,7 @@ struct ncclCoopWarp {
   NCCL_DEVICE_INLINE int size() const { return 32; }
   NCCL_DEVICE_INLINE int num_threads() const { return 32; }
   NCCL_DEVICE_INLINE void sync() { nccl_port::warpSync(0xffffffffu); }
+  NCCL_DEVICE_INLINE bool any(bool p) { return nccl_port::warpAny(p); }
 };
 
 /* The whole thread block (CTA). */
@@ -28,6 +30,7 @@ struct ncclCoopCta {
   NCCL_DEVICE_INLINE int size() const { return nccl_port::ctaThreads(); }
   NCCL_DEVICE_INLINE int num_threads() const { return nccl_port::ctaThreads(); }
   NCCL_DEVICE_INLINE void sync() { nccl_port::ctaSync(); }
+  NCCL_DEVICE_INLINE bool any(bool p) { return nccl_port::ctaAny(p); }
 };
 #endif
 

@@ -171,6 +171,7 @@ struct ncclDevComm {
   ncclDevResourceHandle_t ginSignals;   /* uint64_t[ginSignalCount] */
   ncclDevResourceHandle_t ginCounters;  /* uint64_t[ginCounterCount], this rank's only */
   char* const* resources;  /* [nRanks]: rank r's resource block as reached here (NULL: not in the LSA team) */
+  uint8_t* abortFlag;      /* non-zero once the communicator is aborted: device-side waits give up */
   void* internal;          /* the library's */
 };
 

@@ -88,9 +88,11 @@ struct ncclGin {
   template <typename Coop>
   NCCL_DEVICE_INLINE void waitSignal(Coop coop, ncclGinSignal_t s, uint64_t least, int bits = 64,
                                      cuda::memory_order order = cuda::memory_order_acquire) const {
-    if (coop.thread_rank() == 0)
-      while (!reached(nccl_port::load(signalWord(comm.rank, s), order), least, bits)) nccl_port::spinPause();
-    coop.sync();
+    if (coop.thread_rank() == 0) {
+      uint64_t* word = signalWord(comm.rank, s);
+      (void)nccl_port::waitUntil([&] { return reached(nccl_port::load(word, order), least, bits); }, comm.abortFlag, 0);
+    }
+    coop.sync();  /* ends at once when the communicator is aborted */
   }
   NCCL_DEVICE_INLINE void resetSignal(ncclGinSignal_t s) const {
     nccl_port::store(signalWord(comm.rank, s), (uint64_t)0, cuda::memory_order_relaxed);
@@ -102,8 +104,10 @@ struct ncclGin {
   template <typename Coop>
   NCCL_DEVICE_INLINE void waitCounter(Coop coop, ncclGinCounter_t c, uint64_t least, int bits = 56,
                                       cuda::memory_order order = cuda::memory_order_acquire) const {
-    if (coop.thread_rank() == 0)
-      while (!reached(nccl_port::load(counterWord(c), order), least, bits)) nccl_port::spinPause();
+    if (coop.thread_rank() == 0) {
+      uint64_t* word = counterWord(c);
+      (void)nccl_port::waitUntil([&] { return reached(nccl_port::load(word, order), least, bits); }, comm.abortFlag, 0);
+    }
     coop.sync();
   }
   NCCL_DEVICE_INLINE void resetCounter(ncclGinCounter_t c) const {
@@ -168,7 +172,12 @@ struct ncclBarrierSession {
   NCCL_DEVICE_INLINE void sync(Coop, cuda::memory_order order,
                                ncclGinFenceLevel = ncclGinFenceLevel::Put | ncclGinFenceLevel::Get) {
     core_.arrive(order);
-    core_.wait(order);
+    (void)core_.wait(order);
+  }
+  /* ncclTimeout once timeoutCycles passed (nanoseconds on the emulator), ncclInvalidUsage once aborted. */
+  NCCL_DEVICE_INLINE ncclResult_t sync(Coop, cuda::memory_order order, ncclGinFenceLevel, uint64_t timeoutCycles) {
+    core_.arrive(order);
+    return core_.wait(order, timeoutCycles);
   }
 
  private:

@@ -27,6 +27,14 @@ NCCL_HOST_DEVICE_INLINE size_t ncclLsaBarrierBytes(int nBarriers, int nRanks) {
 #if defined(NCCL_DEVICE_API)
 namespace nccl_detail {
 
+/* One result for the whole group: aborted if any thread saw the abort, else timed out if any did. */
+template <typename Coop>
+NCCL_DEVICE_INLINE ncclResult_t agree(Coop& coop, ncclResult_t mine) {
+  const bool aborted = coop.any(mine == ncclInvalidUsage);
+  const bool timedOut = coop.any(mine == ncclTimeout);
+  return aborted ? ncclInvalidUsage : timedOut ? ncclTimeout : ncclSuccess;
+}
+
 /* The barrier among `team` whose rows start `handle` bytes into every member's resource block. */
 template <typename Coop>
 struct BarrierCore {
@@ -38,10 +46,11 @@ struct BarrierCore {
   uint32_t* epochWord;     /* this rank's epoch of `index` */
   uint32_t offsetInRow;    /* byte offset of the row in every block */
   uint32_t epoch;
+  uint8_t* abortFlag;
 
   NCCL_DEVICE_INLINE BarrierCore(Coop c, ncclDevComm const& comm, ncclTeam_t t, ncclDevResourceHandle_t handle,
                                  int nBarriers, uint32_t index)
-      : coop(c), resources(comm.resources), team(t) {
+      : coop(c), resources(comm.resources), team(t), abortFlag(comm.abortFlag) {
     worldFirst = comm.rank - t.rank * t.stride;
     if ((int)index >= nBarriers) nccl_port::trap();  /* a barrier the device communicator does not have */
     offsetInRow = handle + index * (uint32_t)t.nRanks * (uint32_t)sizeof(uint32_t);
@@ -59,12 +68,19 @@ struct BarrierCore {
       nccl_port::store(word, epoch + 1, order == cuda::memory_order_relaxed ? order : cuda::memory_order_release);
     }
   }
-  NCCL_DEVICE_INLINE void wait(cuda::memory_order order) {
+  /* ncclSuccess; ncclTimeout after timeoutCycles (0: no limit) or ncclInvalidUsage once the communicator
+   * is aborted, for the whole group (the barrier is then left behind: the session must not be used again). */
+  NCCL_DEVICE_INLINE ncclResult_t wait(cuda::memory_order order, uint64_t timeoutCycles = 0) {
     const cuda::memory_order ld = order == cuda::memory_order_relaxed ? order : cuda::memory_order_acquire;
-    for (int t = coop.thread_rank(); t < team.nRanks; t += coop.size())
-      while ((int32_t)(nccl_port::load(row + t, ld) - (epoch + 1)) < 0) nccl_port::spinPause();
+    ncclResult_t res = ncclSuccess;
+    for (int t = coop.thread_rank(); t < team.nRanks && res == ncclSuccess; t += coop.size()) {
+      uint32_t* word = row + t;
+      const uint32_t want = epoch + 1;
+      res = nccl_port::waitUntil([&] { return (int32_t)(nccl_port::load(word, ld) - want) >= 0; }, abortFlag,
+                                 timeoutCycles);
+    }
     epoch += 1;
-    coop.sync();  /* every thread of the group sees what the waits acquired */
+    return nccl_detail::agree(coop, res);  /* also orders: every thread sees what the waits acquired */
   }
   NCCL_DEVICE_INLINE void finish() {
     if (coop.thread_rank() == 0) nccl_port::store(epochWord, epoch, cuda::memory_order_relaxed);
@@ -90,10 +106,19 @@ struct ncclLsaBarrierSession {
   ncclLsaBarrierSession(ncclLsaBarrierSession const&) = delete;
 
   NCCL_DEVICE_INLINE void arrive(Coop, cuda::memory_order order) { core_.arrive(order); }
-  NCCL_DEVICE_INLINE void wait(Coop, cuda::memory_order order) { core_.wait(order); }
+  /* Without a limit a wait ends only when every member arrived or the communicator is aborted. */
+  NCCL_DEVICE_INLINE void wait(Coop, cuda::memory_order order) { (void)core_.wait(order); }
   NCCL_DEVICE_INLINE void sync(Coop, cuda::memory_order order) {
     core_.arrive(order);
-    core_.wait(order);
+    (void)core_.wait(order);
+  }
+  /* ncclTimeout once timeoutCycles passed (nanoseconds on the emulator), ncclInvalidUsage once aborted. */
+  NCCL_DEVICE_INLINE ncclResult_t wait(Coop, cuda::memory_order order, uint64_t timeoutCycles) {
+    return core_.wait(order, timeoutCycles);
+  }
+  NCCL_DEVICE_INLINE ncclResult_t sync(Coop, cuda::memory_order order, uint64_t timeoutCycles) {
+    core_.arrive(order);
+    return core_.wait(order, timeoutCycles);
   }
 
  private:

@@ -8,6 +8,7 @@
 #ifndef NCCL_DEVICE_PORT_H_
 #define NCCL_DEVICE_PORT_H_
 
+#include <nccl.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -66,8 +67,11 @@ NCCL_DEVICE_INLINE int ctaThreads() { return blockDim.x; }
 NCCL_DEVICE_INLINE int lane() { return threadIdx.x & 31; }
 NCCL_DEVICE_INLINE void ctaSync() { __syncthreads(); }
 NCCL_DEVICE_INLINE void warpSync(unsigned mask) { __syncwarp(mask); }
+NCCL_DEVICE_INLINE bool warpAny(bool p) { return __any_sync(0xffffffffu, p); }
+NCCL_DEVICE_INLINE bool ctaAny(bool p) { return __syncthreads_or(p) != 0; }
 NCCL_DEVICE_INLINE void spinPause() { __nanosleep(64); }
 NCCL_DEVICE_INLINE void trap() { __trap(); }
+NCCL_DEVICE_INLINE uint64_t clock() { return clock64(); }
 #else
 template <typename T>
 using Atomic = std::atomic_ref<T>;
@@ -78,8 +82,22 @@ inline int ctaThreads() { return emu::current().block->nthreads; }
 inline int lane() { return emu::current().tid & 31; }
 inline void ctaSync() { emu::barrier(0, emu::current().block->nthreads); }
 inline void warpSync(unsigned mask) { emu::warpSync(mask); }
+inline bool warpAny(bool p) { return emu::warpBallot(0xffffffffu, p) != 0; }
+/* The fibers of a block share one OS thread: a thread_local word is the block's. */
+inline bool ctaAny(bool p) {
+  static thread_local bool vote;
+  ctaSync();
+  if (ctaThread() == 0) vote = false;
+  ctaSync();
+  if (p) vote = true;
+  ctaSync();
+  const bool result = vote;
+  ctaSync();
+  return result;
+}
 inline void spinPause() { emu::spinYield(); }
 [[noreturn]] inline void trap() { std::abort(); }
+inline uint64_t clock() { return emu::clockNs(); }  /* "cycles" are nanoseconds on the emulator */
 #endif
 
 /* Flag and counter accesses (system scope on the GPU). */
@@ -97,6 +115,21 @@ template <typename T>
 NCCL_DEVICE_INLINE T fetchAdd(T* p, T v, cuda::memory_order order) {
   switchPoint();
   return Atomic<T>(*p).fetch_add(v, order);
+}
+
+/* A device-side wait: polls `done` until it holds, the communicator is aborted (*abortFlag non-zero, checked
+ * every few polls) or, with timeoutCycles > 0, that many cycles passed. ncclSuccess, ncclInvalidUsage
+ * (aborted) or ncclTimeout. */
+template <typename Done>
+NCCL_DEVICE_INLINE ncclResult_t waitUntil(Done done, uint8_t* abortFlag, uint64_t timeoutCycles) {
+  const uint64_t start = timeoutCycles ? clock() : 0;
+  for (unsigned polls = 0; !done(); ++polls) {
+    spinPause();
+    if ((polls & 63) != 63) continue;
+    if (abortFlag && load(abortFlag, cuda::memory_order_relaxed)) return ncclInvalidUsage;
+    if (timeoutCycles && clock() - start >= timeoutCycles) return ncclTimeout;
+  }
+  return ncclSuccess;
 }
 
 }  // namespace nccl_port

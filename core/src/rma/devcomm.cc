@@ -152,6 +152,8 @@ ncclResult_t create(ncclComm* comm, const ncclDevCommRequirements& r, ncclDevCom
     }
   }
   dc.resources = state->resources.data();
+  static_assert(sizeof(comm->abortFlag) == 1, "device code reads the abort flag as one byte");
+  dc.abortFlag = reinterpret_cast<uint8_t*>(&comm->abortFlag);
   dc.internal = state.get();
   rma->keepDevComm(state.release());
   *out = dc;

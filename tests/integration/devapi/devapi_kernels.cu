@@ -5,3 +5,4 @@
 
 __global__ void allReduceLsaKernel(KernelArgs a) { allReduceLsa(a); }
 __global__ void alltoAllGinKernel(KernelArgs a) { alltoAllGin(a); }
+__global__ void barrierWithTimeoutKernel(TimeoutArgs a) { barrierWithTimeout(a); }

@@ -63,3 +63,17 @@ DEVAPI_KERNEL void alltoAllGin(const KernelArgs& a) {
   bar.sync(ncclCoopCta(), cuda::memory_order_release, ncclGinFenceLevel::Relaxed);
 }
 
+
+// A barrier with a time limit: every thread records what its sync returned.
+struct TimeoutArgs {
+  ncclDevComm devComm;
+  uint64_t timeoutCycles;  // 0: no limit (only an abort or revoke ends the wait)
+  int* results;            // one per thread of block 0
+};
+DEVAPI_KERNEL void barrierWithTimeout(const TimeoutArgs& a) {
+  ncclLsaBarrierSession<ncclCoopCta> bar{ncclCoopCta(), a.devComm, ncclTeamTagLsa(), 0};
+  ncclResult_t res = ncclSuccess;
+  if (a.timeoutCycles) res = bar.sync(ncclCoopCta(), cuda::memory_order_acq_rel, a.timeoutCycles);
+  else bar.sync(ncclCoopCta(), cuda::memory_order_acq_rel);
+  a.results[ncclCoopCta().thread_rank()] = a.timeoutCycles ? static_cast<int>(res) : 1;
+}

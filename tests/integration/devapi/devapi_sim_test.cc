@@ -11,7 +11,10 @@
 
 #include "device/runtime.h"
 #include "devapi_kernels.h"
+#include "../common/forked_ranks.h"
 
+#include <cstdio>
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -23,15 +26,16 @@ namespace {
 // The emulator's kernel entry points.
 void allReduceLsaKernel(const void* p) { allReduceLsa(*static_cast<const KernelArgs*>(p)); }
 void alltoAllGinKernel(const void* p) { alltoAllGin(*static_cast<const KernelArgs*>(p)); }
+void barrierWithTimeoutKernel(const void* p) { barrierWithTimeout(*static_cast<const TimeoutArgs*>(p)); }
 
-void launch(void (*kernel)(const void*), const KernelArgs& args, int grid, cudaStream_t s) {
+ncclResult_t launch(void (*kernel)(const void*), const KernelArgs& args, int grid, cudaStream_t s) {
   tutti::rt::KernelLaunch k;
   k.fn = reinterpret_cast<const void*>(kernel);
   k.grid = grid;
   k.block = 64;
   k.args = &args;
   k.argBytes = sizeof args;
-  ASSERT_EQ(tutti::rt::simRuntime()->launchKernel(k, s), ncclSuccess) << ncclGetLastError(nullptr);
+  return tutti::rt::simRuntime()->launchKernel(k, s);
 }
 
 float sendValue(int rank, size_t i, int it) { return static_cast<float>(rank * 1000 + static_cast<int>(i % 997) + it); }
@@ -64,84 +68,94 @@ std::vector<std::string> onRanks(int n, const std::function<std::string(ncclComm
   return failed;
 }
 
+// One rank's part: windows and a device communicator, then three rounds of both kernels, checked.
+std::string runRank(ncclComm_t comm, int rank, int n) {
+  constexpr int kGrid = 2;
+  constexpr size_t kCount = 3000;  // elements per rank; n * kCount per AlltoAll buffer
+  ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
+  DEV_OK(ncclCommQueryProperties(comm, &props));
+  if (!props.deviceApiSupport) return "deviceApiSupport is false on the sim backend";
+  if (ncclTeamLsa(comm).nRanks != n) return "the LSA team is not every rank of this host";
+  const size_t bytes = n * kCount * sizeof(float);
+  void *send = nullptr, *recv = nullptr;
+  DEV_OK(ncclMemAlloc(&send, bytes));
+  DEV_OK(ncclMemAlloc(&recv, bytes));
+  ncclWindow_t sendwin = nullptr, recvwin = nullptr;
+  DEV_OK(ncclCommWindowRegister(comm, send, bytes, &sendwin, NCCL_WIN_COLL_SYMMETRIC));
+  DEV_OK(ncclCommWindowRegister(comm, recv, bytes, &recvwin, NCCL_WIN_COLL_SYMMETRIC));
+  ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+  reqs.lsaBarrierCount = kGrid;
+  reqs.barrierCount = kGrid;
+  reqs.ginSignalCount = kGrid;
+  ncclDevComm devComm{};
+  DEV_OK(ncclDevCommCreate(comm, &reqs, &devComm));
+  if (devComm.rank != rank || devComm.nRanks != n || devComm.lsaSize != n || devComm.lsaRank != rank)
+    return "the device communicator does not describe the rank";
+  cudaStream_t s = nullptr;
+  DEV_OK(tuttiStreamCreate(&s));
+  auto* in = static_cast<float*>(send);
+  auto* out = static_cast<float*>(recv);
+  std::string error;
+  for (int it = 0; it < 3 && error.empty(); ++it) {
+    // AllReduce of the first kCount elements.
+    for (size_t i = 0; i < kCount; ++i) in[i] = sendValue(rank, i, it);
+    KernelArgs args{sendwin, recvwin, kCount, it, devComm};
+    DEV_OK(launch(allReduceLsaKernel, args, kGrid, s));
+    DEV_OK(tuttiStreamSynchronize(s));
+    for (size_t i = 0; i < kCount && error.empty(); ++i) {
+      float want = 0;
+      for (int r = 0; r < n; ++r) want += sendValue(r, i, it);
+      if (out[i] != want)
+        error = "iteration " + std::to_string(it) + ": AllReduce element " + std::to_string(i) + " is " +
+                std::to_string(out[i]) + ", expected " + std::to_string(want);
+    }
+    // Every rank has checked its result before anyone's next AllReduce writes into it: the AlltoAll's
+    // barriers order that. AlltoAll: block p of the send buffer goes to peer p.
+    for (int p = 0; p < n; ++p)
+      for (size_t i = 0; i < kCount; ++i) in[p * kCount + i] = sendValue(rank, i, it) + 0.5f * p;
+    args = KernelArgs{sendwin, recvwin, kCount, it, devComm};
+    DEV_OK(launch(alltoAllGinKernel, args, kGrid, s));
+    DEV_OK(tuttiStreamSynchronize(s));
+    for (int src = 0; src < n && error.empty(); ++src)
+      for (size_t i = 0; i < kCount && error.empty(); ++i)
+        if (out[src * kCount + i] != sendValue(src, i, it) + 0.5f * rank)
+          error = "iteration " + std::to_string(it) + ": AlltoAll element " + std::to_string(i) + " from rank " +
+                  std::to_string(src) + " is " + std::to_string(out[src * kCount + i]);
+    // Before the next iteration overwrites send and recv, every rank is done reading them.
+    for (int p = 0; p < n; ++p) {
+      DEV_OK(ncclSignal(p, 0, 0, 0, comm, nullptr));
+    }
+    for (int p = 0; p < n; ++p) {
+      ncclWaitSignalDesc_t d{1, p, 0, 0};
+      DEV_OK(ncclWaitSignal(1, &d, comm, nullptr));
+    }
+  }
+  DEV_OK(tuttiStreamDestroy(s));
+  DEV_OK(ncclDevCommDestroy(comm, &devComm));
+  if (ncclDevCommDestroy(comm, &devComm) != ncclInvalidArgument) return "a second destroy was not refused";
+  DEV_OK(ncclCommWindowDeregister(comm, sendwin));
+  DEV_OK(ncclCommWindowDeregister(comm, recvwin));
+  DEV_OK(ncclMemFree(send));
+  DEV_OK(ncclMemFree(recv));
+  return error;
+}
+
 class DeviceApiSim : public ::testing::TestWithParam<int> {};
 
 TEST_P(DeviceApiSim, LsaAllReduceAndGinAlltoAllKernels) {
   const int n = GetParam();
-  constexpr int kGrid = 2;
-  constexpr size_t kCount = 3000;  // elements per rank; n * kCount per AlltoAll buffer
-  auto failed = onRanks(n, [&](ncclComm_t comm, int rank) -> std::string {
-    ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
-    DEV_OK(ncclCommQueryProperties(comm, &props));
-    if (!props.deviceApiSupport) return "deviceApiSupport is false on the sim backend";
-    if (ncclTeamLsa(comm).nRanks != n) return "the LSA team is not every rank of this host";
-    const size_t bytes = n * kCount * sizeof(float);
-    void *send = nullptr, *recv = nullptr;
-    DEV_OK(ncclMemAlloc(&send, bytes));
-    DEV_OK(ncclMemAlloc(&recv, bytes));
-    ncclWindow_t sendwin = nullptr, recvwin = nullptr;
-    DEV_OK(ncclCommWindowRegister(comm, send, bytes, &sendwin, NCCL_WIN_COLL_SYMMETRIC));
-    DEV_OK(ncclCommWindowRegister(comm, recv, bytes, &recvwin, NCCL_WIN_COLL_SYMMETRIC));
-    ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
-    reqs.lsaBarrierCount = kGrid;
-    reqs.barrierCount = kGrid;
-    reqs.ginSignalCount = kGrid;
-    ncclDevComm devComm{};
-    DEV_OK(ncclDevCommCreate(comm, &reqs, &devComm));
-    if (devComm.rank != rank || devComm.nRanks != n || devComm.lsaSize != n || devComm.lsaRank != rank)
-      return "the device communicator does not describe the rank";
-    cudaStream_t s = nullptr;
-    DEV_OK(tuttiStreamCreate(&s));
-    auto* in = static_cast<float*>(send);
-    auto* out = static_cast<float*>(recv);
-    std::string error;
-    for (int it = 0; it < 3 && error.empty(); ++it) {
-      // AllReduce of the first kCount elements.
-      for (size_t i = 0; i < kCount; ++i) in[i] = sendValue(rank, i, it);
-      KernelArgs args{sendwin, recvwin, kCount, it, devComm};
-      launch(allReduceLsaKernel, args, kGrid, s);
-      DEV_OK(tuttiStreamSynchronize(s));
-      for (size_t i = 0; i < kCount && error.empty(); ++i) {
-        float want = 0;
-        for (int r = 0; r < n; ++r) want += sendValue(r, i, it);
-        if (out[i] != want)
-          error = "iteration " + std::to_string(it) + ": AllReduce element " + std::to_string(i) + " is " +
-                  std::to_string(out[i]) + ", expected " + std::to_string(want);
-      }
-      // Every rank has checked its result before anyone's next AllReduce writes into it: the AlltoAll's
-      // barriers order that. AlltoAll: block p of the send buffer goes to peer p.
-      for (int p = 0; p < n; ++p)
-        for (size_t i = 0; i < kCount; ++i) in[p * kCount + i] = sendValue(rank, i, it) + 0.5f * p;
-      args = KernelArgs{sendwin, recvwin, kCount, it, devComm};
-      launch(alltoAllGinKernel, args, kGrid, s);
-      DEV_OK(tuttiStreamSynchronize(s));
-      for (int src = 0; src < n && error.empty(); ++src)
-        for (size_t i = 0; i < kCount && error.empty(); ++i)
-          if (out[src * kCount + i] != sendValue(src, i, it) + 0.5f * rank)
-            error = "iteration " + std::to_string(it) + ": AlltoAll element " + std::to_string(i) + " from rank " +
-                    std::to_string(src) + " is " + std::to_string(out[src * kCount + i]);
-      // Before the next iteration overwrites send and recv, every rank is done reading them.
-      for (int p = 0; p < n; ++p) {
-        DEV_OK(ncclSignal(p, 0, 0, 0, comm, nullptr));
-      }
-      for (int p = 0; p < n; ++p) {
-        ncclWaitSignalDesc_t d{1, p, 0, 0};
-        DEV_OK(ncclWaitSignal(1, &d, comm, nullptr));
-      }
-    }
-    DEV_OK(tuttiStreamDestroy(s));
-    DEV_OK(ncclDevCommDestroy(comm, &devComm));
-    if (ncclDevCommDestroy(comm, &devComm) != ncclInvalidArgument) return "a second destroy was not refused";
-    DEV_OK(ncclCommWindowDeregister(comm, sendwin));
-    DEV_OK(ncclCommWindowDeregister(comm, recvwin));
-    DEV_OK(ncclMemFree(send));
-    DEV_OK(ncclMemFree(recv));
-    return error;
-  });
+  auto failed = onRanks(n, [n](ncclComm_t comm, int rank) { return runRank(comm, rank, n); });
   for (auto& f : failed) ADD_FAILURE() << f;
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, DeviceApiSim, ::testing::Values(1, 2, 4));
+
+// Ranks as processes: each rank's resource block and windows are mapped into the other processes.
+TEST(DeviceApiSimProcesses, KernelsAcrossProcesses) {
+  constexpr int n = 3;
+  for (auto& f : tutti::itest::onForkedRanks(n, [](ncclComm_t comm, int rank) { return runRank(comm, rank, n); }))
+    ADD_FAILURE() << f;
+}
 
 // One thread creates the device communicators of every rank inside a group (as nccl-tests does), and the
 // caller's resource requirements get handles in every rank's block.
@@ -178,6 +192,57 @@ TEST(DeviceApiSimGroup, OneThreadCreatesEveryRanksDeviceCommunicator) {
   EXPECT_EQ(ncclDevCommCreate(comms[0], &bad, &unused), ncclInvalidUsage);
   for (int r = 0; r < n; ++r) EXPECT_EQ(ncclDevCommDestroy(comms[r], &devComms[r]), ncclSuccess);
   for (ncclComm_t c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+}
+
+// A device-side wait never hangs silently: with a time limit it returns ncclTimeout to every thread of the
+// group; without one, revoking (or aborting) the communicator ends it.
+class DeviceApiSimFailures : public ::testing::Test {
+ protected:
+  static constexpr int kRanks = 2, kThreads = 64;
+  void SetUp() override {
+    ASSERT_EQ(ncclCommInitAll(comms_, kRanks, nullptr), ncclSuccess);
+    ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+    reqs.lsaBarrierCount = 1;
+    ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < kRanks; ++r) ASSERT_EQ(ncclDevCommCreate(comms_[r], &reqs, &dev_[r]), ncclSuccess);
+    ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
+    ASSERT_EQ(tuttiStreamCreate(&stream_), ncclSuccess);
+  }
+  void TearDown() override {
+    EXPECT_EQ(tuttiStreamDestroy(stream_), ncclSuccess);
+    for (int r = 0; r < kRanks; ++r) EXPECT_EQ(ncclDevCommDestroy(comms_[r], &dev_[r]), ncclSuccess);
+    for (ncclComm_t c : comms_) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+  }
+  // Rank 0 alone enters barrier 0: rank 1 never comes.
+  ncclResult_t launchAlone(uint64_t timeoutCycles) {
+    TimeoutArgs args{dev_[0], timeoutCycles, results_};
+    tutti::rt::KernelLaunch k;
+    k.fn = reinterpret_cast<const void*>(barrierWithTimeoutKernel);
+    k.grid = 1;
+    k.block = kThreads;
+    k.args = &args;
+    k.argBytes = sizeof args;
+    return tutti::rt::simRuntime()->launchKernel(k, stream_);
+  }
+  ncclComm_t comms_[kRanks] = {};
+  ncclDevComm dev_[kRanks] = {};
+  cudaStream_t stream_ = nullptr;
+  int results_[kThreads] = {};
+};
+
+TEST_F(DeviceApiSimFailures, ABarrierWithATimeLimitReturnsTimeoutToEveryThread) {
+  ASSERT_EQ(launchAlone(20 * 1000 * 1000), ncclSuccess);  // 20 ms (nanoseconds on the emulator)
+  ASSERT_EQ(tuttiStreamSynchronize(stream_), ncclSuccess);
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(results_[t], ncclTimeout) << "thread " << t;
+}
+
+TEST_F(DeviceApiSimFailures, RevokingTheCommunicatorEndsAWaitWithoutLimit) {
+  ASSERT_EQ(launchAlone(0), ncclSuccess);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(tuttiStreamQuery(stream_), ncclInProgress) << "the kernel should still wait for rank 1";
+  ASSERT_EQ(ncclCommRevoke(comms_[0], NCCL_REVOKE_DEFAULT), ncclSuccess);
+  ASSERT_EQ(tuttiStreamSynchronize(stream_), ncclSuccess);
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(results_[t], 1) << "thread " << t << " did not leave the barrier";
 }
 
 }  // namespace

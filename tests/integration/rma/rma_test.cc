@@ -9,8 +9,7 @@
 #include <nccl.h>
 #include <tutti.h>
 
-#include <sys/wait.h>
-#include <unistd.h>
+#include "../common/forked_ranks.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -241,47 +240,23 @@ TEST(RmaErrors, AWaitThatCannotFinishTimesOut) {
 // memory of another process cannot be written, and the put says so.
 TEST(RmaProcesses, PutSignalRingAcrossProcesses) {
   constexpr int n = 3;
-  ncclUniqueId id;
-  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
-  std::vector<pid_t> pids;
-  for (int r = 0; r < n; ++r) {
-    const pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      ncclComm_t comm = nullptr;
-      std::string e;
-      if (ncclCommInitRank(&comm, n, id, r) != ncclSuccess) {
-        e = std::string("init: ") + ncclGetLastError(nullptr);
-      } else {
-        e = ringExchange(comm, r, n, (1 << 16) + 5, 4, nullptr);
-        if (e.empty()) {
-          // Plain heap memory: reachable only from this process.
-          std::vector<uint8_t> heap(128);
-          ncclWindow_t w = nullptr;
-          if (ncclCommWindowRegister(comm, heap.data(), heap.size(), &w, 0) != ncclSuccess) {
-            e = std::string("register heap: ") + ncclGetLastError(comm);
-          } else {
-            uint8_t x[8] = {};
-            if (ncclPutSignal(x, 8, ncclUint8, (r + 1) % n, w, 0, 0, 0, 0, comm, nullptr) != ncclInvalidUsage)
-              e = "a put into another process's heap window was not refused";
-            else if (std::string(ncclGetLastError(comm)).find("ncclMemAlloc") == std::string::npos)
-              e = std::string("unhelpful message: ") + ncclGetLastError(comm);
-            ncclCommWindowDeregister(comm, w);
-          }
-        }
-        if (ncclCommDestroy(comm) != ncclSuccess && e.empty()) e = "destroy failed";
-      }
-      if (!e.empty()) std::fprintf(stderr, "rank %d: %s\n", r, e.c_str());
-      std::fflush(stderr);
-      _exit(e.empty() ? 0 : 1);
-    }
-    pids.push_back(pid);
-  }
-  for (int r = 0; r < n; ++r) {
-    int status = 0;
-    ASSERT_EQ(waitpid(pids[r], &status, 0), pids[r]);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank " << r << " failed (see its stderr)";
-  }
+  auto body = [](ncclComm_t comm, int r) -> std::string {
+    std::string e = ringExchange(comm, r, n, (1 << 16) + 5, 4, nullptr);
+    if (!e.empty()) return e;
+    // Plain heap memory: reachable only from this process.
+    std::vector<uint8_t> heap(128);
+    ncclWindow_t w = nullptr;
+    if (ncclCommWindowRegister(comm, heap.data(), heap.size(), &w, 0) != ncclSuccess)
+      return std::string("register heap: ") + ncclGetLastError(comm);
+    uint8_t x[8] = {};
+    if (ncclPutSignal(x, 8, ncclUint8, (r + 1) % n, w, 0, 0, 0, 0, comm, nullptr) != ncclInvalidUsage)
+      e = "a put into another process's heap window was not refused";
+    else if (std::string(ncclGetLastError(comm)).find("ncclMemAlloc") == std::string::npos)
+      e = std::string("unhelpful message: ") + ncclGetLastError(comm);
+    ncclCommWindowDeregister(comm, w);
+    return e;
+  };
+  for (auto& f : tutti::itest::onForkedRanks(n, body)) ADD_FAILURE() << f;
 }
 
 }  // namespace
