@@ -58,21 +58,10 @@ ncclResult_t CommRma::setupSignals() {
   remote_.assign(n, nullptr);
   remoteImported_.assign(n, false);
   for (int p = 0; p < n; ++p) {
-    // Always through the export when there is one, also in this process: the mapping then outlives the
-    // peer's communicator, so a late signal never writes into freed memory.
+    // As window buffers: a rank of this process signals into the block itself (one address for the counter,
+    // which is also what thread checkers follow), another process of the host through a mapping of it.
     bool imported = false;
-    if (p == comm_->rank) {
-      remote_[p] = local_;
-    } else if (recs[p].exportable && comm_->peers[p].hostHash == comm_->peers[comm_->rank].hostHash) {
-      void* q = nullptr;
-      if (rt::simRuntime()->importMem(recs[p].exp, &q) == ncclSuccess) {
-        remote_[p] = static_cast<SignalSlot*>(q);
-        imported = true;
-      } else {
-        TUTTI_WARN("rank {}: cannot map rank {}'s signal block ({}); signals to it will fail", comm_->rank, p,
-                   lastErrorText());
-      }
-    }
+    remote_[p] = reinterpret_cast<SignalSlot*>(reach(comm_, p, recs[p], &imported));
     remoteImported_[p] = imported;
   }
   return ncclSuccess;
