@@ -57,8 +57,13 @@ nv=${TUTTI_TEST_NVIDIA_NCCL_DIR:-/usr/local/cuda}
 if [[ -f $nv/lib64/libnccl.so.2 && -f $nv/include/nccl.h ]]; then
   cc -o client-nv threads/allreduce_threads.c -I"$nv/include" -L"$nv/lib64" -lnccl -lpthread
   readelf -d client-nv | grep -q 'NEEDED.*\[libnccl.so.2\]' || fail "client-nv does not need libnccl.so.2"
-  LD_LIBRARY_PATH=$P/$libdir ldd ./client-nv | grep -q "libnccl.so.2 => $P/$libdir/libnccl.so.2" ||
+  LD_LIBRARY_PATH=$P/$libdir ldd ./client-nv > nv-ldd.log 2>&1 || true
+  grep -q "libnccl.so.2 => $P/$libdir/libnccl.so.2" nv-ldd.log || {
+    cat nv-ldd.log
+    ls -l "$P/$libdir"/libnccl*
+    LD_LIBRARY_PATH=$P/$libdir LD_DEBUG=libs ./client-nv 1 1 2>&1 | grep -E "nccl|error" | head -n 20 || true
     fail "client-nv does not load the moved libnccl.so.2"
+  }
   LD_LIBRARY_PATH=$P/$libdir NCCL_DEBUG=VERSION ./client-nv 4 50000 > nv.log 2>&1 || { cat nv.log; fail "client-nv failed"; }
   grep -q "Tutti version" nv.log && grep -q OK nv.log || { cat nv.log; fail "client-nv did not run on Tutti"; }
 else
