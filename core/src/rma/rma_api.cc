@@ -191,6 +191,12 @@ NCCL_API(ncclResult_t, ncclWaitSignal, int nDesc, ncclWaitSignalDesc_t* signalDe
     }
     rma::CommRma* rma = nullptr;
     TUTTI_CHECK(rmaOf(comm, kCall, &rma));
+    // A rank that cannot reach this one's signals (another host) can never send one: refuse rather than wait.
+    for (const ncclWaitSignalDesc_t& d : descs)
+      if (d.opCnt > 0 && !rma->signalReachable(d.peer))
+        TUTTI_FAIL(ncclInvalidUsage, "{}: rank {} waits for signals from rank {}, which cannot reach it: one-sided "
+                   "operations reach ranks of this host only (load/store), not over the network", kCall, comm->rank,
+                   d.peer);
     if (descs.empty()) return ncclSuccess;
     return groupAddRmaOp(true, [=]() -> ncclResult_t {
       return runInStreamOrder(comm, stream, [=]() -> ncclResult_t {
