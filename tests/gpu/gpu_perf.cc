@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -64,6 +65,10 @@ void syncStream(cudaStream_t s) {
   if (gSim) CHECK_NCCL(tuttiStreamSynchronize(s));
   else CHECK_CUDA(cudaStreamSynchronize(s));
 }
+ncclResult_t streamSync(cudaStream_t s) {
+  if (gSim) return tuttiStreamSynchronize(s);
+  return cudaStreamSynchronize(s) == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
+}
 void destroyStream(cudaStream_t s) {
   if (gSim) tuttiStreamDestroy(s);
   else cudaStreamDestroy(s);
@@ -89,9 +94,19 @@ double copyBandwidth(size_t bytes, int iters) {
 
 enum class Op { AllReduce, SendRecv };
 
+// A call that failed inside a measurement: the row reports it and the run goes on with the next one.
+#define TRY_NCCL(x)                                                                                      \
+  do {                                                                                                   \
+    ncclResult_t r_ = (x);                                                                               \
+    if (r_ != ncclSuccess) {                                                                             \
+      throw std::runtime_error(std::string(#x) + ": " + ncclGetErrorString(r_) + " (" +                  \
+                               ncclGetLastError(nullptr) + ")");                                         \
+    }                                                                                                    \
+  } while (0)
+
 // Seconds per operation of `op` on `nRanks` ranks (threads, one GPU) with `bytes` per rank, under the forced
-// protocol (empty: the tuner's choice).
-double timeOp(Op op, int nRanks, size_t bytes, const char* proto, int warmup, int iters) {
+// protocol (empty: the tuner's choice); -1 with *error set when a call failed (the communicators are aborted).
+double timeOp(Op op, int nRanks, size_t bytes, const char* proto, int warmup, int iters, std::string* error) {
   if (proto && *proto) {
     setenv("NCCL_PROTO", proto, 1);
     setenv("NCCL_ALGO", "Ring", 1);
@@ -103,6 +118,7 @@ double timeOp(Op op, int nRanks, size_t bytes, const char* proto, int warmup, in
   std::vector<int> devs(nRanks, 0);
   CHECK_NCCL(ncclCommInitAll(comms.data(), nRanks, devs.data()));
   std::vector<double> elapsed(nRanks);
+  std::vector<std::string> errors(nRanks);
   std::vector<std::thread> threads;
   for (int r = 0; r < nRanks; ++r) {
     threads.emplace_back([&, r] {
@@ -111,29 +127,43 @@ double timeOp(Op op, int nRanks, size_t bytes, const char* proto, int warmup, in
       void* out = devAlloc(bytes);
       cudaStream_t s = makeStream();
       const size_t count = bytes / sizeof(float);
+      int done = 0;
       auto once = [&] {
         if (op == Op::AllReduce) {
-          CHECK_NCCL(ncclAllReduce(in, out, count, ncclFloat32, ncclSum, comms[r], s));
+          TRY_NCCL(ncclAllReduce(in, out, count, ncclFloat32, ncclSum, comms[r], s));
         } else {
-          CHECK_NCCL(ncclGroupStart());
-          CHECK_NCCL(ncclSend(in, count, ncclFloat32, (r + 1) % nRanks, comms[r], s));
-          CHECK_NCCL(ncclRecv(out, count, ncclFloat32, (r + nRanks - 1) % nRanks, comms[r], s));
-          CHECK_NCCL(ncclGroupEnd());
+          TRY_NCCL(ncclGroupStart());
+          TRY_NCCL(ncclSend(in, count, ncclFloat32, (r + 1) % nRanks, comms[r], s));
+          TRY_NCCL(ncclRecv(out, count, ncclFloat32, (r + nRanks - 1) % nRanks, comms[r], s));
+          TRY_NCCL(ncclGroupEnd());
         }
+        ++done;
       };
-      for (int i = 0; i < warmup; ++i) once();
-      syncStream(s);
-      const double t0 = now();
-      for (int i = 0; i < iters; ++i) once();
-      syncStream(s);
-      elapsed[r] = (now() - t0) / iters;
-      destroyStream(s);
+      try {
+        for (int i = 0; i < warmup; ++i) once();
+        TRY_NCCL(streamSync(s));
+        const double t0 = now();
+        for (int i = 0; i < iters; ++i) once();
+        TRY_NCCL(streamSync(s));
+        elapsed[r] = (now() - t0) / iters;
+      } catch (const std::exception& e) {
+        errors[r] = "rank " + std::to_string(r) + " after " + std::to_string(done) + " operations: " + e.what();
+        ncclCommAbort(comms[r]);
+        comms[r] = nullptr;
+      }
+      if (errors[r].empty()) destroyStream(s);  // a failed stream may still hold the aborted work
       devFree(in);
       devFree(out);
     });
   }
   for (auto& t : threads) t.join();
-  for (ncclComm_t c : comms) ncclCommDestroy(c);
+  for (ncclComm_t c : comms)
+    if (c) ncclCommDestroy(c);
+  for (const std::string& e : errors) {
+    if (e.empty()) continue;
+    *error += (error->empty() ? "" : "; ") + e;
+  }
+  if (!error->empty()) return -1;
   double worst = 0;
   for (double e : elapsed) worst = e > worst ? e : worst;
   return worst;
@@ -157,6 +187,7 @@ int main(int argc, char** argv) {
   }
   const size_t big = gSim ? (1 << 16) : (size_t{256} << 20);
   const int iters = gSim ? 2 : 20, latIters = gSim ? 5 : 2000;
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // rows show as they are measured, also into a pipe or file
   std::string md;
   auto line = [&](const std::string& s) {
     std::printf("%s\n", s.c_str());
@@ -170,9 +201,20 @@ int main(int argc, char** argv) {
   line(buf);
 
   line("\n## Per-hop latency (8-byte ring AllReduce, 2 ranks: 2 hops)\n\n| protocol | time per op (us) | per hop (us) |\n|---|---|---|");
+  int failed = 0;
+  auto failedRow = [&](const std::string& row, const std::string& error) {
+    std::fprintf(stderr, "gpu_perf: %s failed: %s\n", row.c_str(), error.c_str());
+    ++failed;
+  };
   for (const char* proto : {"LL", "LL128", "Simple"}) {
-    const double t = timeOp(Op::AllReduce, 2, 8, proto, gSim ? 1 : 100, latIters);
-    std::snprintf(buf, sizeof buf, "| %s | %.2f | %.2f |", proto, t * 1e6, t * 1e6 / 2);
+    std::string error;
+    const double t = timeOp(Op::AllReduce, 2, 8, proto, gSim ? 1 : 100, latIters, &error);
+    if (t < 0) {
+      std::snprintf(buf, sizeof buf, "| %s | failed | failed |", proto);
+      failedRow(std::string("per-hop latency, ") + proto, error);
+    } else {
+      std::snprintf(buf, sizeof buf, "| %s | %.2f | %.2f |", proto, t * 1e6, t * 1e6 / 2);
+    }
     line(buf);
   }
 
@@ -184,13 +226,20 @@ int main(int argc, char** argv) {
   };
   for (Row row : {Row{Op::SendRecv, 2}, Row{Op::AllReduce, 2}, Row{Op::AllReduce, 4}}) {
     for (const char* proto : {"Simple", "LL128"}) {
-      const double t = timeOp(row.op, row.ranks, big, proto, gSim ? 1 : 5, iters);
+      std::string error;
+      const double t = timeOp(row.op, row.ranks, big, proto, gSim ? 1 : 5, iters, &error);
+      const char* name = row.op == Op::AllReduce ? "AllReduce" : "SendRecv";
+      if (t < 0) {
+        std::snprintf(buf, sizeof buf, "| %s | %d | %s | failed | | |", name, row.ranks, proto);
+        failedRow(std::string(name) + " " + std::to_string(row.ranks) + " ranks " + proto, error);
+        line(buf);
+        continue;
+      }
       // nccl-tests' bus factors: AllReduce 2(n-1)/n, send/recv 1.
       const double factor = row.op == Op::AllReduce ? 2.0 * (row.ranks - 1) / row.ranks : 1.0;
       const double busbw = double(big) / t * factor;
-      std::snprintf(buf, sizeof buf, "| %s | %d | %s | %.1f | %.1f | %.2f |",
-                    row.op == Op::AllReduce ? "AllReduce" : "SendRecv", row.ranks, proto, t * 1e6, busbw / 1e9,
-                    copy > 0 ? busbw / copy : 0.0);
+      std::snprintf(buf, sizeof buf, "| %s | %d | %s | %.1f | %.1f | %.2f |", name, row.ranks, proto, t * 1e6,
+                    busbw / 1e9, copy > 0 ? busbw / copy : 0.0);
       line(buf);
     }
   }
@@ -205,5 +254,5 @@ int main(int argc, char** argv) {
     std::fputs(md.c_str(), f);
     std::fclose(f);
   }
-  return 0;
+  return failed ? 1 : 0;
 }

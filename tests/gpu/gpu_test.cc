@@ -126,22 +126,33 @@ void runMatrix(int nRanks, Mem mem) {
             return;
           }
       };
+      // Each operation starts from an output of sentinels (so a check cannot pass on an earlier result) and
+      // must leave the communicator without an asynchronous error (a kernel that stopped early).
+      const std::vector<float> sentinel(total, -1.0f);
+      auto clearOut = [&] { b.toDevice(out, sentinel.data(), total * sizeof(float)); };
       auto run = [&](const char* what, ncclResult_t res) {
-        if (res != ncclSuccess || b.sync(s) != ncclSuccess)
+        ncclResult_t async = ncclSuccess;
+        if (res != ncclSuccess || b.sync(s) != ncclSuccess || ncclCommGetAsyncError(comms[r], &async) != ncclSuccess ||
+            async != ncclSuccess)
           failures[r] += std::string(what) + " failed: " + ncclGetLastError(comms[r]) + "; ";
       };
       for (size_t i = 0; i < total; ++i) hin[i] = value(r, i);
       b.toDevice(in, hin.data(), total * sizeof(float));
       const float rankSum = float(nRanks * (nRanks + 1) / 2);
+      clearOut();
       run("AllReduce", ncclAllReduce(in, out, kCount, ncclFloat32, ncclSum, comms[r], s));
       check("AllReduce", kCount, [&](size_t i) { return rankSum * float(i % 17); });
+      clearOut();
       run("AllGather", ncclAllGather(in, out, kCount, ncclFloat32, comms[r], s));
       check("AllGather", total, [&](size_t i) { return value(int(i / kCount), i % kCount); });
+      clearOut();
       run("ReduceScatter", ncclReduceScatter(in, out, kCount, ncclFloat32, ncclSum, comms[r], s));
       check("ReduceScatter", kCount, [&](size_t i) { return rankSum * float((r * kCount + i) % 17); });
+      clearOut();
       run("Broadcast", ncclBroadcast(in, out, kCount, ncclFloat32, nRanks - 1, comms[r], s));
       check("Broadcast", kCount, [&](size_t i) { return value(nRanks - 1, i); });
       // Send to the next rank, receive from the previous one.
+      clearOut();
       ncclGroupStart();
       ncclSend(in, kCount, ncclFloat32, (r + 1) % nRanks, comms[r], s);
       ncclRecv(out, kCount, ncclFloat32, (r + nRanks - 1) % nRanks, comms[r], s);
@@ -176,6 +187,65 @@ TEST(Gpu, CollectivesOnManagedMemory) {
 
 INSTANTIATE_TEST_SUITE_P(OneGpu, GpuRanks, ::testing::Values(1, 2, 3, 4),
                          [](const auto& info) { return std::to_string(info.param) + "ranks"; });
+
+// A send to and receive from the rank itself is a device copy in stream order: it sees the output of the
+// collective queued before it on the same stream, and, captured, it copies again at each replay.
+TEST(Gpu, SelfSendRecvFollowsStreamOrderAndReplays) {
+  SKIP_WITHOUT_DEVICE();
+  Env env(simMode() ? "sim" : "cuda");
+  Backend b;
+  constexpr size_t kCount = 64 * 1024 + 3;
+  constexpr size_t kBytes = kCount * sizeof(float);
+  std::vector<ncclComm_t> comms = initComms(1);
+  ASSERT_EQ(comms.size(), 1u);
+  auto* in = static_cast<float*>(b.alloc(kBytes, Mem::Device));
+  auto* mid = static_cast<float*>(b.alloc(kBytes, Mem::Device));
+  auto* out = static_cast<float*>(b.alloc(kBytes, Mem::Device));
+  cudaStream_t s = b.stream();
+  std::vector<float> h(kCount), got(kCount);
+  auto selfSendRecv = [&](const float* from, float* to) {
+    EXPECT_EQ(ncclGroupStart(), ncclSuccess);
+    EXPECT_EQ(ncclSend(from, kCount, ncclFloat32, 0, comms[0], s), ncclSuccess);
+    EXPECT_EQ(ncclRecv(to, kCount, ncclFloat32, 0, comms[0], s), ncclSuccess);
+    EXPECT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(comms[0]);
+  };
+  // Stream order: the copy reads `mid` after the AllReduce wrote it (no synchronization in between).
+  for (size_t i = 0; i < kCount; ++i) h[i] = float(i % 251);
+  b.toDevice(in, h.data(), kBytes);
+  ASSERT_EQ(ncclAllReduce(in, mid, kCount, ncclFloat32, ncclSum, comms[0], s), ncclSuccess);
+  selfSendRecv(mid, out);
+  ASSERT_EQ(b.sync(s), ncclSuccess) << ncclGetLastError(comms[0]);
+  b.toHost(got.data(), out, kBytes);
+  for (size_t i = 0; i < kCount; ++i) ASSERT_EQ(got[i], h[i]) << "element " << i;
+  // Captured once, replayed with new inputs.
+  tuttiGraph_t simGraph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  if (b.sim) ASSERT_EQ(tuttiStreamBeginCapture(s), ncclSuccess);
+  else ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed), cudaSuccess);
+  selfSendRecv(in, out);
+  if (b.sim) {
+    ASSERT_EQ(tuttiStreamEndCapture(s, &simGraph), ncclSuccess);
+  } else {
+    cudaGraph_t g = nullptr;
+    ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+    ASSERT_EQ(cudaGraphInstantiate(&exec, g, 0), cudaSuccess);
+    cudaGraphDestroy(g);
+  }
+  for (int it = 0; it < 3; ++it) {
+    for (size_t i = 0; i < kCount; ++i) h[i] = float(it * 1000 + i % 97);
+    b.toDevice(in, h.data(), kBytes);
+    if (b.sim) ASSERT_EQ(tuttiGraphLaunch(simGraph, s), ncclSuccess);
+    else ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+    ASSERT_EQ(b.sync(s), ncclSuccess);
+    b.toHost(got.data(), out, kBytes);
+    for (size_t i = 0; i < kCount; ++i) ASSERT_EQ(got[i], h[i]) << "replay " << it << ", element " << i;
+  }
+  if (b.sim) tuttiGraphDestroy(simGraph);
+  else cudaGraphExecDestroy(exec);
+  b.destroy(s);
+  for (float* p : {in, mid, out}) b.free(p, Mem::Device);
+  ncclCommDestroy(comms[0]);
+}
 
 // A captured AllReduce replayed several times with new inputs.
 TEST(Gpu, CapturedAllReduceReplays) {

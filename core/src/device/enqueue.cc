@@ -51,7 +51,10 @@ struct DeviceLaunch;
 
 // Pinned host memory of launches (abort word, connection and work lists, status words), kept for reuse per
 // runtime: every group is a launch, and on a GPU a cudaHostAlloc / cudaFreeHost pair per launch would cost
-// more than a small collective. Blocks come in power-of-two sizes; a size keeps at most kKeep free blocks.
+// more than a small collective. Blocks come in power-of-two sizes and are never given back: a launch ends
+// in a host function, where CUDA calls are not permitted, and cudaFreeHost elsewhere would wait for the
+// whole device, kernels of other ranks waiting for this one included. The pool holds what the most
+// launches in flight at once needed.
 class PinnedPool {
  public:
   ncclResult_t get(rt::Runtime* rt, size_t bytes, void** out) {
@@ -67,16 +70,9 @@ class PinnedPool {
     }
     return rt->hostAlloc(out, size);
   }
-  void put(rt::Runtime* rt, void* p, size_t bytes) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto& list = free_[sizeClass(bytes)];
-      if (list.size() < kKeep) {
-        list.push_back(p);
-        return;
-      }
-    }
-    rt->hostFree(p);
+  void put(void* p, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_[sizeClass(bytes)].push_back(p);
   }
   static size_t sizeClass(size_t bytes) {
     size_t size = 256;
@@ -85,7 +81,6 @@ class PinnedPool {
   }
 
  private:
-  static constexpr size_t kKeep = 64;
   std::mutex mutex_;
   std::map<size_t, std::vector<void*>> free_;
 };
@@ -119,6 +114,7 @@ struct DeviceLaunch {
   rt::Runtime* rt = nullptr;
   std::vector<CollPlan> colls;
   std::vector<Task> sends, recvs;   // point-to-point, in the order host::orderP2p gives
+  std::vector<host::SelfCopy> selfCopies;  // send/receive pairs with this rank: copies on the stream
   std::vector<DevConn> conns;
   std::vector<Connection*> connOf;  // the Connection behind conns[i]
   std::vector<DevWork> work;        // in launch order
@@ -139,7 +135,7 @@ struct DeviceLaunch {
   int deadPeer = -1;
 
   ~DeviceLaunch() {
-    for (auto [p, bytes] : pinned) pinnedPoolOf(rt).put(rt, p, bytes);
+    for (auto [p, bytes] : pinned) pinnedPoolOf(rt).put(p, bytes);
   }
   template <typename T>
   ncclResult_t pin(T** out, size_t n) {
@@ -258,7 +254,7 @@ ncclResult_t addCollectives(DeviceLaunch& l) {
 ncclResult_t addP2p(DeviceLaunch& l, const std::vector<Task>& p2p) {
   ncclComm* comm = l.comm;
   std::vector<Task>& sends = l.sends;
-  TUTTI_CHECK(host::orderP2p(comm, p2p, &sends, &l.recvs));
+  TUTTI_CHECK(host::orderP2p(comm, p2p, &sends, &l.recvs, &l.selfCopies));
   ResolvedRedOp copy{};
   resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &copy);
   const uint8_t sendBlock = static_cast<uint8_t>(l.collChannels);
@@ -520,15 +516,52 @@ void endLaunch(void* arg) {
 
 void deleteLaunch(void* arg) { delete static_cast<DeviceLaunch*>(arg); }
 
+// The sim backend's stand-in for the GPU's page tables: every address a kernel will dereference that the
+// host side put in the launch (connection FIFOs, control blocks, step counters, ring tables) must be memory
+// the runtime made device-visible. The emulator itself reaches any address, so without this check a pointer
+// to plain host memory would work on the CPU and fault on a GPU.
+ncclResult_t checkDeviceVisible(const DeviceLaunch& l) {
+  auto check = [&](const void* p, const char* what, int peer) -> ncclResult_t {
+    if (!p) return ncclSuccess;
+    rt::MemKind kind = rt::MemKind::Unknown;
+    TUTTI_CHECK(l.rt->pointerKind(p, &kind));
+    if (kind != rt::MemKind::Host) return ncclSuccess;
+    const std::string of = peer >= 0 ? fmt::format(" of the connection with rank {}", peer) : std::string();
+    TUTTI_FAIL(ncclInternalError, "rank {}: a kernel argument ({}{}) points at host memory the device cannot reach "
+               "({})", l.comm->rank, what, of, p);
+  };
+  for (const DevConn& c : l.conns) {
+    for (int p = 0; p < TUTTI_NUM_PROTOCOLS; ++p) TUTTI_CHECK(check(c.buffs[p], "a FIFO", c.peer));
+    TUTTI_CHECK(check(c.landing, "the landing area", c.peer));
+    TUTTI_CHECK(check(c.ctrl, "the control block", c.peer));
+    TUTTI_CHECK(check(c.step, "the step counter", c.peer));
+  }
+  for (const DevWork& w : l.work) TUTTI_CHECK(check(w.coll.ringRanks, "the ring table", -1));
+  return ncclSuccess;
+}
+
 // Builds the kernels of `l` (runs of one datatype) and their device-visible memory.
 ncclResult_t buildKernels(DeviceLaunch& l) {
   ncclComm* comm = l.comm;
   TUTTI_CHECK(l.pin(&l.abortWord, 1));
+  // The ring position -> rank tables AllGather and ReduceScatter index blocks by live in the communicator's
+  // host memory: the kernels get copies in the launch's device-visible memory.
+  std::map<const int*, int*> ringTables;
+  for (DevWork& w : l.work) {
+    if (!w.coll.ringRanks) continue;
+    int*& copy = ringTables[w.coll.ringRanks];
+    if (!copy) {
+      TUTTI_CHECK(l.pin(&copy, static_cast<size_t>(w.coll.nRanks)));
+      std::copy_n(w.coll.ringRanks, w.coll.nRanks, copy);
+    }
+    w.coll.ringRanks = copy;
+  }
   TUTTI_CHECK(l.pin(&l.connsDev, l.conns.size()));
   TUTTI_CHECK(l.pin(&l.workDev, l.work.size()));
   std::copy(l.conns.begin(), l.conns.end(), l.connsDev);
   std::copy(l.work.begin(), l.work.end(), l.workDev);
   const bool sim = l.rt == rt::simRuntime();
+  if (sim) TUTTI_CHECK(checkDeviceVisible(l));
   for (size_t i = 0; i < l.work.size();) {
     size_t j = i;
     while (j < l.work.size() && l.work[j].op.datatype == l.work[i].op.datatype) ++j;
@@ -732,49 +765,10 @@ void commDeviceFree(ncclComm* comm) {
   delete d;
 }
 
-ncclResult_t enqueue(host::CommLaunch& launch) {
-  ncclComm* comm = launch.comm;
-  CommDevice& d = *comm->device;
-  rt::Runtime* rt = d.rt;
-  // Capture: every user stream of the group is captured, or none (as NCCL requires).
-  int capturing = 0;
-  for (cudaStream_t s : launch.streams) {
-    rt::Capture st = rt::Capture::None;
-    uint64_t id = 0;
-    TUTTI_CHECK(rt->captureStatus(s, &st, &id));
-    if (st == rt::Capture::Invalidated)
-      TUTTI_FAIL(ncclInvalidUsage, "rank {}: stream {} is in an invalidated capture", comm->rank, static_cast<void*>(s));
-    capturing += st == rt::Capture::Active;
-  }
-  if (capturing && capturing != static_cast<int>(launch.streams.size()))
-    TUTTI_FAIL(ncclInvalidUsage, "rank {}: the group's streams of this communicator are partly captured: capture all "
-               "of them or none", comm->rank);
+namespace {
 
-  auto l = std::make_unique<DeviceLaunch>();
-  l->comm = comm;
-  l->rt = rt;
-  l->captured = capturing > 0;
-  l->colls = std::move(launch.colls);
-  TUTTI_CHECK(addCollectives(*l));
-  TUTTI_CHECK(addP2p(*l, launch.p2p));
-  if (!launch.p2p.empty()) ++comm->p2pOpCount;
-  if (l->work.empty()) return ncclSuccess;
-  for (const Connection* c : l->connOf)
-    if (c->host.peerGone) l->watched.push_back({c->host.peerGone, c->host.peer});
-  TUTTI_CHECK(buildKernels(*l));
-
-  // Fan-in: the internal stream waits for every user stream (and joins their capture through the event).
-  while (d.fanIn.size() < launch.streams.size()) {
-    rt::Event e = nullptr;
-    TUTTI_CHECK(rt->eventCreate(&e));
-    d.fanIn.push_back(e);
-  }
-  for (size_t i = 0; i < launch.streams.size(); ++i) {
-    TUTTI_CHECK(rt->eventRecord(d.fanIn[i], launch.streams[i]));
-    TUTTI_CHECK(rt->streamWaitEvent(d.stream, d.fanIn[i]));
-  }
-  // After the communicator's previous launch, captured or not (see CommDevice::serial).
-  if (d.serial) TUTTI_CHECK(rt->streamWaitEventExternal(d.stream, d.serial));
+// Queues a launch's kernels on the internal stream, between the host functions that start and end it.
+ncclResult_t queueKernels(ncclComm* comm, rt::Runtime* rt, CommDevice& d, std::unique_ptr<DeviceLaunch> l) {
   DeviceLaunch* raw = l.get();
   if (raw->captured) {
     TUTTI_CHECK(rt->keepWithCapture(d.stream, raw, deleteLaunch));
@@ -810,6 +804,65 @@ ncclResult_t enqueue(host::CommLaunch& launch) {
     commCancelOps(comm);
     TUTTI_FAIL(res, "rank {}: the group's kernels could not all be queued on the {} runtime; the communicator is "
                "aborted", comm->rank, rt->name());
+  }
+  return ncclSuccess;
+}
+
+}  // namespace
+
+ncclResult_t enqueue(host::CommLaunch& launch) {
+  ncclComm* comm = launch.comm;
+  CommDevice& d = *comm->device;
+  rt::Runtime* rt = d.rt;
+  // Capture: every user stream of the group is captured, or none (as NCCL requires).
+  int capturing = 0;
+  for (cudaStream_t s : launch.streams) {
+    rt::Capture st = rt::Capture::None;
+    uint64_t id = 0;
+    TUTTI_CHECK(rt->captureStatus(s, &st, &id));
+    if (st == rt::Capture::Invalidated)
+      TUTTI_FAIL(ncclInvalidUsage, "rank {}: stream {} is in an invalidated capture", comm->rank, static_cast<void*>(s));
+    capturing += st == rt::Capture::Active;
+  }
+  if (capturing && capturing != static_cast<int>(launch.streams.size()))
+    TUTTI_FAIL(ncclInvalidUsage, "rank {}: the group's streams of this communicator are partly captured: capture all "
+               "of them or none", comm->rank);
+
+  auto l = std::make_unique<DeviceLaunch>();
+  l->comm = comm;
+  l->rt = rt;
+  l->captured = capturing > 0;
+  l->colls = std::move(launch.colls);
+  TUTTI_CHECK(addCollectives(*l));
+  TUTTI_CHECK(addP2p(*l, launch.p2p));
+  if (!launch.p2p.empty()) ++comm->p2pOpCount;
+  const std::vector<host::SelfCopy> selfCopies = std::move(l->selfCopies);
+  const bool kernels = !l->work.empty();
+  if (!kernels && selfCopies.empty()) return ncclSuccess;
+  if (kernels) {
+    for (const Connection* c : l->connOf)
+      if (c->host.peerGone) l->watched.push_back({c->host.peerGone, c->host.peer});
+    TUTTI_CHECK(buildKernels(*l));
+  }
+
+  // Fan-in: the internal stream waits for every user stream (and joins their capture through the event).
+  while (d.fanIn.size() < launch.streams.size()) {
+    rt::Event e = nullptr;
+    TUTTI_CHECK(rt->eventCreate(&e));
+    d.fanIn.push_back(e);
+  }
+  for (size_t i = 0; i < launch.streams.size(); ++i) {
+    TUTTI_CHECK(rt->eventRecord(d.fanIn[i], launch.streams[i]));
+    TUTTI_CHECK(rt->streamWaitEvent(d.stream, d.fanIn[i]));
+  }
+  // After the communicator's previous launch, captured or not (see CommDevice::serial).
+  if (d.serial) TUTTI_CHECK(rt->streamWaitEventExternal(d.stream, d.serial));
+  // Sends to and receives from this rank: a device copy each, in stream order (captured with the rest).
+  for (const host::SelfCopy& c : selfCopies) TUTTI_CHECK(rt->memcpyAsync(c.dst, c.src, c.bytes, d.stream));
+  if (!kernels) {
+    if (d.serial) TUTTI_CHECK(rt->eventRecordExternal(d.serial, d.stream));
+  } else {
+    TUTTI_CHECK(queueKernels(comm, rt, d, std::move(l)));
   }
   // Fan-out: every user stream waits for the kernels (and the capture gets the internal stream back).
   TUTTI_CHECK(rt->eventRecord(d.done, d.stream));

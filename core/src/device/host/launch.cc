@@ -302,7 +302,7 @@ ncclResult_t launchConnect(CommLaunch& launch) {
 }
 
 ncclResult_t orderP2p(ncclComm* comm, const std::vector<Task>& p2p, std::vector<Task>* sends,
-                      std::vector<Task>* recvs) {
+                      std::vector<Task>* recvs, std::vector<SelfCopy>* selfCopies) {
   std::vector<Task> selfSends, selfRecvs;
   const int k = comm->nRanks;
   for (int i = 0; i < k; ++i) {
@@ -321,8 +321,9 @@ ncclResult_t orderP2p(ncclComm* comm, const std::vector<Task>& p2p, std::vector<
     if (sb != rb)
       TUTTI_FAIL(ncclInvalidUsage, "rank {}: send to itself of {} bytes matched with a receive of {} bytes",
                  comm->rank, sb, rb);
-    if (sb && selfSends[i].sendbuff != selfRecvs[i].recvbuff)
-      std::memmove(selfRecvs[i].recvbuff, selfSends[i].sendbuff, sb);
+    if (sb == 0 || selfSends[i].sendbuff == selfRecvs[i].recvbuff) continue;
+    if (selfCopies) selfCopies->push_back({selfRecvs[i].recvbuff, selfSends[i].sendbuff, sb});
+    else std::memmove(selfRecvs[i].recvbuff, selfSends[i].sendbuff, sb);
   }
   return ncclSuccess;
 }

@@ -42,9 +42,15 @@ void profileP2pProxyOp(ncclComm* comm, const Task& t, bool sending);
 
 // Point-to-point of one launch in the order both backends run it: sends to rank+1, rank+2, ... and receives
 // from rank-1, rank-2, ... (every rank visits its peers in the same round order, so sends and receives pair
-// up without deadlock). Self send/receive pairs are copied now and left out.
+// up without deadlock). Self send/receive pairs are left out: given `selfCopies`, they are appended there for
+// the caller to copy in stream order (device memory); without it they are copied now (host memory).
+struct SelfCopy {
+  void* dst;
+  const void* src;
+  size_t bytes;
+};
 ncclResult_t orderP2p(ncclComm* comm, const std::vector<Task>& p2p, std::vector<Task>* sends,
-                      std::vector<Task>* recvs);
+                      std::vector<Task>* recvs, std::vector<SelfCopy>* selfCopies = nullptr);
 
 // Appends the launch's work items: one per channel for the collectives (run in order on that channel),
 // one for all sends and one for all receives (peers visited in the same round order on every rank, so
