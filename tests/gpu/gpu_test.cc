@@ -62,9 +62,15 @@ struct Backend {
     if (kind == Mem::NcclMemAlloc || sim) ncclMemFree(p);
     else cudaFree(p);
   }
+  // Done when it returns: cudaMemcpy from pageable memory may return before the copy reaches the device (it
+  // runs on the legacy stream, which the tests' non-blocking streams do not wait for), so wait for it.
   void toDevice(void* dst, const void* src, size_t bytes) {
-    if (sim) std::memcpy(dst, src, bytes);
-    else ASSERT_EQ(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), cudaSuccess);
+    if (sim) {
+      std::memcpy(dst, src, bytes);
+      return;
+    }
+    ASSERT_EQ(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(cudaStreamLegacy), cudaSuccess);
   }
   void toHost(void* dst, const void* src, size_t bytes) {
     if (sim) std::memcpy(dst, src, bytes);
@@ -245,6 +251,47 @@ TEST(Gpu, SelfSendRecvFollowsStreamOrderAndReplays) {
   b.destroy(s);
   for (float* p : {in, mid, out}) b.free(p, Mem::Device);
   ncclCommDestroy(comms[0]);
+}
+
+// Hundreds of operations queued without a synchronization in between, ranks as threads of one process: every
+// rank's work goes through the same driver queue, so one rank far ahead must not fill it while another waits
+// to launch the kernel the first one's kernels wait for (TUTTI_LAUNCH_DEPTH bounds what one rank queues).
+TEST(Gpu, ManyQueuedOperationsProgress) {
+  SKIP_WITHOUT_DEVICE();
+  Env env(simMode() ? "sim" : "cuda");
+  Backend b;
+  constexpr int kRanks = 2, kOps = 600;
+  constexpr size_t kCount = 2;
+  std::vector<ncclComm_t> comms = initComms(kRanks);
+  ASSERT_EQ(static_cast<int>(comms.size()), kRanks);
+  std::vector<std::string> failures(kRanks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r) {
+    threads.emplace_back([&, r] {
+      if (!b.sim) cudaSetDevice(0);
+      auto* in = static_cast<float*>(b.alloc(kCount * sizeof(float), Mem::Device));
+      auto* out = static_cast<float*>(b.alloc(kCount * sizeof(float), Mem::Device));
+      const float v[kCount] = {float(r + 1), float(10 * (r + 1))};
+      b.toDevice(in, v, sizeof v);
+      cudaStream_t s = b.stream();
+      for (int i = 0; i < kOps && failures[r].empty(); ++i)
+        if (ncclAllReduce(in, out, kCount, ncclFloat32, ncclSum, comms[r], s) != ncclSuccess)
+          failures[r] = "AllReduce " + std::to_string(i) + ": " + ncclGetLastError(comms[r]);
+      ncclResult_t async = ncclSuccess;
+      if (b.sync(s) != ncclSuccess || ncclCommGetAsyncError(comms[r], &async) != ncclSuccess || async != ncclSuccess)
+        failures[r] += std::string("failed: ") + ncclGetLastError(comms[r]);
+      float got[kCount] = {};
+      b.toHost(got, out, sizeof got);
+      if (failures[r].empty() && (got[0] != 3.0f || got[1] != 30.0f))
+        failures[r] = "result " + std::to_string(got[0]) + ", " + std::to_string(got[1]) + ", want 3, 30";
+      b.destroy(s);
+      b.free(in, Mem::Device);
+      b.free(out, Mem::Device);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < kRanks; ++r) EXPECT_TRUE(failures[r].empty()) << "rank " << r << ": " << failures[r];
+  for (ncclComm_t c : comms) ncclCommDestroy(c);
 }
 
 // A captured AllReduce replayed several times with new inputs.

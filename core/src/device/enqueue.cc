@@ -166,6 +166,12 @@ struct CommDevice {
   // runtime's external record and wait, so a graph replayed on one stream and work queued on another (or
   // another graph) never run at once on the communicator's connections. Null when the application opts out.
   rt::Event serial = nullptr;
+  // Uncaptured launches queued and not yet ended, at most `depth` (TUTTI_LAUNCH_DEPTH): ranks sharing a GPU in
+  // one process share the driver's launch queue, and a rank far ahead could fill it with kernels that wait
+  // for a peer whose own launch call then blocks in the driver. A call beyond the depth waits here instead.
+  int queued = 0;
+  int64_t depth = 16;
+  std::condition_variable ended;
 };
 
 namespace {
@@ -509,9 +515,18 @@ void endLaunch(void* arg) {
   {
     std::lock_guard<std::mutex> lock(d.mutex);
     d.active.erase(std::find(d.active.begin(), d.active.end(), l));
+    if (!l->captured) --d.queued;
   }
+  d.ended.notify_all();
   l->running.reset();
   if (!l->captured) delete l;  // a graph keeps its launches (keepWithCapture)
+}
+
+// Waits until the communicator has fewer than its depth of uncaptured launches queued (CommDevice::queued).
+// Each of them ends: its kernels finish, time out (TUTTI_TIMEOUT) or stop on abort.
+void waitLaunchRoom(CommDevice& d) {
+  std::unique_lock<std::mutex> lock(d.mutex);
+  d.ended.wait(lock, [&] { return d.queued < d.depth; });
 }
 
 void deleteLaunch(void* arg) { delete static_cast<DeviceLaunch*>(arg); }
@@ -740,6 +755,7 @@ ncclResult_t commDeviceInit(ncclComm* comm) {
   TUTTI_CHECK(d->rt->streamCreate(&d->stream));
   TUTTI_CHECK(d->rt->eventCreate(&d->done));
   if (paramInt("NCCL_GRAPH_MIXING_SUPPORT") != 0) TUTTI_CHECK(d->rt->eventCreate(&d->serial));
+  d->depth = std::max<int64_t>(1, paramInt("TUTTI_LAUNCH_DEPTH"));
   CommDevice* raw = d.get();
   d->watcher = std::thread([raw, comm] { watcherLoop(raw, comm); });
   comm->device = d.release();
@@ -778,6 +794,10 @@ ncclResult_t queueKernels(ncclComm* comm, rt::Runtime* rt, CommDevice& d, std::u
     raw->running = std::make_unique<CommOpsGuard>(comm);
   }
   TUTTI_CHECK(rt->launchHostFunc(d.stream, beginLaunch, raw));
+  if (!raw->captured) {
+    std::lock_guard<std::mutex> lock(d.mutex);
+    ++d.queued;  // endLaunch, queued below whatever happens, takes it off
+  }
   l.release();  // queued: endLaunch deletes it (uncaptured), the graph does (captured)
   const int threads = rt == rt::simRuntime() ? static_cast<int>(paramInt("TUTTI_SIM_NTHREADS")) : kCudaThreads;
   ncclResult_t res = ncclSuccess;
@@ -843,6 +863,7 @@ ncclResult_t enqueue(host::CommLaunch& launch) {
     for (const Connection* c : l->connOf)
       if (c->host.peerGone) l->watched.push_back({c->host.peerGone, c->host.peer});
     TUTTI_CHECK(buildKernels(*l));
+    if (!l->captured) waitLaunchRoom(d);
   }
 
   // Fan-in: the internal stream waits for every user stream (and joins their capture through the event).
