@@ -174,8 +174,12 @@ ncclResult_t argCheckCollective(const CollArgs& a) {
       inPlace = r == s + size_t(a.root) * blockBytes;
       rule = "recvbuff == sendbuff + root*count elements";
       break;
-    default:  // AlltoAll has no in-place form
-      rule = "AlltoAll has no in-place form; sendbuff and recvbuff must not overlap";
+    case ncclFuncAlltoAll:  // staged through a scratch copy (ncclAlltoAll)
+      inPlace = s == r;
+      rule = "recvbuff == sendbuff";
+      break;
+    default:
+      rule = "sendbuff and recvbuff must not overlap";
       break;
   }
   if (!inPlace)

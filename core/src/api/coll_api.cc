@@ -172,9 +172,25 @@ NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_
   return apiGuard("ncclAlltoAll", [&]() -> ncclResult_t {
     TUTTI_CHECK(checkWhole("ncclAlltoAll", ncclFuncAlltoAll, sendbuff, recvbuff, count, datatype, 0, comm));
     const size_t block = count * dataTypeSize(datatype);
+    // In place (sendbuff == recvbuff): a receive would overwrite a block before it was sent, so the blocks
+    // are sent from a copy in the communicator's scratch, made first by a send to and receive from this rank
+    // (a copy in stream order, before the group's other sends start); this rank's own block stays where it is.
+    const bool inPlace = sendbuff == recvbuff && comm->nRanks > 1 && block > 0;
+    const char* from = static_cast<const char*>(sendbuff);
+    void* scratch = nullptr;
+    if (inPlace) TUTTI_CHECK(commScratch(comm, block * comm->nRanks, &scratch));
     return asGroup([&]() -> ncclResult_t {
+      if (inPlace) {
+        const size_t all = count * comm->nRanks;
+        TUTTI_CHECK(enqueue("ncclAlltoAll", ncclFuncSend, sendbuff, nullptr, all, datatype, ncclSum, comm->rank,
+                            comm, stream));
+        TUTTI_CHECK(enqueue("ncclAlltoAll", ncclFuncRecv, nullptr, scratch, all, datatype, ncclSum, comm->rank,
+                            comm, stream));
+        from = static_cast<const char*>(scratch);
+      }
       for (int r = 0; r < comm->nRanks; ++r) {
-        TUTTI_CHECK(enqueue("ncclAlltoAll", ncclFuncSend, static_cast<const char*>(sendbuff) + r * block, nullptr,
+        if (inPlace && r == comm->rank) continue;
+        TUTTI_CHECK(enqueue("ncclAlltoAll", ncclFuncSend, from + r * block, nullptr,
                             count, datatype, ncclSum, r, comm, stream));
         TUTTI_CHECK(enqueue("ncclAlltoAll", ncclFuncRecv, nullptr, static_cast<char*>(recvbuff) + r * block, count,
                             datatype, ncclSum, r, comm, stream));

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -369,11 +370,35 @@ void commQuiesce(ncclComm* comm) {
   }
 }
 
+ncclResult_t commScratch(ncclComm* comm, size_t bytes, void** out) {
+  std::lock_guard<std::mutex> lock(comm->scratchMutex);
+  if (!comm->scratch.empty() && comm->scratch.back().second >= bytes) {
+    *out = comm->scratch.back().first;
+    return ncclSuccess;
+  }
+  // Doubling: the outgrown buffers kept until commFree add up to less than the newest.
+  const size_t size = std::max(bytes, comm->scratch.empty() ? size_t{0} : 2 * comm->scratch.back().second);
+  void* p = nullptr;
+  if (rt::Runtime* rt = device::runtimeOf(comm)) {
+    TUTTI_CHECK(rt->alloc(&p, size, /*shareable=*/false));
+  } else if (!(p = std::malloc(size))) {
+    TUTTI_FAIL(ncclSystemError, "rank {}: cannot allocate {} bytes of scratch memory", comm->rank, size);
+  }
+  comm->scratch.emplace_back(p, size);
+  *out = p;
+  return ncclSuccess;
+}
+
 ncclResult_t commFree(ncclComm* comm) {
   commRegistryRemove(comm);  // first: from here on the handle is refused, never read
   commQuiesce(comm);
   device::commDeviceFree(comm);  // its watcher and internal stream end before the connections go
   comm->rma.reset();              // windows never deregistered, signal blocks
+  for (auto [p, bytes] : comm->scratch) {
+    if (rt::Runtime* rt = device::runtimeOf(comm)) rt->free(p);
+    else std::free(p);
+  }
+  comm->scratch.clear();
   {
     std::lock_guard<std::mutex> lock(comm->connMutex);
     for (auto& [key, c] : comm->connections) {

@@ -148,6 +148,10 @@ struct ncclComm {
   // One-sided state (rma/window.h): signal blocks and windows, made by the first ncclCommWindowRegister.
   std::mutex rmaMutex;
   std::unique_ptr<tutti::rma::CommRma, tutti::rma::CommRmaDeleter> rma;
+  // Scratch memory of the backend's kind (commScratch), newest last. Outgrown buffers stay until commFree:
+  // queued or captured work may still read them.
+  std::mutex scratchMutex;
+  std::vector<std::pair<void*, size_t>> scratch;
   int64_t timeoutNs = 0;
   int spinCount = 2000;
   tutti::CommCallCheck calls;  // TUTTI_CHECK_CALLS, TUTTI_WAIT_WARN, who reached a stuck operation
@@ -182,6 +186,9 @@ void commSignalAbort(ncclComm* comm);
 ncclResult_t commCheckUsable(ncclComm* comm, const char* call);
 // Waits until no call or queued work uses the communicator and its background job has ended.
 void commQuiesce(ncclComm* comm);
+// At least `bytes` of scratch in memory the communicator's kernels or host work reach (device memory on a
+// device backend), for work queued on the communicator; grown as needed, freed by commFree.
+ncclResult_t commScratch(ncclComm* comm, size_t bytes, void** out);
 
 // config.blocking = 0: init, split, shrink and groups of operations run in the background and return
 // ncclInProgress; ncclCommGetAsyncError says when they are done. Unset (NCCL_CONFIG_UNDEF_INT) is blocking.

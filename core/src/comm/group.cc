@@ -11,6 +11,7 @@
 #include "util/check.h"
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 
 namespace tutti {
@@ -183,10 +184,14 @@ ncclResult_t launchGroup(const Task* tasks, size_t nTasks) {
       TUTTI_CHECK(host::launchItems(l, &now));
     } else {
       auto items = std::make_shared<std::vector<host::WorkItem>>();
-      TUTTI_CHECK(host::launchItems(l, items.get()));
+      auto selfCopies = std::make_shared<std::vector<host::SelfCopy>>();
+      TUTTI_CHECK(host::launchItems(l, items.get(), selfCopies.get()));
       // The queued work keeps its communicator alive (commFree waits for it) until it has run.
       auto alive = std::make_shared<CommOpsGuard>(l.comm);
-      host::HostStream::fromHandle(l.stream)->enqueue([items, alive]() mutable {
+      host::HostStream::fromHandle(l.stream)->enqueue([items, selfCopies, alive]() mutable {
+        // Sends to and receives from this rank first, in stream order (before any other item of the group
+        // reads or writes those buffers).
+        for (const host::SelfCopy& c : *selfCopies) std::memmove(c.dst, c.src, c.bytes);
         ncclResult_t res = host::runConcurrently(*items);
         items.reset();
         alive.reset();

@@ -80,7 +80,7 @@ const Coll kColls[] = {
      [](const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t, int, ncclComm_t c, cudaStream_t st) {
        return ncclAlltoAll(s, r, n, t, c, st);
      },
-     false, false, false, true, true, "sendbuff", "recvbuff", 0, 0},  // no in-place form at all
+     false, false, false, true, true, "sendbuff", "recvbuff", 0, 1},  // in place only as sendbuff == recvbuff
     {"ncclGather",
      [](const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t, int root, ncclComm_t c, cudaStream_t st) {
        return ncclGather(s, r, n, t, root, c, st);

@@ -161,8 +161,9 @@ TEST(ArgCheck, InPlaceRules) {
   EXPECT_EQ(argCheckCollective(sc), ncclSuccess);
   sc.recvbuff = r + n;
   EXPECT_TRUE(failsWith(argCheckCollective(sc), ncclInvalidUsage, {"root*count"}));
-  // AlltoAll: no in-place form at all.
-  EXPECT_TRUE(failsWith(argCheckCollective(coll(ncclFuncAlltoAll, r, r, n)), ncclInvalidUsage, {"AlltoAll"}));
+  // AlltoAll: in place only as the same buffer (ncclAlltoAll stages it through a scratch copy).
+  EXPECT_EQ(argCheckCollective(coll(ncclFuncAlltoAll, r, r, n)), ncclSuccess);
+  EXPECT_TRUE(failsWith(argCheckCollective(coll(ncclFuncAlltoAll, r, r + 1, n)), ncclInvalidUsage, {"overlap"}));
   EXPECT_EQ(argCheckCollective(coll(ncclFuncAlltoAll, r, r + 4 * n, n)), ncclSuccess);
 }
 

@@ -328,7 +328,7 @@ ncclResult_t orderP2p(ncclComm* comm, const std::vector<Task>& p2p, std::vector<
   return ncclSuccess;
 }
 
-ncclResult_t launchItems(CommLaunch& launch, std::vector<WorkItem>* items) {
+ncclResult_t launchItems(CommLaunch& launch, std::vector<WorkItem>* items, std::vector<SelfCopy>* selfCopies) {
   ncclComm* comm = launch.comm;
   // Collectives: one item per channel, running that channel's share of every collective in order.
   int channels = 0;
@@ -372,9 +372,9 @@ ncclResult_t launchItems(CommLaunch& launch, std::vector<WorkItem>* items) {
     }));
   }
 
-  // Point-to-point: self pairs now; the rest in round order (send to rank+i, receive from rank-i).
+  // Point-to-point: self pairs now (or by the caller); the rest in round order (send to rank+i, receive from rank-i).
   std::vector<Task> sends, recvs;
-  TUTTI_CHECK(orderP2p(comm, launch.p2p, &sends, &recvs));
+  TUTTI_CHECK(orderP2p(comm, launch.p2p, &sends, &recvs, selfCopies));
   if (!sends.empty())
     items->push_back(guarded(comm, [comm, sends = std::move(sends)] { return runP2pList(comm, sends, true); }));
   if (!recvs.empty())

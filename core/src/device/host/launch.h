@@ -55,6 +55,9 @@ ncclResult_t orderP2p(ncclComm* comm, const std::vector<Task>& p2p, std::vector<
 // Appends the launch's work items: one per channel for the collectives (run in order on that channel),
 // one for all sends and one for all receives (peers visited in the same round order on every rank, so
 // sends and receives pair up without deadlock). Self send/receive pairs are copied here directly.
-ncclResult_t launchItems(CommLaunch& launch, std::vector<WorkItem>* items);
+// Given `selfCopies`, sends to and receives from this rank are appended there for the caller to copy before
+// the items run (work queued on a stream); without it they are copied now.
+ncclResult_t launchItems(CommLaunch& launch, std::vector<WorkItem>* items,
+                         std::vector<SelfCopy>* selfCopies = nullptr);
 
 }  // namespace tutti::host
