@@ -40,8 +40,12 @@ Shape shapeOf(ncclFunc_t f, int algo, int nRanks, int nNodes) {
       }
       break;
     case NCCL_ALGO_PAT:
+      // One rank per node (as NCCL offers it): log2(k) exchanges, the ring's traffic. Where ranks share a
+      // node their exchanges share its memory bus and this model is not fitted: PAT is costed above the
+      // ring there, so it runs only when asked for (NCCL_ALGO=PAT).
       if (f == ncclFuncAllGather || f == ncclFuncReduceScatter)
-        s = {std::ceil(std::log2(std::max(k, 1.0))), (k - 1) / k};
+        s = nNodes >= nRanks ? Shape{std::ceil(std::log2(std::max(k, 1.0))), (k - 1) / k}
+                             : Shape{2 * (k - 1), 2 * (k - 1) / k};
       break;
     default:
       break;  // CollNet / NVLS need hardware this model does not describe

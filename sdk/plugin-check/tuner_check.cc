@@ -114,11 +114,13 @@ bool loadTuner(const std::string& path, int abi, Tuner* tu, std::string* err, st
 }
 
 // The cost table as the core would build it: plausible costs (us) growing with size, and -1 where an
-// algorithm/protocol pair is unavailable (CollNet, NVLS, NVLS tree, PAT here, and Tree/LL128 on odd sizes).
+// algorithm/protocol pair is unavailable (CollNet, NVLS, NVLS tree, PAT but for AllGather and ReduceScatter,
+// and Tree/LL128 on odd sizes).
 void initialTable(float* t, ncclFunc_t f, size_t nBytes) {
   for (int a = 0; a < kAlgos; a++)
     for (int p = 0; p < kProtos; p++) {
-      bool avail = a == NCCL_ALGO_RING || (a == NCCL_ALGO_TREE && f == ncclFuncAllReduce);
+      bool avail = a == NCCL_ALGO_RING || (a == NCCL_ALGO_TREE && f == ncclFuncAllReduce) ||
+                   (a == NCCL_ALGO_PAT && (f == ncclFuncAllGather || f == ncclFuncReduceScatter));
       if (a == NCCL_ALGO_TREE && p == NCCL_PROTO_LL128 && (nBytes & 1)) avail = false;
       t[a * kProtos + p] = avail ? 5.0f + 3.0f * p + static_cast<float>(nBytes) / (1.0e4f * (p + 1)) : NCCL_ALGO_PROTO_IGNORE;
     }

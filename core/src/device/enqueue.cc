@@ -2,6 +2,7 @@
 
 #include "comm/comm.h"
 #include "comm/profiler.h"
+#include "device/common/pat.h"
 #include "device/cuda/kernels.h"
 #include "device/host/prims.h"
 #include "device/kernels/dev_work.h"
@@ -238,6 +239,21 @@ ncclResult_t addCollectives(DeviceLaunch& l) {
         bool missing = (links.up >= 0 && (w.recvConn < 0 || w.sendConn < 0));
         for (int i = 0; i < w.nChildren; ++i) missing |= w.childRecv[i] < 0 || w.childSend[i] < 0;
         if (missing) TUTTI_FAIL(ncclInternalError, "rank {}: channel {} lacks a tree connection", comm->rank, c);
+      } else if (p.algorithm == NCCL_ALGO_PAT) {
+        // The connections of every step, in launch memory the kernel reads (pat.h, patPeers).
+        w.kind = WorkKind::Pat;
+        const int steps = comm->nRanks > 1 ? patSteps(comm->nRanks) : 0;
+        int16_t* conns = nullptr;
+        TUTTI_CHECK(l.pin(&conns, 2 * static_cast<size_t>(steps)));
+        for (int d = 0; d < steps; ++d) {
+          int from = 0, to = 0;
+          patPeers(p.task.func, comm->rank, d, comm->nRanks, &from, &to);
+          conns[2 * d] = findConn(l, c, kConnColl, from, false);
+          conns[2 * d + 1] = findConn(l, c, kConnColl, to, true);
+          if (conns[2 * d] < 0 || conns[2 * d + 1] < 0)
+            TUTTI_FAIL(ncclInternalError, "rank {}: channel {} lacks the PAT connections of step {}", comm->rank, c, d);
+        }
+        w.patConns = conns;
       } else {
         w.kind = WorkKind::Ring;
         if (comm->nRanks > 1) {
@@ -551,7 +567,11 @@ ncclResult_t checkDeviceVisible(const DeviceLaunch& l) {
     TUTTI_CHECK(check(c.ctrl, "the control block", c.peer));
     TUTTI_CHECK(check(c.step, "the step counter", c.peer));
   }
-  for (const DevWork& w : l.work) TUTTI_CHECK(check(w.coll.ringRanks, "the ring table", -1));
+  for (const DevWork& w : l.work) {
+    TUTTI_CHECK(check(w.coll.ringRanks, "the ring table", -1));
+    TUTTI_CHECK(check(w.patConns, "the PAT connection table", -1));
+    TUTTI_CHECK(check(w.coll.scratch, "the PAT scratch memory", -1));
+  }
   return ncclSuccess;
 }
 

@@ -48,6 +48,12 @@ ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out) {
   const size_t slotElems = stepData / plan.eltSize;
   const size_t chunkCount = std::max<size_t>(align, slotElems - slotElems % align);
 
+  // PAT ReduceScatter keeps partial sums of every block in scratch memory (pat.h).
+  void* scratch = nullptr;
+  const bool pat = plan.algorithm == NCCL_ALGO_PAT;
+  if (pat && task.func == ncclFuncReduceScatter && k > 1)
+    TUTTI_CHECK(commScratch(comm, count * plan.eltSize * static_cast<size_t>(k), &scratch));
+
   for (int c = 0; c < nc; ++c) {
     const ChannelRing& ring = comm->rings[c];
     CollWork w{};
@@ -63,7 +69,9 @@ ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out) {
     w.chunkCount = chunkCount;
     w.align = align;
     w.inPlace = task.sendbuff == task.recvbuff;
-    w.ringRanks = ring.ranks.data();
+    w.ringRanks = pat ? nullptr : ring.ranks.data();
+    if (pat) w.ringIx = comm->rank;  // PAT's peers are ranks at distances 2^d, not ring positions
+    w.scratch = scratch;
     plan.work.push_back(w);
   }
   *out = std::move(plan);

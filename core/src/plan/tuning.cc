@@ -100,10 +100,12 @@ ncclResult_t loadShared(const PluginSpec& spec, std::shared_ptr<TunerPlugin>* ou
 void TunerChainDeleter::operator()(TunerChain* chain) const { delete chain; }
 
 void engineSupport(ncclFunc_t func, bool ll128, bool (&supported)[kA][kP]) {
-  // The host engine runs ring for all five collectives and the double binary tree for AllReduce, each
-  // over Simple, LL and (where every connection guarantees its ordering) LL128 FIFOs.
+  // The engine runs ring for all five collectives, the double binary tree for AllReduce and PAT for
+  // AllGather and ReduceScatter, each over Simple, LL and (where every connection guarantees its ordering)
+  // LL128 FIFOs.
   for (int a = 0; a < kA; ++a) {
-    const bool algo = a == NCCL_ALGO_RING || (a == NCCL_ALGO_TREE && func == ncclFuncAllReduce);
+    const bool algo = a == NCCL_ALGO_RING || (a == NCCL_ALGO_TREE && func == ncclFuncAllReduce) ||
+                      (a == NCCL_ALGO_PAT && (func == ncclFuncAllGather || func == ncclFuncReduceScatter));
     for (int p = 0; p < kP; ++p)
       supported[a][p] = algo && (p == NCCL_PROTO_SIMPLE || p == NCCL_PROTO_LL || (p == NCCL_PROTO_LL128 && ll128));
   }
@@ -124,6 +126,9 @@ float coreBaseCost(ncclFunc_t f, size_t nBytes, int nRanks, int algo, int proto)
     steps = 2 * std::ceil(std::log2(k));
     factor = 2;
   }
+  // PAT: the neutral estimate never prefers it to the ring (one step more); a tuner that knows the
+  // topology does (the default tuner at one rank per node), and NCCL_ALGO=PAT forces it.
+  if (algo == NCCL_ALGO_PAT) steps += 1;
   const double latencyUs = proto == NCCL_PROTO_SIMPLE ? 10.0 : 5.0;
   // LL moves 4 data bytes per 8-byte line, LL128 120 per 128: their wire bandwidth is that much lower.
   const double wire = proto == NCCL_PROTO_LL ? 2.0 : proto == NCCL_PROTO_LL128 ? 128.0 / 120.0 : 1.0;

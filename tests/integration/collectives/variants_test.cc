@@ -76,6 +76,17 @@ TEST_P(Configured, FourChannelsSmallBuffer) {
   runSlice(GetParam(), {100003});
 }
 
+// PAT for AllGather and ReduceScatter (the other collectives keep the tuner's choice) on four channels with
+// many loops each: ragged channel shares of every block, chunks cut per slot (also under the sanitizers,
+// which skip the forced @pat variants of the matrix).
+TEST_P(Configured, PatFourChannelsSmallBuffer) {
+  ScopedEnv algo("NCCL_ALGO", "allgather:pat;reducescatter:pat");
+  ScopedEnv minCh("NCCL_MIN_NCHANNELS", "4");
+  ScopedEnv maxCh("NCCL_MAX_NCHANNELS", "4");
+  ScopedEnv buff("NCCL_BUFFSIZE", "65536");
+  runSlice(GetParam(), {13, 100003});
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, Configured, testing::Values(2, 3, 8),
                          [](const testing::TestParamInfo<int>& info) {
                            return "k" + std::to_string(info.param);

@@ -56,7 +56,7 @@ ncclResult_t allIgnore(void*, ncclFunc_t, size_t, int, float** t, int, int, int,
 }
 // Tries to enable PAT/LL, which the engine does not run, and asks for 0 channels (invalid).
 ncclResult_t enablesUnsupported(void*, ncclFunc_t, size_t, int, float** t, int, int, int, int* nChannels) {
-  tableOf(t)[NCCL_ALGO_PAT][NCCL_PROTO_LL] = 0.0f;
+  tableOf(t)[NCCL_ALGO_NVLS][NCCL_PROTO_LL] = 0.0f;  // hardware this engine does not drive
   *nChannels = 0;
   return ncclSuccess;
 }

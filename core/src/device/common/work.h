@@ -18,7 +18,7 @@ namespace tutti {
 struct CollWork {
   ncclFunc_t func;
   int nRanks;
-  int ringIx;        // this rank's position in the channel's ring
+  int ringIx;        // this rank's position in the channel's ring (PAT: the rank itself)
   int rootIx;        // ring position of the root (Broadcast / Reduce)
   // Counts are in elements: bytes for AllGather / Broadcast, datatype elements for reductions.
   size_t count;      // AllReduce/Broadcast/Reduce: whole buffer; AllGather/ReduceScatter: per-rank block
@@ -28,6 +28,7 @@ struct CollWork {
   size_t align;      // chunk sizes are rounded to this many elements (vector-friendly offsets)
   int inPlace;       // send buffer is (the right part of) the receive buffer
   const int* ringRanks;  // ring position -> rank (AllGather / ReduceScatter blocks are indexed by rank)
+  void* scratch;         // PAT ReduceScatter: partial sums, a block of `count` per rank (pat.h)
 };
 
 TUTTI_HOST_DEVICE inline size_t divUp(size_t a, size_t b) { return (a + b - 1) / b; }

@@ -1,6 +1,7 @@
 #include "device/host/launch.h"
 
 #include "comm/comm.h"
+#include "device/common/pat.h"
 #include "device/common/ring.h"
 #include "device/common/tree.h"
 #include "device/host/prims.h"
@@ -47,6 +48,19 @@ WorkItem guarded(ncclComm* comm, WorkItem item) {
 namespace {
 
 bool isTree(const CollPlan& p) { return p.algorithm == NCCL_ALGO_TREE; }
+bool isPat(const CollPlan& p) { return p.algorithm == NCCL_ALGO_PAT; }
+
+// The connections of PAT step d on channel c (pat.h, patPeers): where it receives from and sends to.
+ncclResult_t patConns(ncclComm* comm, int channel, ncclFunc_t func, int d, HostConn** recv, HostConn** send) {
+  int from = 0, to = 0;
+  patPeers(func, comm->rank, d, comm->nRanks, &from, &to);
+  *recv = connOf(comm, channel, kConnColl, from, false);
+  *send = connOf(comm, channel, kConnColl, to, true);
+  if (!*recv || !*send)
+    TUTTI_FAIL(ncclInternalError, "rank {}: channel {} has no PAT connection of step {} (ranks {} and {})", comm->rank,
+               channel, d, from, to);
+  return ncclSuccess;
+}
 
 // A tree plan's connections on one channel, as the primitives objects of treeAllReduce use them.
 struct TreeConns {
@@ -82,10 +96,10 @@ TreeWork treeWorkOf(const ncclComm* comm, const CollWork& w, int channel) {
 
 // Steps the channel's collectives will take from each receive connection, so a network proxy can post
 // exactly those receives. A connection may serve several plans (ring and tree share them), so counts add up.
-// A channel receives from its ring predecessor and its tree parent and children: a fixed, small set (no
-// allocation on the launch path).
+// A channel receives from its ring predecessor, its tree parent and children and its PAT sources: a fixed,
+// small set (no allocation on the launch path).
 struct StepCounts {
-  std::pair<HostConn*, uint64_t> entries[2 + kTreeMaxArity] = {};
+  std::pair<HostConn*, uint64_t> entries[2 + kTreeMaxArity + kPatMaxSteps] = {};
   int n = 0;
 };
 void addSteps(StepCounts* counts, HostConn* conn, uint64_t steps) {
@@ -110,6 +124,16 @@ ncclResult_t countChannelSteps(ncclComm* comm, const std::vector<CollPlan>& coll
       TUTTI_CHECK(treeAllReduce(up, down, tw));
       for (int i = 0; i < tc.nChildren; ++i) addSteps(counts, tc.childRecv[i], up.recvSteps());
       addSteps(counts, tc.parentRecv, down.recvSteps());
+    } else if (isPat(p)) {
+      auto dim = [&](int d, auto&& body) -> ncclResult_t {
+        HostConn *recv = nullptr, *send = nullptr;
+        TUTTI_CHECK(patConns(comm, c, p.task.func, d, &recv, &send));
+        HostStepCounter counter(recv, p.protocol, p.eltSize);
+        TUTTI_CHECK(body(counter));
+        addSteps(counts, recv, counter.recvSteps());
+        return ncclSuccess;
+      };
+      TUTTI_CHECK(runPatCollective(dim, p.work[c], p.task.sendbuff, p.task.recvbuff));
     } else if (ringRecv) {
       HostStepCounter counter(ringRecv, p.protocol, p.eltSize);
       TUTTI_CHECK(runRingCollective(counter, p.work[c]));
@@ -189,6 +213,19 @@ ncclResult_t profileChannelProxyOps(ncclComm* comm, const std::vector<CollPlan>&
         postProxyOp(comm, parent, c, kConnColl, tw.links.up, true, up.sendSteps(), p.protocol, &queued);
         postProxyOp(comm, parent, c, kConnColl, tw.links.up, false, down.recvSteps(), p.protocol, &queued);
       }
+      continue;
+    }
+    if (isPat(p)) {
+      auto dim = [&](int d, auto&& body) -> ncclResult_t {
+        HostConn *recv = nullptr, *send = nullptr;
+        TUTTI_CHECK(patConns(comm, c, p.task.func, d, &recv, &send));
+        HostStepCounter counter(recv, p.protocol, p.eltSize);
+        TUTTI_CHECK(body(counter));
+        postProxyOp(comm, parent, c, kConnColl, recv->peer, false, counter.recvSteps(), p.protocol, &queued);
+        postProxyOp(comm, parent, c, kConnColl, send->peer, true, counter.sendSteps(), p.protocol, &queued);
+        return ncclSuccess;
+      };
+      TUTTI_CHECK(runPatCollective(dim, p.work[c], p.task.sendbuff, p.task.recvbuff));
       continue;
     }
     const Connection* geometry = ring.recvConn ? ring.recvConn : ring.sendConn;
@@ -281,6 +318,15 @@ ncclResult_t launchConnect(CommLaunch& launch) {
           }
           continue;
         }
+        if (isPat(p)) {
+          for (int d = 0; d < patSteps(comm->nRanks); ++d) {
+            int from = 0, to = 0;
+            patPeers(p.task.func, comm->rank, d, comm->nRanks, &from, &to);
+            want(c, to, true);
+            want(c, from, false);
+          }
+          continue;
+        }
         const ChannelRing& ring = comm->rings[c];
         if (ring.sendConn && ring.recvConn) continue;
         want(c, ring.next, true);
@@ -363,6 +409,17 @@ ncclResult_t launchItems(CommLaunch& launch, std::vector<WorkItem>* items, std::
           HostPrims down(&tc.parentRecv, hasParent, tc.childSend, tc.nChildren, p.task.sendbuff, p.task.recvbuff,
                          p.eltSize, p.op, wait, label, p.protocol);
           TUTTI_CHECK(treeAllReduce(up, down, tw));
+          continue;
+        }
+        if (isPat(p)) {
+          auto dim = [&](int d, auto&& body) -> ncclResult_t {
+            HostConn *patRecv = nullptr, *patSend = nullptr;
+            if (comm->nRanks > 1) TUTTI_CHECK(patConns(comm, c, p.task.func, d, &patRecv, &patSend));
+            HostPrims prims(patRecv, patSend, p.task.sendbuff, p.task.recvbuff, p.eltSize, p.op, wait, label,
+                            p.protocol);
+            return body(prims);
+          };
+          TUTTI_CHECK(runPatCollective(dim, p.work[c], p.task.sendbuff, p.task.recvbuff));
           continue;
         }
         HostPrims prims(recv, send, p.task.sendbuff, p.task.recvbuff, p.eltSize, p.op, wait, label, p.protocol);

@@ -82,6 +82,16 @@ class HostPrims {
   ncclResult_t sendFromOutput(size_t out, size_t n) { return run(kSrcOutput | kSend, 0, out, n, false); }
   // No communication: output = postOp(preOp(input)) (one rank, or a self send/recv).
   ncclResult_t localCopy(size_t in, size_t out, size_t n);
+  // output[out] = received + (fromOutput ? output[out] : preOp(input[in])), postOp when asked: adds a partial
+  // sum to an accumulator (PAT ReduceScatter, pat.h).
+  ncclResult_t recvReduceInto(bool fromOutput, size_t in, size_t out, size_t n, bool postOp) {
+    return run(kRecv | kDstOutput | (fromOutput ? kSrcOutput : kSrcInput), in, out, n, postOp);
+  }
+  // The buffers later calls' offsets refer to (pat.h moves between the output and scratch memory).
+  void setBuffers(const void* input, void* output) {
+    input_ = static_cast<const char*>(input);
+    output_ = static_cast<char*>(output);
+  }
 
   // Slot capacity in elements.
   size_t slotElems() const { return slotData_ / eltSize_; }
@@ -139,6 +149,8 @@ class HostStepCounter {
   ncclResult_t recvReduceCopy(size_t, size_t, size_t n) { return count(n, true, false); }
   ncclResult_t recvReduceCopySend(size_t, size_t, size_t n) { return count(n, true, true); }
   ncclResult_t localCopy(size_t, size_t, size_t) { return ncclSuccess; }
+  ncclResult_t recvReduceInto(bool, size_t, size_t, size_t n, bool) { return count(n, true, false); }
+  void setBuffers(const void*, void*) {}
   uint64_t recvSteps() const { return steps_; }
   uint64_t sendSteps() const { return sendSteps_; }  // on EACH send connection (profiler ProxyOps)
 

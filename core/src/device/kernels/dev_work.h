@@ -28,13 +28,13 @@ struct DevConn {
   int peer;
 };
 
-enum class WorkKind : uint8_t { Ring, Tree, Send, Recv };
+enum class WorkKind : uint8_t { Ring, Tree, Send, Recv, Pat };
 
 inline constexpr int kNoConn = -1;
 
 // One block's share of one operation. Connection fields are indices into KernelArgs::conns.
 struct DevWork {
-  CollWork coll;         // Ring: as the host backend; Tree: chOffset/chCount/chunkCount; Send/Recv: count = bytes
+  CollWork coll;         // Ring, Pat: as the host backend; Tree: chOffset/chCount/chunkCount; Send/Recv: count = bytes
   ResolvedRedOp op;      // datatype = the kernel instance's type
   const void* sendbuff;
   void* recvbuff;
@@ -50,6 +50,7 @@ struct DevWork {
   int16_t sendConn;      // Ring: to the successor; Send: to the peer; Tree: to the parent
   int16_t childRecv[kTreeMaxArity];
   int16_t childSend[kTreeMaxArity];
+  const int16_t* patConns;  // Pat: per step d, the receive then the send connection (launch memory)
 };
 
 // Why a block stopped early (DevStatus::reason).

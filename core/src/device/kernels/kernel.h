@@ -7,6 +7,7 @@
 // item, the protocol a branch per step (see prims.h). A launch carries work of one datatype.
 #pragma once
 
+#include "device/common/pat.h"
 #include "device/common/ring.h"
 #include "device/common/tree.h"
 #include "device/kernels/dev_work.h"
@@ -44,7 +45,7 @@ TUTTI_DEVICE void cooperativeCopy(S* dst, const S* src, int t, int n) {
 }
 
 template <typename T, typename Op>
-TUTTI_DEVICE_NOINLINE ncclResult_t runWork(KernelShared* sh, const Op& op, const WaitEnv& env) {
+TUTTI_DEVICE_NOINLINE ncclResult_t runWork(KernelShared* sh, const DevConn* conns, const Op& op, const WaitEnv& env) {
   const DevWork& w = sh->work;
   const DevConn* slot[kConnSlots];
   for (int s = 0; s < kConnSlots; ++s) slot[s] = connOfSlot(w, s) >= 0 ? &sh->conns[s] : nullptr;
@@ -74,6 +75,26 @@ TUTTI_DEVICE_NOINLINE ncclResult_t runWork(KernelShared* sh, const Op& op, const
       up.finish();
       down.finish();
       return r;
+    }
+    case WorkKind::Pat: {
+      // Each step's two connections go into the shared slots 0 (receive) and 1 (send) while it runs.
+      const int nRanks = w.coll.nRanks;
+      auto dim = [&](int d, auto&& body) -> ncclResult_t {
+        simt::syncBlock();  // the previous step is done with the slots
+        if (nRanks > 1 && simt::warp() == 0) {
+          cooperativeCopy(&sh->conns[0], &conns[w.patConns[2 * d]], simt::lane(), simt::kWarpSize);
+          cooperativeCopy(&sh->conns[1], &conns[w.patConns[2 * d + 1]], simt::lane(), simt::kWarpSize);
+        }
+        simt::syncBlock();
+        const DevConn* recv[1] = {&sh->conns[0]};
+        const DevConn* send[1] = {&sh->conns[1]};
+        const int n = nRanks > 1 ? 1 : 0;
+        DevPrims<T, Op> p(recv, n, send, n, w.sendbuff, w.recvbuff, op, w.proto, env);
+        const ncclResult_t r = body(p);
+        p.finish();
+        return r;
+      };
+      return runPatCollective(dim, w.coll, w.sendbuff, w.recvbuff);
     }
     case WorkKind::Send: {
       DevPrims<T, Op> p(none, 0, &slot[1], 1, w.sendbuff, w.recvbuff, op, w.proto, env);
@@ -116,7 +137,7 @@ TUTTI_DEVICE_FN void kernelBody(const KernelArgs& a) {
     const WaitEnv env{a.abortWord, a.timeoutNs, a.warnNs, a.warnNs ? &a.slowWaits[i] : nullptr, &sh->block, i};
     dispatchRedOp<T>(sh->work.op, [&](const auto& op) {
       using Op = std::decay_t<decltype(op)>;
-      return runWork<T, Op>(sh, op, env);
+      return runWork<T, Op>(sh, a.conns, op, env);
     });
     simt::syncBlock();
     if (a.workTimes && t == 0) a.workTimes[2 * i + 1] = simt::clockNs();

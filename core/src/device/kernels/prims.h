@@ -194,6 +194,16 @@ class DevPrims {
     return ncclSuccess;
   }
 
+  // output[out] = received + (fromOutput ? output[out] : preOp(input[in])), postOp when asked (pat.h).
+  TUTTI_DEVICE ncclResult_t recvReduceInto(bool fromOutput, size_t in, size_t out, size_t n, bool postOp) {
+    return run(kRecv | kDstOutput | (fromOutput ? kSrcOutput : kSrcInput), in, out, n, postOp);
+  }
+  // The buffers later calls' offsets refer to (pat.h moves between the output and scratch memory).
+  TUTTI_DEVICE void setBuffers(const void* input, void* output) {
+    input_ = static_cast<const char*>(input);
+    output_ = static_cast<char*>(output);
+  }
+
   // Stores the step counts back for the next operation on these connections (after a barrier).
   TUTTI_DEVICE void finish() {
     simt::syncBlock();
