@@ -32,6 +32,8 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib" "$stage/nccl-tests"
 
 cp "$build/bin/test_gpu" "$build/bin/gpu_perf" "$stage/bin/"
+# The device API's kernels on the cuda backend, where the build made them (target test_devapi_gpu).
+[ -e "$build/bin/test_devapi_gpu" ] && cp "$build/bin/test_devapi_gpu" "$stage/bin/"
 real=$(readlink -f "$build/lib/libnccl.so.2")
 cp "$real" "$stage/lib/"
 ln -s "$(basename "$real")" "$stage/lib/libnccl.so.2"

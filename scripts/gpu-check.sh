@@ -77,14 +77,17 @@ if [ -n "$bundle" ]; then
   fi
   [ -z "$nccl_tests" ] && [ -n "$(ls -A "$build/nccl-tests" 2>/dev/null)" ] && nccl_tests=$build/nccl-tests
   # One process per test, each with its own time limit, so a hang costs one test and not the rest.
-  tests=$("$build/bin/test_gpu" --gtest_list_tests | awk '/^[^ ]/ {suite=$1} /^  / {print suite $1}')
-  for t in $tests; do
-    step "test-gpu $t" timeout 45 "$build/bin/test_gpu" --gtest_color=no --gtest_filter="$t"
+  for bin in test_gpu test_devapi_gpu; do
+    [ -x "$build/bin/$bin" ] || continue
+    tests=$("$build/bin/$bin" --gtest_list_tests | awk '/^[^ ]/ {suite=$1} /^  / {print suite $1}')
+    for t in $tests; do
+      step "$bin $t" timeout 45 "$build/bin/$bin" --gtest_color=no --gtest_filter="$t"
+    done
   done
 else
   cuda_flag=-DTUTTI_WITH_CUDA=ON
   step configure cmake -S "$root" -B "$build" "$cuda_flag" || exit 1
-  step build cmake --build "$build" -j"$jobs" --target tutti test_gpu gpu_perf || exit 1
+  step build cmake --build "$build" -j"$jobs" --target tutti test_gpu test_devapi_gpu gpu_perf || exit 1
   # --no-tests=error: an empty label is a failure; a skipped test is too (it means the GPU was not usable).
   step ctest-gpu ctest --test-dir "$build" -L gpu --no-tests=error --output-on-failure -j1 --timeout 300
 fi

@@ -3,6 +3,7 @@
 // on the sim backend (its device memory, host streams and capture), so they are known to work before a GPU
 // is at hand. Without either, each test skips and says why.
 #include <nccl.h>
+#include <nccl_device.h>
 #include <tutti.h>
 
 #include <cuda_runtime.h>
@@ -14,6 +15,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <chrono>
 #include <functional>
 #include <string>
 #include <thread>
@@ -354,6 +356,166 @@ TEST(Gpu, CapturedAllReduceReplays) {
     b.free(out[r], Mem::Device);
   }
   for (ncclComm_t c : comms) ncclCommDestroy(c);
+}
+
+// Byte i of what `rank` puts in round `round`.
+uint8_t putPattern(int rank, int round, size_t i) {
+  return static_cast<uint8_t>((rank * 131 + round * 17 + i * 7 + (i >> 8)) & 0xff);
+}
+
+// One-sided operations on the device, written as NCCL's examples are: every rank registers a window
+// (ncclMemAlloc + ncclCommWindowRegister), puts a block into the next rank's window with a signal
+// (ncclPutSignal) and waits for the previous rank's signal (ncclWaitSignal), all on its own stream; every
+// byte is checked. One thread drives every rank (each call only queues work). Uncaptured: kRounds rounds,
+// each into its own part of the window. Captured: the put and the wait captured once per rank and replayed
+// with new data; each replay's wait consumes a new signal.
+void putSignalRing(int nRanks, bool captured) {
+  Env env(simMode() ? "sim" : "cuda");
+  Backend b;
+  constexpr int kRounds = 3;
+  constexpr size_t kBytes = 256 * 1024 + 5;
+  std::vector<ncclComm_t> comms = initComms(nRanks);
+  ASSERT_EQ(static_cast<int>(comms.size()), nRanks);
+  std::vector<uint8_t*> send(nRanks), window(nRanks);
+  std::vector<ncclWindow_t> win(nRanks);
+  std::vector<cudaStream_t> s(nRanks);
+  const std::vector<uint8_t> sentinel(kRounds * kBytes, 0xee);
+  for (int r = 0; r < nRanks; ++r) {
+    send[r] = static_cast<uint8_t*>(b.alloc(kBytes, Mem::NcclMemAlloc));
+    window[r] = static_cast<uint8_t*>(b.alloc(kRounds * kBytes, Mem::NcclMemAlloc));
+    b.toDevice(window[r], sentinel.data(), sentinel.size());
+    s[r] = b.stream();
+  }
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < nRanks; ++r)
+    ASSERT_EQ(ncclCommWindowRegister(comms[r], window[r], kRounds * kBytes, &win[r], NCCL_WIN_COLL_SYMMETRIC),
+              ncclSuccess);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
+  ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
+  ASSERT_EQ(ncclCommQueryProperties(comms[0], &props), ncclSuccess);
+  EXPECT_TRUE(props.hostRmaSupport);
+  EXPECT_TRUE(props.deviceApiSupport);
+  auto queue = [&](int r, size_t offset) {
+    const int next = (r + 1) % nRanks, prev = (r + nRanks - 1) % nRanks;
+    ASSERT_EQ(ncclPutSignal(send[r], kBytes, ncclUint8, next, win[r], offset, 0, 0, 0, comms[r], s[r]), ncclSuccess)
+        << ncclGetLastError(comms[r]);
+    ncclWaitSignalDesc_t d{1, prev, 0, 0};
+    ASSERT_EQ(ncclWaitSignal(1, &d, comms[r], s[r]), ncclSuccess) << ncclGetLastError(comms[r]);
+  };
+  std::vector<uint8_t> h(kBytes);
+  auto fill = [&](int round) {
+    for (int r = 0; r < nRanks; ++r) {
+      for (size_t i = 0; i < kBytes; ++i) h[i] = putPattern(r, round, i);
+      b.toDevice(send[r], h.data(), kBytes);
+    }
+  };
+  auto check = [&](int round, size_t offset) {
+    for (int r = 0; r < nRanks; ++r) {
+      ASSERT_EQ(b.sync(s[r]), ncclSuccess) << "rank " << r << ": " << ncclGetLastError(comms[r]);
+      ncclResult_t async = ncclSuccess;
+      ASSERT_EQ(ncclCommGetAsyncError(comms[r], &async), ncclSuccess);
+      ASSERT_EQ(async, ncclSuccess) << "rank " << r << ": " << ncclGetLastError(comms[r]);
+    }
+    for (int r = 0; r < nRanks; ++r) {
+      const int prev = (r + nRanks - 1) % nRanks;
+      b.toHost(h.data(), window[r] + offset, kBytes);
+      for (size_t i = 0; i < kBytes; ++i)
+        ASSERT_EQ(h[i], putPattern(prev, round, i)) << "round " << round << ", rank " << r << ", byte " << i;
+    }
+  };
+  if (!captured) {
+    for (int round = 0; round < kRounds; ++round) {
+      fill(round);
+      for (int r = 0; r < nRanks; ++r) queue(r, round * kBytes);
+      check(round, round * kBytes);
+    }
+  } else {
+    std::vector<tuttiGraph_t> simGraph(nRanks);
+    std::vector<cudaGraphExec_t> exec(nRanks);
+    for (int r = 0; r < nRanks; ++r) {
+      if (b.sim) ASSERT_EQ(tuttiStreamBeginCapture(s[r]), ncclSuccess);
+      else ASSERT_EQ(cudaStreamBeginCapture(s[r], cudaStreamCaptureModeRelaxed), cudaSuccess);
+      queue(r, kBytes);
+      if (b.sim) {
+        ASSERT_EQ(tuttiStreamEndCapture(s[r], &simGraph[r]), ncclSuccess);
+      } else {
+        cudaGraph_t g = nullptr;
+        ASSERT_EQ(cudaStreamEndCapture(s[r], &g), cudaSuccess);
+        ASSERT_EQ(cudaGraphInstantiate(&exec[r], g, 0), cudaSuccess);
+        cudaGraphDestroy(g);
+      }
+    }
+    for (int replay = 0; replay < kRounds; ++replay) {
+      fill(replay);
+      for (int r = 0; r < nRanks; ++r) {
+        if (b.sim) ASSERT_EQ(tuttiGraphLaunch(simGraph[r], s[r]), ncclSuccess);
+        else ASSERT_EQ(cudaGraphLaunch(exec[r], s[r]), cudaSuccess);
+      }
+      check(replay, kBytes);
+    }
+    for (int r = 0; r < nRanks; ++r) {
+      if (b.sim) tuttiGraphDestroy(simGraph[r]);
+      else cudaGraphExecDestroy(exec[r]);
+    }
+  }
+  for (int r = 0; r < nRanks; ++r) {
+    EXPECT_EQ(ncclCommWindowDeregister(comms[r], win[r]), ncclSuccess);
+    b.destroy(s[r]);
+    b.free(send[r], Mem::NcclMemAlloc);
+    b.free(window[r], Mem::NcclMemAlloc);
+  }
+  for (ncclComm_t c : comms) ncclCommDestroy(c);
+}
+
+TEST_P(GpuRanks, PutSignalRingOnStreams) {
+  SKIP_WITHOUT_DEVICE();
+  putSignalRing(GetParam(), /*captured=*/false);
+}
+
+TEST(Gpu, CapturedPutSignalWaitReplays) {
+  SKIP_WITHOUT_DEVICE();
+  putSignalRing(3, /*captured=*/true);
+}
+
+// A wait for a signal that never comes ends with ncclTimeout under TUTTI_TIMEOUT, naming the rank and the
+// peer, and poisons the communicator as a failed kernel does.
+TEST(Gpu, AWaitThatCannotFinishTimesOut) {
+  SKIP_WITHOUT_DEVICE();
+  Env env(simMode() ? "sim" : "cuda");
+  setenv("TUTTI_TIMEOUT", "1", 1);
+  Backend b;
+  std::vector<ncclComm_t> comms = initComms(2);
+  unsetenv("TUTTI_TIMEOUT");
+  ASSERT_EQ(comms.size(), 2u);
+  std::vector<void*> buf(2);
+  std::vector<ncclWindow_t> win(2);
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < 2; ++r) {
+    buf[r] = b.alloc(4096, Mem::NcclMemAlloc);
+    ASSERT_EQ(ncclCommWindowRegister(comms[r], buf[r], 4096, &win[r], 0), ncclSuccess);
+  }
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
+  cudaStream_t s = b.stream();
+  ncclWaitSignalDesc_t d{2, 1, 0, 0};
+  ASSERT_EQ(ncclSignal(0, 0, 0, 0, comms[1], nullptr), ncclSuccess);  // one of the two signals awaited
+  ASSERT_EQ(ncclWaitSignal(1, &d, comms[0], s), ncclSuccess);
+  b.sync(s);
+  ncclResult_t async = ncclSuccess;
+  for (int i = 0; i < 100 && async == ncclSuccess; ++i) {
+    ASSERT_EQ(ncclCommGetAsyncError(comms[0], &async), ncclSuccess);
+    if (async == ncclSuccess) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(async, ncclTimeout);
+  const std::string why = ncclGetLastError(comms[0]);
+  EXPECT_NE(why.find("rank 0"), std::string::npos) << why;
+  EXPECT_NE(why.find("from rank 1"), std::string::npos) << why;
+  EXPECT_NE(why.find("1 arrived"), std::string::npos) << why;
+  b.destroy(s);
+  for (int r = 0; r < 2; ++r) {
+    ncclCommWindowDeregister(comms[r], win[r]);
+    b.free(buf[r], Mem::NcclMemAlloc);
+  }
+  for (ncclComm_t c : comms) ncclCommAbort(c);
 }
 
 // Ranks as processes on one GPU (the shm transport between them, its FIFOs registered with CUDA). Nothing

@@ -120,7 +120,12 @@ struct ncclTeamRequirements {
   ncclMultimemHandle_t* outMultimemHandle;
 };
 
-#define NCCL_COMM_PROPERTIES_INITIALIZER {sizeof(ncclCommProperties_t), NCCL_API_MAGIC, NCCL_VERSION_CODE}
+/* Every field named (zero past the header), so -Wextra's missing-field-initializers stays quiet. */
+#define NCCL_COMM_PROPERTIES_INITIALIZER                                                                  \
+  {                                                                                                       \
+    sizeof(ncclCommProperties_t), NCCL_API_MAGIC, NCCL_VERSION_CODE, 0, 0, 0, 0, false, false,            \
+        NCCL_GIN_TYPE_NONE, 0, false, NCCL_GIN_TYPE_NONE                                                  \
+  }
 
 typedef enum {
   NCCL_GIN_TYPE_NONE = 0,

@@ -75,13 +75,13 @@ NCCL_API(ncclResult_t, ncclCommQueryProperties, ncclComm_t comm, ncclCommPropert
     set(&ncclCommProperties::nRanks, comm->nRanks);
     set(&ncclCommProperties::cudaDev, comm->cudaDev);
     set(&ncclCommProperties::nvmlDev, comm->cudaDev);
-    // Device communicators (rma/devcomm.cc) run their kernels on the sim backend's emulator.
-    set(&ncclCommProperties::deviceApiSupport, comm->backend == tutti::Backend::Sim);
+    // Device communicators (rma/devcomm.cc) need kernels: the sim backend's emulator or a GPU.
+    set(&ncclCommProperties::deviceApiSupport, comm->backend != tutti::Backend::Host);
     set(&ncclCommProperties::multimemSupport, false);
     if (props->version > static_cast<unsigned>(NCCL_VERSION(2, 29, 3))) {
       set(&ncclCommProperties::ginType, NCCL_GIN_TYPE_NONE);  // GIN is load/store within the LSA team only
       set(&ncclCommProperties::nLsaTeams, comm->nRanks / ncclTeamLsa(comm).nRanks);
-      set(&ncclCommProperties::hostRmaSupport, comm->backend != tutti::Backend::Cuda);  // rma/window.h
+      set(&ncclCommProperties::hostRmaSupport, true);  // rma/window.h, every backend
       set(&ncclCommProperties::railedGinType, NCCL_GIN_TYPE_NONE);
     }
     return ncclSuccess;

@@ -315,6 +315,7 @@ void commCancelOps(ncclComm* comm) {
     }
   }
   comm->abortFlag.store(true, std::memory_order_release);
+  if (uint32_t* word = comm->rmaAbortWord.load(std::memory_order_acquire)) __atomic_store_n(word, 1u, __ATOMIC_RELEASE);
   std::lock_guard<std::mutex> lock(comm->connMutex);
   for (auto& [key, c] : comm->connections)
     if (c->host.conn.ctrl)

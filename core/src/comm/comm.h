@@ -148,6 +148,8 @@ struct ncclComm {
   // One-sided state (rma/window.h): signal blocks and windows, made by the first ncclCommWindowRegister.
   std::mutex rmaMutex;
   std::unique_ptr<tutti::rma::CommRma, tutti::rma::CommRmaDeleter> rma;
+  // rma's abort word (pinned memory device-side waits poll), raised with abortFlag; null until rma exists.
+  std::atomic<uint32_t*> rmaAbortWord{nullptr};
   // Scratch memory of the backend's kind (commScratch), newest last. Outgrown buffers stay until commFree:
   // queued or captured work may still read them.
   std::mutex scratchMutex;

@@ -95,6 +95,13 @@ PinnedPool& pinnedPoolOf(rt::Runtime* rt) {
   return *p;
 }
 
+}  // namespace
+
+ncclResult_t pinnedGet(rt::Runtime* rt, size_t bytes, void** out) { return pinnedPoolOf(rt).get(rt, bytes, out); }
+void pinnedPut(rt::Runtime* rt, void* p, size_t bytes) { pinnedPoolOf(rt).put(p, bytes); }
+
+namespace {
+
 // One kernel of a launch: work items [begin, end), all of one datatype.
 struct KernelRun {
   DeviceLaunch* launch = nullptr;

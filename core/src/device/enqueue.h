@@ -45,6 +45,12 @@ void commDeviceFree(ncclComm* comm);
 ncclResult_t registerConnection(ncclComm* comm, Connection* c);
 void unregisterConnection(ncclComm* comm, Connection* c);
 
+// Pinned memory for what kernels and the host functions after them share (status words), from a pool per
+// runtime whose blocks are reused and never given back (a block is often returned in a host function, where
+// the runtime cannot be called).
+ncclResult_t pinnedGet(rt::Runtime* rt, size_t bytes, void** out);
+void pinnedPut(rt::Runtime* rt, void* p, size_t bytes);
+
 // Enqueues one group of one communicator (launch.streams: its user streams, in first-use order; none on the
 // sim backend: the call then returns when the work is done, see finish()).
 ncclResult_t enqueue(host::CommLaunch& launch);

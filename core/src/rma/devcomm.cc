@@ -4,8 +4,8 @@
 // holding, at offsets that are the resource handles of nccl_device/core.h: the LSA barriers, the world
 // barriers, the GIN signals and counters, then every buffer of the caller's resourceRequirementsList. The
 // blocks are exchanged as window buffers are; devComm.resources[r] is rank r's block as reached here (null
-// outside the LSA team). Kernels using them run on the sim backend; the host backend runs no kernels and the
-// cuda backend has no windows yet, so both refuse.
+// outside the LSA team), an array in pinned memory kernels can read. The block is device memory of the
+// communicator's runtime (sim or cuda); the host backend runs no kernels and refuses.
 #include "api/api.h"
 #include "api/argcheck.h"
 #include "comm/comm.h"
@@ -23,17 +23,20 @@ namespace tutti::rma {
 
 struct DevCommState {
   ncclComm* comm = nullptr;
+  rt::Runtime* rt = nullptr;
   void* block = nullptr;            // this rank's resource block
-  std::vector<char*> resources;     // by rank: its block as reached here
+  char** resources = nullptr;       // pinned, by rank: its block as reached here
   std::vector<uint8_t> imported;
 };
 
 void freeDevComm(DevCommState* state) {
-  for (size_t r = 0; r < state->resources.size(); ++r)
-    if (state->imported[r] && rt::simRuntime()->closeImport(state->resources[r]) != ncclSuccess)
+  for (size_t r = 0; r < state->imported.size(); ++r)
+    if (state->imported[r] && state->rt->closeImport(state->resources[r]) != ncclSuccess)
       TUTTI_WARN("rank {}: cannot unmap rank {}'s device communicator resources: {}", state->comm->rank, r,
                  lastErrorText());
-  if (state->block && rt::simRuntime()->free(state->block) != ncclSuccess)
+  if (state->resources && state->rt->hostFree(state->resources) != ncclSuccess)
+    TUTTI_WARN("rank {}: cannot free a device communicator's peer table: {}", state->comm->rank, lastErrorText());
+  if (state->block && state->rt->free(state->block) != ncclSuccess)
     TUTTI_WARN("rank {}: cannot free device communicator resources: {}", state->comm->rank, lastErrorText());
   delete state;
 }
@@ -131,17 +134,31 @@ ncclResult_t create(ncclComm* comm, const ncclDevCommRequirements& r, ncclDevCom
   TUTTI_CHECK(layout(r, lsaSize, comm->nRanks, &dc, &bytes));
   auto state = std::make_unique<DevCommState>();
   state->comm = comm;
-  TUTTI_CHECK(rt::simRuntime()->alloc(&state->block, bytes, /*shareable=*/true));
-  std::memset(state->block, 0, bytes);
-  std::vector<BufferRecord> recs(comm->nRanks);
-  recs[comm->rank] = recordOf(state->block, bytes, 0);
-  const ncclResult_t gathered = comm->bootstrap->allGather(recs.data(), sizeof(BufferRecord));
-  if (gathered != ncclSuccess) {
-    freeDevComm(state.release());
-    return gathered;
-  }
-  state->resources.assign(comm->nRanks, nullptr);
+  state->rt = rma->runtime();
   state->imported.assign(comm->nRanks, 0);
+  auto made = [&]() -> ncclResult_t {
+    TUTTI_CHECK(state->rt->alloc(&state->block, bytes, /*shareable=*/true));
+    TUTTI_CHECK(state->rt->memset(state->block, 0, bytes));
+    void* table = nullptr;
+    TUTTI_CHECK(state->rt->hostAlloc(&table, comm->nRanks * sizeof(char*)));
+    state->resources = static_cast<char**>(table);
+    std::fill_n(state->resources, comm->nRanks, nullptr);
+    return ncclSuccess;
+  }();
+  std::vector<BufferRecord> recs(comm->nRanks);
+  if (made == ncclSuccess) recs[comm->rank] = recordOf(state->rt, state->block, bytes, 0);
+  // The allGather runs even when this rank failed, so the others do not wait for it; a rank that failed
+  // says so with a zero-size record.
+  const ncclResult_t gathered = comm->bootstrap->allGather(recs.data(), sizeof(BufferRecord));
+  if (made != ncclSuccess || gathered != ncclSuccess) {
+    freeDevComm(state.release());
+    return made != ncclSuccess ? made : gathered;
+  }
+  for (int p = 0; p < comm->nRanks; ++p)
+    if (recs[p].size == 0) {
+      freeDevComm(state.release());
+      TUTTI_FAIL(ncclRemoteError, "{}: rank {} could not allocate its device communicator resources", kCreate, p);
+    }
   for (int p = lsaFirst; p < lsaFirst + lsaSize; ++p) {
     bool imported = false;
     state->resources[p] = reach(comm, p, recs[p], &imported);
@@ -151,9 +168,10 @@ ncclResult_t create(ncclComm* comm, const ncclDevCommRequirements& r, ncclDevCom
       TUTTI_FAIL(ncclSystemError, "{}: rank {} cannot map LSA rank {}'s resources", kCreate, comm->rank, p);
     }
   }
-  dc.resources = state->resources.data();
-  static_assert(sizeof(comm->abortFlag) == 1, "device code reads the abort flag as one byte");
-  dc.abortFlag = reinterpret_cast<uint8_t*>(&comm->abortFlag);
+  dc.resources = state->resources;
+  // Device code reads the abort flag as one byte: the low byte of the pinned abort word (raised to 1).
+  static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the abort word's first byte is its low byte");
+  dc.abortFlag = reinterpret_cast<uint8_t*>(rma->abortWord());
   dc.internal = state.get();
   rma->keepDevComm(state.release());
   *out = dc;
@@ -175,10 +193,7 @@ NCCL_API(ncclResult_t, ncclDevCommCreate, ncclComm_t comm, const ncclDevCommRequ
     TUTTI_CHECK(rma::readRequirements(reqs, &r));
     if (comm->backend == Backend::Host)
       TUTTI_FAIL(ncclInvalidUsage, "{}: rank {}: the host backend runs no kernels; device communicators need the sim "
-                 "backend (TUTTI_DEVICE=sim)", rma::kCreate, comm->rank);
-    if (comm->backend == Backend::Cuda)
-      TUTTI_FAIL(ncclInvalidUsage, "{}: rank {}: device communicators are not implemented on the cuda backend yet "
-                 "(the sim backend has them)", rma::kCreate, comm->rank);
+                 "or cuda backend (TUTTI_DEVICE=sim|cuda)", rma::kCreate, comm->rank);
     int lsaFirst = 0, lsaSize = 1;
     rma::lsaRange(comm, &lsaFirst, &lsaSize);
     TUTTI_CHECK(rma::checkSupported(comm, r, lsaSize));

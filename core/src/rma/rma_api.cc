@@ -4,9 +4,10 @@
 //
 // Registration is collective and, inside ncclGroupStart/End, runs at the group end with the other ranks'
 // registrations (one thread may register for several ranks, as with ncclCommInitAll). Deregistration is
-// local. The operations are queued in stream order: on a host stream (tutti.h) they run when the stream
-// reaches them; with no stream they run before the call returns (the host backend's rule, and the sim's
-// legacy default stream). Inside a group they are issued at its end, puts and signals before waits.
+// local. The operations are queued in stream order. On the host backend they run when the host stream
+// (tutti.h) reaches them, or before the call returns with no stream. On the device backends they are device
+// copies and kernels on the caller's stream (rma/device_ops.cc; the sim's null stream runs them at once).
+// Inside a group they are issued at its end, puts and signals before waits.
 #include "api/api.h"
 #include "api/argcheck.h"
 #include "comm/comm.h"
@@ -40,6 +41,7 @@ ncclResult_t rmaOf(ncclComm_t comm, const char* call, rma::CommRma** out) {
 }
 
 ncclResult_t checkStream(const char* call, ncclComm_t comm, cudaStream_t stream) {
+  if (comm->backend == Backend::Cuda) return ncclSuccess;  // the CUDA runtime checks its streams
   if (stream && !host::HostStream::fromHandle(stream))
     TUTTI_FAIL(ncclInvalidArgument, "{}: rank {}: stream {} is not a host stream created with tuttiStreamCreate (the "
                "{} backend runs without CUDA streams)", call, comm->rank, static_cast<void*>(stream),
@@ -94,9 +96,6 @@ NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size
     if (winFlags & ~(NCCL_WIN_COLL_SYMMETRIC | NCCL_WIN_STRICT_ORDERING))
       TUTTI_FAIL(ncclInvalidArgument, "{}: unknown winFlags bits {:#x}", kCall,
                  winFlags & ~(NCCL_WIN_COLL_SYMMETRIC | NCCL_WIN_STRICT_ORDERING));
-    if (comm->backend == Backend::Cuda)
-      TUTTI_FAIL(ncclInvalidUsage, "{}: rank {}: one-sided windows are implemented on the host and sim backends; the "
-                 "cuda backend does not have them yet", kCall, comm->rank);
     // *win is written when the registration is done (at the group end inside a group, as in NCCL).
     return groupAddInitJob([comm, buff, size, win, winFlags]() -> ncclResult_t {
       CommOpsGuard busy(comm);
@@ -153,6 +152,7 @@ NCCL_API(ncclResult_t, ncclPutSignal, const void* localbuff, size_t count, ncclD
       TUTTI_FAIL(ncclInvalidUsage, "{}: rank {} cannot write into rank {}'s window: its buffer is in another process "
                  "and was not allocated with ncclMemAlloc (or is on another host)", kCall, comm->rank, peer);
     return groupAddRmaOp(false, [=]() -> ncclResult_t {
+      if (comm->backend != Backend::Host) return rma->devPut(localbuff, bytes, peer, win, peerWinOffset, stream);
       return runInStreamOrder(comm, stream,
                               [=] { return rma->put(localbuff, bytes, peer, win, peerWinOffset, sigIdx, ctx); });
     });
@@ -167,6 +167,7 @@ NCCL_API(ncclResult_t, ncclSignal, int peer, int sigIdx, int ctx, unsigned int f
     rma::CommRma* rma = nullptr;
     TUTTI_CHECK(checkSignalTarget(kCall, comm, peer, sigIdx, ctx, flags, stream, &rma));
     return groupAddRmaOp(false, [=]() -> ncclResult_t {
+      if (comm->backend != Backend::Host) return rma->devSignal(peer, stream);
       return runInStreamOrder(comm, stream, [=] { return rma->signal(peer, sigIdx, ctx); });
     });
   });
@@ -199,6 +200,7 @@ NCCL_API(ncclResult_t, ncclWaitSignal, int nDesc, ncclWaitSignalDesc_t* signalDe
                    d.peer);
     if (descs.empty()) return ncclSuccess;
     return groupAddRmaOp(true, [=]() -> ncclResult_t {
+      if (comm->backend != Backend::Host) return rma->devWait(descs, stream, kCall);
       return runInStreamOrder(comm, stream, [=]() -> ncclResult_t {
         for (const ncclWaitSignalDesc_t& d : descs) TUTTI_CHECK(rma->wait(d, kCall));
         return ncclSuccess;

@@ -1,6 +1,7 @@
 #include "rma/window.h"
 
 #include "comm/comm.h"
+#include "device/enqueue.h"
 #include "device/host/wait.h"
 #include "device/runtime.h"
 #include "util/check.h"
@@ -8,8 +9,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 namespace tutti::rma {
+
+rt::Runtime* rmaRuntime(const ncclComm* comm) {
+  rt::Runtime* rt = device::runtimeOf(comm);
+  return rt ? rt : rt::simRuntime();
+}
 
 char* reach(ncclComm* comm, int peer, const BufferRecord& rec, bool* imported) {
   *imported = false;
@@ -18,7 +25,7 @@ char* reach(ncclComm* comm, int peer, const BufferRecord& rec, bool* imported) {
   if (peer == comm->rank || other.pidHash == me.pidHash) return reinterpret_cast<char*>(rec.addr);
   if (other.hostHash != me.hostHash || !rec.exportable) return nullptr;
   void* p = nullptr;
-  if (rt::simRuntime()->importMem(rec.exp, &p) != ncclSuccess) {
+  if (rmaRuntime(comm)->importMem(rec.exp, &p) != ncclSuccess) {
     TUTTI_WARN("rank {}: cannot map rank {}'s buffer ({}); one-sided operations to it will fail", comm->rank, peer,
                lastErrorText());
     return nullptr;
@@ -27,33 +34,48 @@ char* reach(ncclComm* comm, int peer, const BufferRecord& rec, bool* imported) {
   return static_cast<char*>(p);
 }
 
-BufferRecord recordOf(void* buff, size_t size, int flags) {
+BufferRecord recordOf(rt::Runtime* rt, void* buff, size_t size, int flags) {
   BufferRecord rec{};
   rec.addr = reinterpret_cast<uintptr_t>(buff);
   rec.size = size;
   rec.flags = flags;
   rt::MemKind kind = rt::MemKind::Unknown;
-  if (!buff || rt::simRuntime()->pointerKind(buff, &kind) != ncclSuccess || kind != rt::MemKind::Device) return rec;
+  if (!buff || rt->pointerKind(buff, &kind) != ncclSuccess || kind != rt::MemKind::Device) return rec;
   rt::MemExport exp;
   LastErrorKeeper keep;  // memory that cannot be exported (mapped from a peer) is only "not shareable"
-  if (rt::simRuntime()->exportMem(buff, &exp) == ncclSuccess && exp.offset + size <= exp.bytes) {
+  if (rt->exportMem(buff, &exp) == ncclSuccess && exp.offset + size <= exp.bytes) {
     rec.exportable = 1;
     rec.exp = exp;
   }
   return rec;
 }
 
+CommRma::CommRma(ncclComm* comm)
+    : comm_(comm), rt_(rmaRuntime(comm)), device_(comm->backend != Backend::Host) {}
+
 ncclResult_t CommRma::setupSignals() {
   const int n = comm_->nRanks;
   const size_t slots = static_cast<size_t>(kContexts) * kSignalIndices * n;
   void* block = nullptr;
-  TUTTI_CHECK(rt::simRuntime()->alloc(&block, slots * sizeof(SignalSlot), /*shareable=*/true));
-  std::memset(block, 0, slots * sizeof(SignalSlot));
+  TUTTI_CHECK(rt_->alloc(&block, slots * sizeof(SignalSlot), /*shareable=*/true));
   local_ = static_cast<SignalSlot*>(block);
+  TUTTI_CHECK(rt_->memset(block, 0, slots * sizeof(SignalSlot)));
+  void* word = nullptr;
+  TUTTI_CHECK(rt_->hostAlloc(&word, sizeof(uint32_t)));
+  abortWord_ = static_cast<uint32_t*>(word);
+  *abortWord_ = 0;
+  comm_->rmaAbortWord.store(abortWord_, std::memory_order_release);
+  if (comm_->abortFlag.load(std::memory_order_acquire)) __atomic_store_n(abortWord_, 1u, __ATOMIC_RELEASE);
+  if (device_) {
+    void* counts = nullptr;
+    TUTTI_CHECK(rt_->alloc(&counts, slots * sizeof(uint64_t), /*shareable=*/false));
+    devConsumed_ = static_cast<uint64_t*>(counts);
+    TUTTI_CHECK(rt_->memset(counts, 0, slots * sizeof(uint64_t)));
+  }
   consumed_ = std::make_unique<std::atomic<uint64_t>[]>(slots);
   sendMutex_ = std::make_unique<std::mutex[]>(n);
   std::vector<BufferRecord> recs(n);
-  recs[comm_->rank] = recordOf(block, slots * sizeof(SignalSlot), 0);
+  recs[comm_->rank] = recordOf(rt_, block, slots * sizeof(SignalSlot), 0);
   TUTTI_CHECK(comm_->bootstrap->allGather(recs.data(), sizeof(BufferRecord)));
   remote_.assign(n, nullptr);
   remoteImported_.assign(n, false);
@@ -70,7 +92,7 @@ ncclResult_t CommRma::setupSignals() {
 ncclResult_t CommRma::registerWindow(void* buff, size_t size, int flags, ncclWindow_t* out) {
   const int n = comm_->nRanks;
   std::vector<BufferRecord> recs(n);
-  recs[comm_->rank] = recordOf(buff, size, flags);
+  recs[comm_->rank] = recordOf(rt_, buff, size, flags);
   TUTTI_CHECK(comm_->bootstrap->allGather(recs.data(), sizeof(BufferRecord)));
   for (int p = 0; p < n; ++p)
     if ((recs[p].flags & NCCL_WIN_COLL_SYMMETRIC) != (flags & NCCL_WIN_COLL_SYMMETRIC))
@@ -79,16 +101,19 @@ ncclResult_t CommRma::registerWindow(void* buff, size_t size, int flags, ncclWin
                  (flags & NCCL_WIN_COLL_SYMMETRIC) ? "set" : "unset", p,
                  (recs[p].flags & NCCL_WIN_COLL_SYMMETRIC) ? "sets it" : "does not");
   auto state = std::make_unique<WindowState>();
-  state->base.assign(n, nullptr);
-  state->size.assign(n, 0);
+  const size_t baseAt = (sizeof(ncclWindow_vidmem) + 63) / 64 * 64;
+  const size_t sizeAt = baseAt + n * sizeof(char*);
+  TUTTI_CHECK(rt_->hostAlloc(&state->block, sizeAt + n * sizeof(size_t)));
+  auto* win = new (state->block) ncclWindow_vidmem{};
+  auto* base = new (static_cast<char*>(state->block) + baseAt) char*[n]();
+  auto* sizes = new (static_cast<char*>(state->block) + sizeAt) size_t[n]();
   state->imported.assign(n, 0);
   for (int p = 0; p < n; ++p) {
     bool imported = false;
-    state->size[p] = recs[p].size;
-    state->base[p] = recs[p].size ? reach(comm_, p, recs[p], &imported) : nullptr;
+    sizes[p] = recs[p].size;
+    base[p] = recs[p].size ? reach(comm_, p, recs[p], &imported) : nullptr;
     state->imported[p] = imported;
   }
-  auto* win = new ncclWindow_vidmem{};
   win->magic = kWindowMagic;
   win->comm = comm_;
   win->userPtr = buff;
@@ -97,8 +122,8 @@ ncclResult_t CommRma::registerWindow(void* buff, size_t size, int flags, ncclWin
   win->rank = comm_->rank;
   win->nRanks = n;
   lsaRange(comm_, &win->lsaFirst, &win->lsaSize);
-  win->peerBase = state->base.data();
-  win->peerSize = state->size.data();
+  win->peerBase = base;
+  win->peerSize = sizes;
   win->internal = state.release();
   {
     std::lock_guard<std::mutex> lock(windowsMutex_);
@@ -110,12 +135,13 @@ ncclResult_t CommRma::registerWindow(void* buff, size_t size, int flags, ncclWin
 
 void CommRma::releaseWindow(ncclWindow_vidmem* win) {
   auto* state = static_cast<WindowState*>(win->internal);
-  for (size_t p = 0; p < state->base.size(); ++p)
-    if (state->imported[p] && rt::simRuntime()->closeImport(state->base[p]) != ncclSuccess)
+  for (size_t p = 0; p < state->imported.size(); ++p)
+    if (state->imported[p] && rt_->closeImport(win->peerBase[p]) != ncclSuccess)
       TUTTI_WARN("rank {}: cannot unmap rank {}'s window buffer: {}", comm_->rank, p, lastErrorText());
-  delete state;
   win->magic = 0;
-  delete win;
+  if (rt_->hostFree(state->block) != ncclSuccess)
+    TUTTI_WARN("rank {}: cannot free a window descriptor: {}", comm_->rank, lastErrorText());
+  delete state;
 }
 
 ncclResult_t CommRma::findWindow(ncclWindow_t win, const char* call, ncclWindow_vidmem** out) {
@@ -154,19 +180,24 @@ CommRma::~CommRma() {
   for (DevCommState* d : devComms_) freeDevComm(d);
   devComms_.clear();
   for (size_t p = 0; p < remote_.size(); ++p)
-    if (remoteImported_[p] && rt::simRuntime()->closeImport(remote_[p]) != ncclSuccess)
+    if (remoteImported_[p] && rt_->closeImport(remote_[p]) != ncclSuccess)
       TUTTI_WARN("rank {}: cannot unmap rank {}'s signal block: {}", comm_->rank, p, lastErrorText());
-  if (local_ && rt::simRuntime()->free(local_) != ncclSuccess)
+  if (local_ && rt_->free(local_) != ncclSuccess)
     TUTTI_WARN("rank {}: cannot free the signal block: {}", comm_->rank, lastErrorText());
+  if (devConsumed_ && rt_->free(devConsumed_) != ncclSuccess)
+    TUTTI_WARN("rank {}: cannot free the signal counts: {}", comm_->rank, lastErrorText());
+  if (abortWord_) {
+    comm_->rmaAbortWord.store(nullptr, std::memory_order_release);
+    if (rt_->hostFree(abortWord_) != ncclSuccess)
+      TUTTI_WARN("rank {}: cannot free the abort word: {}", comm_->rank, lastErrorText());
+  }
 }
 
 void lsaRange(const ncclComm* comm, int* first, int* size) {
   int lo = comm->rank, hi = comm->rank;
-  if (comm->backend != Backend::Cuda) {
-    const uint64_t host = comm->peers[comm->rank].hostHash;
-    while (lo > 0 && comm->peers[lo - 1].hostHash == host) --lo;
-    while (hi + 1 < comm->nRanks && comm->peers[hi + 1].hostHash == host) ++hi;
-  }
+  const uint64_t host = comm->peers[comm->rank].hostHash;
+  while (lo > 0 && comm->peers[lo - 1].hostHash == host) --lo;
+  while (hi + 1 < comm->nRanks && comm->peers[hi + 1].hostHash == host) ++hi;
   *first = lo;
   *size = hi - lo + 1;
 }

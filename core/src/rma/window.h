@@ -9,10 +9,15 @@
 //   - otherwise (another host, or memory that cannot be shared): unreachable, and a put to it fails with a
 //     message. One-sided operations over the network transport are not implemented.
 // A put is a copy into the mapped peer buffer followed by a signal; a signal bumps a counter that lives in
-// the target rank's signal block, one cache line per (source rank), written only by that source. The block
-// is memfd memory mapped by every rank of the host, so the counters are ordinary atomics and waiters sleep
-// on futexes (device/host/wait.h). The copy happens before the counter's release store, so a waiter that
-// sees the count sees the data, as NCCL guarantees.
+// the target rank's signal block, one cache line per (source rank), written only by that source. The copy
+// happens before the counter's release, so a waiter that sees the count sees the data, as NCCL guarantees.
+//   - host backend: the block is memfd memory mapped by every rank of the host, so the counters are ordinary
+//     atomics and waiters sleep on futexes (device/host/wait.h); the operations run on host streams.
+//   - device backends (sim, cuda; rma/device_ops.cc): the block is device memory of the runtime, exported to
+//     the host's other processes; on the caller's stream a put is a device copy, a signal a one-thread kernel
+//     (an atomic add after a system fence) and a wait a kernel polling the counters (rma/rma_kernels.h), so
+//     the operations keep stream order, join graph captures, and the sim runs what a GPU runs. The window
+//     descriptors live in pinned memory: device code (nccl_device/ptr.h) reads them.
 #pragma once
 
 #include <nccl.h>
@@ -44,11 +49,12 @@ struct alignas(64) SignalSlot {
   uint32_t seq;
 };
 
-// The library's side of a window (ncclWindow_vidmem::internal): the arrays its public part points to.
+// The library's side of a window (ncclWindow_vidmem::internal). The window and the arrays its public part
+// points to (peerBase: by rank, the peer's buffer as mapped here, null when unreachable; peerSize: bytes the
+// peer registered) are one block of the runtime's pinned memory, so kernels can read them.
 struct WindowState {
-  std::vector<char*> base;       // by rank: the peer's buffer as mapped here, null when unreachable
-  std::vector<size_t> size;      // by rank: bytes the peer registered
-  std::vector<uint8_t> imported; // by rank: mapped by this window (closed with it)
+  void* block = nullptr;          // ncclWindow_vidmem, char* base[nRanks], size_t size[nRanks]
+  std::vector<uint8_t> imported;  // by rank: mapped by this window (closed with it)
 };
 
 // What every rank tells the others about one of its buffers (a window, a signal block, a device
@@ -61,16 +67,19 @@ struct BufferRecord {
   rt::MemExport exp;
 };
 // The record of [buff, buff + size) of this rank: exportable when it lies inside one shareable allocation.
-BufferRecord recordOf(void* buff, size_t size, int flags);
+BufferRecord recordOf(rt::Runtime* rt, void* buff, size_t size, int flags);
 // Where `peer`'s buffer is for this process: as it is (same process), mapped from its export (*imported set;
 // close it with rt::simRuntime()->closeImport), or null. Never fails: a buffer that cannot be reached is left
 // null, and an operation that needs it says so.
 char* reach(ncclComm* comm, int peer, const BufferRecord& rec, bool* imported);
 
-// The LSA team of `comm` (ranks that reach each other's memory by load/store, nccl_device/core.h): on the
-// host and sim backends the ranks of this host, as a contiguous run of ranks around this one; on cuda, where
-// windows are not implemented, this rank alone.
+// The LSA team of `comm` (ranks that reach each other's memory by load/store, nccl_device/core.h): the ranks
+// of this host, as a contiguous run of ranks around this one.
 void lsaRange(const ncclComm* comm, int* first, int* size);
+
+// The runtime one-sided memory of `comm` comes from: its backend's (the sim runtime's for the host backend:
+// memfd pages another process can map).
+rt::Runtime* rmaRuntime(const ncclComm* comm);
 
 }  // namespace tutti::rma
 
@@ -79,6 +88,7 @@ namespace tutti::rma {
 inline constexpr uint64_t kWindowMagic = 0x7475747469576e64ull;  // "tuttiWnd"
 
 struct DevCommState;  // rma/devcomm.cc
+struct OpDone;        // rma/device_ops.cc
 // Releases a device communicator's memory (the resource blocks it made and mapped).
 void freeDevComm(DevCommState* state);
 
@@ -86,7 +96,7 @@ void freeDevComm(DevCommState* state);
 // (collective).
 class CommRma {
  public:
-  CommRma(ncclComm* comm) : comm_(comm) {}
+  explicit CommRma(ncclComm* comm);
   ~CommRma();  // releases windows and device communicators never released, and the signal blocks
   CommRma(const CommRma&) = delete;
   CommRma& operator=(const CommRma&) = delete;
@@ -100,11 +110,22 @@ class CommRma {
   // The window if `win` is one of this communicator's live windows; an error naming `call` otherwise.
   ncclResult_t findWindow(ncclWindow_t win, const char* call, ncclWindow_vidmem** out);
 
-  // The operations themselves, run in stream order (rma/rma_api.cc queues them).
+  // The host backend's operations, run in stream order (rma/rma_api.cc queues them).
   ncclResult_t put(const void* src, size_t bytes, int peer, ncclWindow_vidmem* win, size_t offset, int sigIdx,
                    int ctx);
   ncclResult_t signal(int peer, int sigIdx, int ctx);
   ncclResult_t wait(const ncclWaitSignalDesc_t& desc, const char* call);
+  // The device backends' (rma/device_ops.cc): queued on `stream` (the sim's null stream runs them now, and a
+  // wait's failure is then returned; queued, it fails the communicator, as a failed kernel does).
+  ncclResult_t devPut(const void* src, size_t bytes, int peer, ncclWindow_vidmem* win, size_t offset,
+                      rt::Stream stream);
+  ncclResult_t devSignal(int peer, rt::Stream stream);
+  ncclResult_t devWait(const std::vector<ncclWaitSignalDesc_t>& descs, rt::Stream stream, const char* call);
+
+  // A word in the runtime's pinned memory, raised when the communicator is aborted or revoked: device-side
+  // waits (wait kernels, device communicators' barriers) give up on it.
+  uint32_t* abortWord() const { return abortWord_; }
+  rt::Runtime* runtime() const { return rt_; }
 
   // Device communicators made on this communicator, released with it if never destroyed.
   void keepDevComm(DevCommState* state);
@@ -118,8 +139,14 @@ class CommRma {
     return (static_cast<size_t>(ctx) * kSignalIndices + static_cast<size_t>(sigIdx)) * nRanks + source;
   }
   void releaseWindow(ncclWindow_vidmem* win);
+  ncclResult_t launchWait(const ncclWaitSignalDesc_t* descs, int n, rt::Stream stream, const char* call);
+  ncclResult_t afterOp(rt::Stream stream, OpDone* done);
 
   ncclComm* comm_;
+  rt::Runtime* rt_;
+  bool device_;                         // sim or cuda backend: the operations run on the runtime's streams
+  uint32_t* abortWord_ = nullptr;       // pinned
+  uint64_t* devConsumed_ = nullptr;     // device backends: signals consumed per slot, advanced by wait kernels
   SignalSlot* local_ = nullptr;         // this rank's block: [ctx][sigIdx][source]
   std::vector<SignalSlot*> remote_;     // each peer's block as mapped here (own block for this rank)
   std::vector<bool> remoteImported_;

@@ -1,8 +1,22 @@
-// devapi_kernels.h compiled by nvcc: the device API's headers and the kernels written against them build
-// for the GPU (sm_80, sm_90) as they do for the emulator. Running them needs a device communicator on the
-// cuda backend, which Tutti does not make yet; this object is a build check.
+// devapi_kernels.h compiled by nvcc (sm_80, sm_90): the device API's headers and the kernels written against
+// them build for the GPU as they do for the emulator, and the launchers below let the GPU test
+// (devapi_gpu_test.cc, compiled by the host compiler) run them on device communicators of the cuda backend.
 #include "devapi_kernels.h"
+#include "devapi_launch.h"
 
 __global__ void allReduceLsaKernel(KernelArgs a) { allReduceLsa(a); }
 __global__ void alltoAllGinKernel(KernelArgs a) { alltoAllGin(a); }
 __global__ void barrierWithTimeoutKernel(TimeoutArgs a) { barrierWithTimeout(a); }
+
+cudaError_t launchAllReduceLsa(const KernelArgs& a, int grid, int block, cudaStream_t s) {
+  allReduceLsaKernel<<<grid, block, 0, s>>>(a);
+  return cudaGetLastError();
+}
+cudaError_t launchAlltoAllGin(const KernelArgs& a, int grid, int block, cudaStream_t s) {
+  alltoAllGinKernel<<<grid, block, 0, s>>>(a);
+  return cudaGetLastError();
+}
+cudaError_t launchBarrierWithTimeout(const TimeoutArgs& a, int block, cudaStream_t s) {
+  barrierWithTimeoutKernel<<<1, block, 0, s>>>(a);
+  return cudaGetLastError();
+}

@@ -1,9 +1,26 @@
 // Kernels written against NCCL's device API, in the style of NCCL's device API examples. One source: the
 // sim test compiles it with the host compiler for the CPU SIMT emulator (TUTTI_SIMT_EMULATOR), and
-// devapi_kernels.cu with nvcc for sm_90.
+// devapi_kernels.cu with nvcc for sm_80 and sm_90, whose launchers the GPU test calls.
 #pragma once
 
 #include <nccl_device.h>
+
+struct KernelArgs {
+  ncclWindow_t sendwin, recvwin;
+  size_t count;  // elements per rank (AllReduce) or per peer (AlltoAll)
+  int iteration;
+  ncclDevComm devComm;
+};
+
+// A barrier with a time limit: every thread records what its sync returned.
+struct TimeoutArgs {
+  ncclDevComm devComm;
+  uint64_t timeoutCycles;  // 0: no limit (only an abort or revoke ends the wait)
+  int* results;            // one per thread of block 0
+};
+
+// The host side of the GPU test (devapi_gpu_test.cc, host compiler) sees the argument types only.
+#if defined(NCCL_DEVICE_API)
 
 #if defined(__CUDACC__)
 #define DEVAPI_KERNEL __device__
@@ -14,13 +31,6 @@ __device__ inline int gridSize() { return gridDim.x; }
 inline int blockId() { return tutti::simt::emu::current().block->bid; }
 inline int gridSize() { return tutti::simt::emu::current().block->nblocks; }
 #endif
-
-struct KernelArgs {
-  ncclWindow_t sendwin, recvwin;
-  size_t count;  // elements per rank (AllReduce) or per peer (AlltoAll)
-  int iteration;
-  ncclDevComm devComm;
-};
 
 // Each LSA rank sums every peer's send elements in a grid-stride slice and stores the sum into every peer's
 // receive window, between LSA barriers (as NCCL's 01_allreduce_lsa example does).
@@ -63,13 +73,6 @@ DEVAPI_KERNEL void alltoAllGin(const KernelArgs& a) {
   bar.sync(ncclCoopCta(), cuda::memory_order_release, ncclGinFenceLevel::Relaxed);
 }
 
-
-// A barrier with a time limit: every thread records what its sync returned.
-struct TimeoutArgs {
-  ncclDevComm devComm;
-  uint64_t timeoutCycles;  // 0: no limit (only an abort or revoke ends the wait)
-  int* results;            // one per thread of block 0
-};
 DEVAPI_KERNEL void barrierWithTimeout(const TimeoutArgs& a) {
   ncclLsaBarrierSession<ncclCoopCta> bar{ncclCoopCta(), a.devComm, ncclTeamTagLsa(), 0};
   ncclResult_t res = ncclSuccess;
@@ -77,3 +80,5 @@ DEVAPI_KERNEL void barrierWithTimeout(const TimeoutArgs& a) {
   else bar.sync(ncclCoopCta(), cuda::memory_order_acq_rel);
   a.results[ncclCoopCta().thread_rank()] = a.timeoutCycles ? static_cast<int>(res) : 1;
 }
+
+#endif  // NCCL_DEVICE_API

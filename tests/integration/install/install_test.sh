@@ -130,7 +130,8 @@ c++ -std=c++17 -o devprops devprops.cc -I"$P/include" -L"$P/$libdir" -lnccl
 LD_LIBRARY_PATH=$P/$libdir TUTTI_DEVICE=host ./devprops | grep -q OK || fail "device API host program failed"
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 if [[ -x $nvcc ]]; then
-  cp "$src/tests/integration/devapi/devapi_kernels.h" "$src/tests/integration/devapi/devapi_kernels.cu" .
+  cp "$src/tests/integration/devapi/devapi_kernels.h" "$src/tests/integration/devapi/devapi_launch.h" \
+     "$src/tests/integration/devapi/devapi_kernels.cu" .
   "$nvcc" -std=c++17 -gencode arch=compute_90,code=sm_90 -I"$P/include" -c devapi_kernels.cu -o devapi_kernels.o ||
     fail "kernels against the installed nccl_device.h do not build with nvcc for sm_90"
 else
