@@ -8,6 +8,7 @@
 #include "nccl_device/ptr.h"
 #include "nccl_device/lsa_barrier.h"
 #include "nccl_device/gin.h"
+#include "nccl_device/gin_barrier.h"
 #include "nccl_device/ll_a2a.h"
 
 #endif /* NCCL_DEVICE_H_ */

@@ -172,7 +172,8 @@ struct ncclDevComm {
   int ginContextCount, ginSignalCount, ginCounterCount;
   ncclLsaBarrierHandle_t lsaBarrier;    /* lsaBarrierCount barriers of the LSA team */
   ncclGinBarrierHandle_t worldBarrier;  /* barrierCount barriers of the world (ncclBarrierSession) */
-  ncclGinBarrierHandle_t railGinBarrier;
+  ncclGinBarrierHandle_t railGinBarrier;   /* railGinBarrierCount GIN barriers of the rail team */
+  ncclGinBarrierHandle_t worldGinBarrier;  /* worldGinBarrierCount GIN barriers of the world */
   ncclDevResourceHandle_t ginSignals;   /* uint64_t[ginSignalCount] */
   ncclDevResourceHandle_t ginCounters;  /* uint64_t[ginCounterCount], this rank's only */
   char* const* resources;  /* [nRanks]: rank r's resource block as reached here (NULL: not in the LSA team) */

@@ -117,6 +117,37 @@ NCCL_DEVICE_INLINE T fetchAdd(T* p, T v, cuda::memory_order order) {
   return Atomic<T>(*p).fetch_add(v, order);
 }
 
+/* A 16-byte line of four 32-bit words {x, y, z, w}, stored and loaded as the LL protocol does: each 8-byte
+ * half ({x, y} and {z, w}) is seen whole, so a flag in y and w validates the data word beside it. */
+#if defined(__CUDACC__)
+NCCL_DEVICE_INLINE void storeLine(uint32_t* p, uint32_t x, uint32_t y, uint32_t z, uint32_t w) {
+  asm volatile("st.relaxed.sys.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(x), "r"(y), "r"(z), "r"(w) : "memory");
+}
+NCCL_DEVICE_INLINE void loadLine(const uint32_t* p, uint32_t v[4]) {
+  asm volatile("ld.relaxed.sys.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
+               : "l"(p)
+               : "memory");
+}
+#else
+inline void storeLine(uint32_t* p, uint32_t x, uint32_t y, uint32_t z, uint32_t w) {
+  switchPoint();
+  auto* half = reinterpret_cast<uint64_t*>(p);
+  Atomic<uint64_t>(half[0]).store((uint64_t)y << 32 | x, std::memory_order_relaxed);
+  Atomic<uint64_t>(half[1]).store((uint64_t)w << 32 | z, std::memory_order_relaxed);
+}
+inline void loadLine(const uint32_t* p, uint32_t v[4]) {
+  switchPoint();
+  auto* half = reinterpret_cast<uint64_t*>(const_cast<uint32_t*>(p));
+  const uint64_t a = Atomic<uint64_t>(half[0]).load(std::memory_order_relaxed);
+  const uint64_t b = Atomic<uint64_t>(half[1]).load(std::memory_order_relaxed);
+  v[0] = (uint32_t)a;
+  v[1] = (uint32_t)(a >> 32);
+  v[2] = (uint32_t)b;
+  v[3] = (uint32_t)(b >> 32);
+}
+#endif
+
 /* A device-side wait: polls `done` until it holds, the communicator is aborted (*abortFlag non-zero, checked
  * every few polls) or, with timeoutCycles > 0, that many cycles passed. ncclSuccess, ncclInvalidUsage
  * (aborted) or ncclTimeout. */

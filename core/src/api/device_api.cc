@@ -3,9 +3,10 @@
 // Tutti.
 //
 // Teams, communicator properties and window pointers are answered for real (the LSA team is the ranks of
-// this host, rma/window.h lsaRange). Device communicators are made in rma/devcomm.cc. Multimem, the GIN
-// outbox / inbox builders, the GIN barrier builder and LL all-to-all refuse with ncclInvalidUsage and say
-// why; README.md ("Installing, and drop-in use") lists them.
+// this host, rma/window.h lsaRange). Device communicators are made in rma/devcomm.cc; the GIN barrier and LL
+// all-to-all builders size their buffers here (nccl_device/gin_barrier.h, ll_a2a.h). Multimem and the GIN
+// outbox / inbox builders refuse with ncclInvalidUsage and say why; README.md ("Installing, and drop-in
+// use") lists them.
 #include "api/api.h"
 #include "api/argcheck.h"
 #include "comm/comm.h"
@@ -24,8 +25,9 @@ namespace {
 
 constexpr const char* kNoMultimem = "{}: multimem (NVLink SHARP) is not available: Tutti drives no NVSwitch";
 constexpr const char* kNoGinQueues =
-    "{}: GIN outboxes, inboxes, GIN barriers and LL all-to-all are not implemented by Tutti (its GIN is load/store "
-    "within the LSA team, nccl_device/gin.h); use ncclLsaBarrierCreateRequirement and ncclGin put/signal";
+    "{}: GIN outboxes and inboxes are scratch of NCCL's own symmetric kernels (their state types are in no "
+    "public NCCL header) and are not implemented by Tutti; use ncclGin put/signal, GIN or LSA barriers, or LL "
+    "all-to-all sessions";
 
 // A window handle as ncclCommWindowRegister made it (it carries its communicator).
 ncclResult_t checkWindow(ncclWindow_t window, const char* call) {
@@ -165,9 +167,27 @@ NCCL_API(int, ncclTeamRankToLsa, ncclComm_t comm, ncclTeam team, int rank) {
 NCCL_API(ncclResult_t, ncclGinBarrierCreateRequirement, ncclComm_t comm, ncclTeam team, int nBarriers,
          ncclGinBarrierHandle* outHandle, ncclDevResourceRequirements* outReq) {
   return tutti::apiGuard("ncclGinBarrierCreateRequirement", [&]() -> ncclResult_t {
-    (void)team, (void)nBarriers, (void)outHandle, (void)outReq;
-    TUTTI_CHECK(tutti::argCheckComm(comm, "ncclGinBarrierCreateRequirement"));
-    TUTTI_FAIL(ncclInvalidUsage, kNoGinQueues, "ncclGinBarrierCreateRequirement");
+    constexpr const char* kCall = "ncclGinBarrierCreateRequirement";
+    TUTTI_CHECK(tutti::argCheckComm(comm, kCall));
+    TUTTI_CHECK(tutti::argCheckPtr(outHandle, "outHandle", kCall));
+    TUTTI_CHECK(tutti::argCheckPtr(outReq, "outReq", kCall));
+    if (nBarriers < 0 || team.nRanks < 1 || team.stride < 1 || team.rank < 0 || team.rank >= team.nRanks)
+      TUTTI_FAIL(ncclInvalidArgument, "{}: {} barriers of a team of {} ranks (rank {}, stride {})", kCall, nBarriers,
+                 team.nRanks, team.rank, team.stride);
+    // Tutti's GIN is load/store (nccl_device/gin_barrier.h): every member must be in this rank's LSA team.
+    const ncclTeam lsa = ncclTeamLsa(comm);
+    const int first = ncclTeamRankToTeam(lsa, team, 0), last = ncclTeamRankToTeam(lsa, team, team.nRanks - 1);
+    if (nBarriers > 0 && (first < 0 || last < 0))
+      TUTTI_FAIL(ncclInvalidUsage, "{}: rank {}: the team reaches ranks outside its LSA team (the ranks of this "
+                 "host); Tutti's GIN is load/store, without a network GIN (ginType NCCL_GIN_TYPE_NONE)", kCall,
+                 comm->rank);
+    std::memset(outReq, 0, sizeof *outReq);
+    outReq->bufferSize = ncclLsaBarrierBytes(nBarriers, team.nRanks);
+    outReq->bufferAlign = 64;
+    outReq->outBufferHandle = &outHandle->bufHandle;
+    outHandle->bufHandle = 0;
+    outHandle->nBarriers = nBarriers;
+    return ncclSuccess;
   });
 }
 
@@ -181,8 +201,19 @@ NCCL_API(int, ncclLLA2ACalcSlots, int maxElts, int maxEltSize) {
 NCCL_API(ncclResult_t, ncclLLA2ACreateRequirement, int nBlocks, int nSlots, ncclLLA2AHandle* outHandle,
          ncclDevResourceRequirements* outReq) {
   return tutti::apiGuard("ncclLLA2ACreateRequirement", [&]() -> ncclResult_t {
-    (void)nBlocks, (void)nSlots, (void)outHandle, (void)outReq;
-    TUTTI_FAIL(ncclInvalidUsage, kNoGinQueues, "ncclLLA2ACreateRequirement");
+    constexpr const char* kCall = "ncclLLA2ACreateRequirement";
+    TUTTI_CHECK(tutti::argCheckPtr(outHandle, "outHandle", kCall));
+    TUTTI_CHECK(tutti::argCheckPtr(outReq, "outReq", kCall));
+    if (nBlocks < 0 || nSlots < 0)
+      TUTTI_FAIL(ncclInvalidArgument, "{}: nBlocks {} and nSlots {} must not be negative", kCall, nBlocks, nSlots);
+    // nccl_device/ll_a2a.h: per block a header line and two banks of nSlots 16-byte lines.
+    std::memset(outReq, 0, sizeof *outReq);
+    outReq->bufferSize = static_cast<size_t>(nBlocks) * (1 + 2 * static_cast<size_t>(nSlots)) * 16;
+    outReq->bufferAlign = 16;
+    outReq->outBufferHandle = &outHandle->bufHandle;
+    outHandle->bufHandle = 0;
+    outHandle->nSlots = nSlots;
+    return ncclSuccess;
   });
 }
 

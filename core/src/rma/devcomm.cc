@@ -70,12 +70,17 @@ ncclResult_t checkSupported(const ncclComm* comm, const ncclDevCommRequirements&
                "(ncclCommQueryProperties says multimemSupport = false)", kCreate);
   for (const ncclTeamRequirements* t = r.teamRequirementsList; t; t = t->next)
     if (t->multimem) TUTTI_FAIL(ncclInvalidUsage, "{}: a team requirement asks for multimem, which Tutti lacks", kCreate);
-  if (r.lsaLLA2ABlockCount > 0 || r.railGinBarrierCount > 0 || r.worldGinBarrierCount > 0)
-    TUTTI_FAIL(ncclInvalidUsage, "{}: LL all-to-all blocks and GIN barriers are not implemented by Tutti; use "
-               "lsaBarrierCount / barrierCount barriers", kCreate);
-  if (r.barrierCount > 0 && lsaSize != comm->nRanks)
-    TUTTI_FAIL(ncclInvalidUsage, "{}: rank {}: world barriers (barrierCount) need every rank in the LSA team ({} of {} "
-               "are): Tutti's GIN is load/store", kCreate, comm->rank, lsaSize, comm->nRanks);
+  for (int v : {r.railGinBarrierCount, r.worldGinBarrierCount})
+    if (v < 0) TUTTI_FAIL(ncclInvalidArgument, "{}: rank {}: a GIN barrier count in reqs is negative ({})", kCreate,
+                          comm->rank, v);
+  // (lsaLLA2ABlockCount / lsaLLA2ASlotCount have no handle in the device communicator, as in NCCL 2.30: LL
+  // all-to-all buffers come from ncclLLA2ACreateRequirement in resourceRequirementsList.)
+  if ((r.barrierCount > 0 || r.worldGinBarrierCount > 0) && lsaSize != comm->nRanks)
+    TUTTI_FAIL(ncclInvalidUsage, "{}: rank {}: world barriers (barrierCount, worldGinBarrierCount) need every rank in "
+               "the LSA team ({} of {} are): Tutti's GIN is load/store", kCreate, comm->rank, lsaSize, comm->nRanks);
+  if (r.railGinBarrierCount > 0 && lsaSize != comm->nRanks)
+    TUTTI_FAIL(ncclInvalidUsage, "{}: rank {}: rail GIN barriers (railGinBarrierCount) join ranks of other hosts, "
+               "which Tutti's load/store GIN does not reach", kCreate, comm->rank);
   return ncclSuccess;
 }
 
@@ -91,7 +96,11 @@ ncclResult_t layout(const ncclDevCommRequirements& r, int lsaSize, int nRanks, n
   };
   out->lsaBarrier = {place(ncclLsaBarrierBytes(r.lsaBarrierCount, lsaSize), 64), r.lsaBarrierCount};
   out->worldBarrier = {place(ncclLsaBarrierBytes(r.barrierCount, nRanks), 64), r.barrierCount};
-  out->railGinBarrier = {0, 0};
+  // The rail team (one rank per LSA team) is this rank alone when every rank is in its LSA team, and
+  // otherwise reaches other hosts, which a load/store barrier cannot: checkSupported allows it only then.
+  out->railGinBarrier = {place(ncclLsaBarrierBytes(r.railGinBarrierCount, nRanks / lsaSize), 64),
+                         r.railGinBarrierCount};
+  out->worldGinBarrier = {place(ncclLsaBarrierBytes(r.worldGinBarrierCount, nRanks), 64), r.worldGinBarrierCount};
   int signals = r.ginSignalCount, counters = r.ginCounterCount;
   for (ncclDevResourceRequirements* q = r.resourceRequirementsList; q; q = q->next) {
     if (q->ginSignalCount < 0 || q->ginCounterCount < 0)

@@ -75,8 +75,8 @@ std::vector<std::string> onRanks(int n, const std::function<std::string(ncclComm
   return failed;
 }
 
-// One rank: windows and a device communicator, then three rounds of the LSA AllReduce and the GIN AlltoAll
-// kernels, every element checked.
+// One rank: windows and a device communicator, then three rounds of the LSA AllReduce, the GIN AlltoAll,
+// the LL all-to-all and the GIN barrier kernels, every element checked.
 std::string runRank(ncclComm_t comm, int rank, int n) {
   constexpr int kGrid = 2, kBlock = 64;
   constexpr size_t kCount = 3000;
@@ -91,10 +91,23 @@ std::string runRank(ncclComm_t comm, int rank, int n) {
   ncclWindow_t sendwin = nullptr, recvwin = nullptr;
   DEV_OK(ncclCommWindowRegister(comm, send, bytes, &sendwin, NCCL_WIN_COLL_SYMMETRIC));
   DEV_OK(ncclCommWindowRegister(comm, recv, bytes, &recvwin, NCCL_WIN_COLL_SYMMETRIC));
+  void* auxBuf = nullptr;
+  DEV_OK(ncclMemAlloc(&auxBuf, 4096));
+  CUDA_OK(cudaMemset(auxBuf, 0, 4096));
+  ncclWindow_t aux = nullptr;
+  DEV_OK(ncclCommWindowRegister(comm, auxBuf, 4096, &aux, NCCL_WIN_COLL_SYMMETRIC));
+  ncclLLA2AHandle llHandle{};
+  ncclGinBarrierHandle ginBar{};
+  ncclDevResourceRequirements llReq{}, barReq{};
+  DEV_OK(ncclLLA2ACreateRequirement(kGrid, ncclLLA2ACalcSlots(n, sizeof(LlPair)), &llHandle, &llReq));
+  DEV_OK(ncclGinBarrierCreateRequirement(comm, ncclTeamWorld(comm), 1, &ginBar, &barReq));
+  llReq.next = &barReq;
   ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
   reqs.lsaBarrierCount = kGrid;
   reqs.barrierCount = kGrid;
   reqs.ginSignalCount = kGrid;
+  reqs.worldGinBarrierCount = 1;
+  reqs.resourceRequirementsList = &llReq;
   ncclDevComm devComm{};
   DEV_OK(ncclDevCommCreate(comm, &reqs, &devComm));
   if (devComm.rank != rank || devComm.nRanks != n || devComm.lsaSize != n || devComm.lsaRank != rank)
@@ -130,6 +143,18 @@ std::string runRank(ncclComm_t comm, int rank, int n) {
         if (out[src * kCount + i] != sendValue(src, i, it) + 0.5f * rank)
           error = "iteration " + std::to_string(it) + ": AlltoAll element " + std::to_string(i) + " from rank " +
                   std::to_string(src) + " is " + std::to_string(out[src * kCount + i]);
+    // LL all-to-all epochs and a GIN barrier round; both count wrong values into aux.
+    const LlArgs ll{devComm, llHandle, ginBar, aux, it};
+    CUDA_OK(launchLlAlltoAll(ll, kGrid, kBlock, s));
+    CUDA_OK(launchGinBarrierRound(ll, kGrid, kBlock, s));
+    int errors[64] = {};
+    CUDA_OK(cudaMemcpyAsync(errors, auxBuf, sizeof errors, cudaMemcpyDeviceToHost, s));
+    CUDA_OK(cudaStreamSynchronize(s));
+    for (int b = 0; b < 64 && error.empty(); ++b)
+      if (errors[b] != 0)
+        error = "iteration " + std::to_string(it) + ": " + std::to_string(errors[b]) +
+                (b == 63 ? " wrong values after the GIN barrier" : " wrong LL all-to-all values in block " +
+                 std::to_string(b));
     // Before the next iteration overwrites send and recv, every rank is done reading them (host signals,
     // device waits on the stream).
     for (int p = 0; p < n; ++p) DEV_OK(ncclSignal(p, 0, 0, 0, comm, s));
@@ -144,6 +169,8 @@ std::string runRank(ncclComm_t comm, int rank, int n) {
   }
   CUDA_OK(cudaStreamDestroy(s));
   DEV_OK(ncclDevCommDestroy(comm, &devComm));
+  DEV_OK(ncclCommWindowDeregister(comm, aux));
+  DEV_OK(ncclMemFree(auxBuf));
   DEV_OK(ncclCommWindowDeregister(comm, sendwin));
   DEV_OK(ncclCommWindowDeregister(comm, recvwin));
   DEV_OK(ncclMemFree(send));

@@ -7,6 +7,8 @@
 __global__ void allReduceLsaKernel(KernelArgs a) { allReduceLsa(a); }
 __global__ void alltoAllGinKernel(KernelArgs a) { alltoAllGin(a); }
 __global__ void barrierWithTimeoutKernel(TimeoutArgs a) { barrierWithTimeout(a); }
+__global__ void llAlltoAllKernel(LlArgs a) { llAlltoAll(a); }
+__global__ void ginBarrierRoundKernel(LlArgs a) { ginBarrierRound(a); }
 
 cudaError_t launchAllReduceLsa(const KernelArgs& a, int grid, int block, cudaStream_t s) {
   allReduceLsaKernel<<<grid, block, 0, s>>>(a);
@@ -18,5 +20,13 @@ cudaError_t launchAlltoAllGin(const KernelArgs& a, int grid, int block, cudaStre
 }
 cudaError_t launchBarrierWithTimeout(const TimeoutArgs& a, int block, cudaStream_t s) {
   barrierWithTimeoutKernel<<<1, block, 0, s>>>(a);
+  return cudaGetLastError();
+}
+cudaError_t launchLlAlltoAll(const LlArgs& a, int grid, int block, cudaStream_t s) {
+  llAlltoAllKernel<<<grid, block, 0, s>>>(a);
+  return cudaGetLastError();
+}
+cudaError_t launchGinBarrierRound(const LlArgs& a, int grid, int block, cudaStream_t s) {
+  ginBarrierRoundKernel<<<grid, block, 0, s>>>(a);
   return cudaGetLastError();
 }

@@ -12,6 +12,28 @@ struct KernelArgs {
   ncclDevComm devComm;
 };
 
+// LL all-to-all sessions and GIN barriers: `aux` holds, at offset 0, one error count per block (zeroed by
+// the host), and from kAuxSlots on, one int per rank that the GIN barrier kernel's peers write.
+struct LlArgs {
+  ncclDevComm devComm;
+  ncclLLA2AHandle lla2a;        // kGrid blocks of ncclLLA2ACalcSlots(nRanks, sizeof(LlPair)) slots
+  ncclGinBarrierHandle ginBar;  // one GIN barrier of the world, from ncclGinBarrierCreateRequirement
+  ncclWindow_t aux;
+  int round;
+};
+constexpr size_t kAuxSlots = 256;  // bytes of error counts before the GIN barrier kernel's slots
+constexpr int kLlEpochs = 4;
+
+// A value of two 8-byte lines, so the LL session's multi-line path is used.
+struct LlPair {
+  unsigned long long a, b;
+};
+// What `from` sends `to` in epoch `tag` from block `block`.
+NCCL_HOST_DEVICE_INLINE unsigned long long llValue(int from, int to, int tag, int block) {
+  return (unsigned long long)from << 40 ^ (unsigned long long)to << 24 ^ (unsigned long long)tag << 8 ^
+         (unsigned long long)block;
+}
+
 // A barrier with a time limit: every thread records what its sync returned.
 struct TimeoutArgs {
   ncclDevComm devComm;
@@ -79,6 +101,62 @@ DEVAPI_KERNEL void barrierWithTimeout(const TimeoutArgs& a) {
   if (a.timeoutCycles) res = bar.sync(ncclCoopCta(), cuda::memory_order_acq_rel, a.timeoutCycles);
   else bar.sync(ncclCoopCta(), cuda::memory_order_acq_rel);
   a.results[ncclCoopCta().thread_rank()] = a.timeoutCycles ? static_cast<int>(res) : 1;
+}
+
+// Block b runs LL all-to-all session b for kLlEpochs epochs: even epochs, every rank sends every peer an
+// LlPair in the slot of its own rank and receives one from each; odd epochs, thread 0 broadcasts a double
+// and receives the sum of everyone's with recvReduce. Wrong values count into aux's error word of the block.
+DEVAPI_KERNEL void llAlltoAll(const LlArgs& a) {
+  const ncclDevComm& comm = a.devComm;
+  ncclCoopCta cta;
+  const int b = blockId(), n = comm.nRanks;
+  int bad = 0;
+  {
+    ncclLLA2ASession<ncclCoopCta> ll{cta, comm, ncclTeamWorld(comm), a.lla2a, static_cast<uint32_t>(b), n};
+    for (int e = 0; e < kLlEpochs; ++e) {
+      const int tag = a.round * kLlEpochs + e;
+      if (e % 2 == 0) {
+        for (int p = cta.thread_rank(); p < n; p += cta.size())
+          ll.send(p, comm.rank, LlPair{llValue(comm.rank, p, tag, b), ~llValue(comm.rank, p, tag, b)});
+        for (int s = cta.thread_rank(); s < n; s += cta.size()) {
+          const LlPair got = ll.recv<LlPair>(s);
+          if (got.a != llValue(s, comm.rank, tag, b) || got.b != ~llValue(s, comm.rank, tag, b)) ++bad;
+        }
+      } else if (cta.thread_rank() == 0) {
+        ll.bcast(comm.rank, static_cast<double>(comm.rank + 1) * (tag + 1));
+        const double sum = ll.recvReduce<4, double>(0, n, 1, [](double v) { return v; },
+                                                    [](double x, double y) { return x + y; });
+        if (sum != static_cast<double>(n * (n + 1) / 2) * (tag + 1)) ++bad;
+      }
+      ll.endEpoch(cta);
+    }
+  }
+  if (bad) nccl_port::fetchAdd(static_cast<int*>(ncclGetLocalPointer(a.aux, 0)) + b, bad, cuda::memory_order_relaxed);
+}
+
+// Block 0: every rank stores round * 1000 + rank into its slot of every peer's aux window, passes the
+// world GIN barrier (devComm.worldGinBarrier), checks every slot of its own, and passes the barrier of
+// a.ginBar before anyone's next round overwrites them.
+DEVAPI_KERNEL void ginBarrierRound(const LlArgs& a) {
+  const ncclDevComm& comm = a.devComm;
+  if (blockId() != 0) return;
+  ncclCoopCta cta;
+  ncclGin gin{comm, 0};
+  const int n = comm.nRanks;
+  for (int p = cta.thread_rank(); p < n; p += cta.size()) {
+    int* slots = static_cast<int*>(ncclGetPeerPointer(a.aux, kAuxSlots, p));
+    slots[comm.rank] = a.round * 1000 + comm.rank;
+  }
+  {
+    ncclGinBarrierSession<ncclCoopCta> bar{cta, gin, ncclTeamTagWorld{}, 0};
+    bar.sync(cta, cuda::memory_order_relaxed, ncclGinFenceLevel::Put);
+  }
+  int bad = 0;
+  const int* mine = static_cast<const int*>(ncclGetLocalPointer(a.aux, kAuxSlots));
+  for (int r = cta.thread_rank(); r < n; r += cta.size())
+    if (mine[r] != a.round * 1000 + r) ++bad;
+  if (bad) nccl_port::fetchAdd(static_cast<int*>(ncclGetLocalPointer(a.aux, 0)) + 63, bad, cuda::memory_order_relaxed);
+  ncclGinBarrier(cta, ncclGinAllContexts(comm), ncclTeamWorld(comm), a.ginBar, 0);
 }
 
 #endif  // NCCL_DEVICE_API

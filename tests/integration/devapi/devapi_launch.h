@@ -8,3 +8,5 @@
 cudaError_t launchAllReduceLsa(const KernelArgs& a, int grid, int block, cudaStream_t s);
 cudaError_t launchAlltoAllGin(const KernelArgs& a, int grid, int block, cudaStream_t s);
 cudaError_t launchBarrierWithTimeout(const TimeoutArgs& a, int block, cudaStream_t s);
+cudaError_t launchLlAlltoAll(const LlArgs& a, int grid, int block, cudaStream_t s);
+cudaError_t launchGinBarrierRound(const LlArgs& a, int grid, int block, cudaStream_t s);

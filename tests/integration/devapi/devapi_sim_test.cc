@@ -27,8 +27,11 @@ namespace {
 void allReduceLsaKernel(const void* p) { allReduceLsa(*static_cast<const KernelArgs*>(p)); }
 void alltoAllGinKernel(const void* p) { alltoAllGin(*static_cast<const KernelArgs*>(p)); }
 void barrierWithTimeoutKernel(const void* p) { barrierWithTimeout(*static_cast<const TimeoutArgs*>(p)); }
+void llAlltoAllKernel(const void* p) { llAlltoAll(*static_cast<const LlArgs*>(p)); }
+void ginBarrierRoundKernel(const void* p) { ginBarrierRound(*static_cast<const LlArgs*>(p)); }
 
-ncclResult_t launch(void (*kernel)(const void*), const KernelArgs& args, int grid, cudaStream_t s) {
+template <typename Args>
+ncclResult_t launch(void (*kernel)(const void*), const Args& args, int grid, cudaStream_t s) {
   tutti::rt::KernelLaunch k;
   k.fn = reinterpret_cast<const void*>(kernel);
   k.grid = grid;
@@ -83,14 +86,30 @@ std::string runRank(ncclComm_t comm, int rank, int n) {
   ncclWindow_t sendwin = nullptr, recvwin = nullptr;
   DEV_OK(ncclCommWindowRegister(comm, send, bytes, &sendwin, NCCL_WIN_COLL_SYMMETRIC));
   DEV_OK(ncclCommWindowRegister(comm, recv, bytes, &recvwin, NCCL_WIN_COLL_SYMMETRIC));
+  // LL all-to-all sessions and GIN barriers: a window for their results, and their requirements.
+  void* auxBuf = nullptr;
+  DEV_OK(ncclMemAlloc(&auxBuf, 4096));
+  std::memset(auxBuf, 0, 4096);
+  ncclWindow_t aux = nullptr;
+  DEV_OK(ncclCommWindowRegister(comm, auxBuf, 4096, &aux, NCCL_WIN_COLL_SYMMETRIC));
+  ncclLLA2AHandle llHandle{};
+  ncclGinBarrierHandle ginBar{};
+  ncclDevResourceRequirements llReq{}, barReq{};
+  DEV_OK(ncclLLA2ACreateRequirement(kGrid, ncclLLA2ACalcSlots(n, sizeof(LlPair)), &llHandle, &llReq));
+  DEV_OK(ncclGinBarrierCreateRequirement(comm, ncclTeamWorld(comm), 1, &ginBar, &barReq));
+  llReq.next = &barReq;
   ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
   reqs.lsaBarrierCount = kGrid;
   reqs.barrierCount = kGrid;
   reqs.ginSignalCount = kGrid;
+  reqs.worldGinBarrierCount = 1;
+  reqs.resourceRequirementsList = &llReq;
   ncclDevComm devComm{};
   DEV_OK(ncclDevCommCreate(comm, &reqs, &devComm));
   if (devComm.rank != rank || devComm.nRanks != n || devComm.lsaSize != n || devComm.lsaRank != rank)
     return "the device communicator does not describe the rank";
+  if (devComm.worldGinBarrier.nBarriers != 1 || llHandle.nSlots != 2 * n)
+    return "the GIN barrier or LL all-to-all handle does not say what was asked";
   cudaStream_t s = nullptr;
   DEV_OK(tuttiStreamCreate(&s));
   auto* in = static_cast<float*>(send);
@@ -121,6 +140,16 @@ std::string runRank(ncclComm_t comm, int rank, int n) {
         if (out[src * kCount + i] != sendValue(src, i, it) + 0.5f * rank)
           error = "iteration " + std::to_string(it) + ": AlltoAll element " + std::to_string(i) + " from rank " +
                   std::to_string(src) + " is " + std::to_string(out[src * kCount + i]);
+    // LL all-to-all epochs and a GIN barrier round; both count wrong values into aux.
+    LlArgs ll{devComm, llHandle, ginBar, aux, it};
+    DEV_OK(launch(llAlltoAllKernel, ll, kGrid, s));
+    DEV_OK(launch(ginBarrierRoundKernel, ll, kGrid, s));
+    DEV_OK(tuttiStreamSynchronize(s));
+    for (int b = 0; b < 64 && error.empty(); ++b)
+      if (static_cast<int*>(auxBuf)[b] != 0)
+        error = "iteration " + std::to_string(it) + ": " + std::to_string(static_cast<int*>(auxBuf)[b]) +
+                (b == 63 ? " wrong values after the GIN barrier" : " wrong LL all-to-all values in block " +
+                 std::to_string(b));
     // Before the next iteration overwrites send and recv, every rank is done reading them.
     for (int p = 0; p < n; ++p) {
       DEV_OK(ncclSignal(p, 0, 0, 0, comm, nullptr));
@@ -133,6 +162,8 @@ std::string runRank(ncclComm_t comm, int rank, int n) {
   DEV_OK(tuttiStreamDestroy(s));
   DEV_OK(ncclDevCommDestroy(comm, &devComm));
   if (ncclDevCommDestroy(comm, &devComm) != ncclInvalidArgument) return "a second destroy was not refused";
+  DEV_OK(ncclCommWindowDeregister(comm, aux));
+  DEV_OK(ncclMemFree(auxBuf));
   DEV_OK(ncclCommWindowDeregister(comm, sendwin));
   DEV_OK(ncclCommWindowDeregister(comm, recvwin));
   DEV_OK(ncclMemFree(send));
@@ -182,14 +213,26 @@ TEST(DeviceApiSimGroup, OneThreadCreatesEveryRanksDeviceCommunicator) {
     EXPECT_NE(handles[r].bufHandle, devComms[r].lsaBarrier.bufHandle);
     for (int p = 0; p < n; ++p) EXPECT_NE(devComms[r].resources[p], nullptr);
   }
-  // Misuse: multimem, GIN barriers, an unknown struct.
+  // Misuse: multimem, negative counts, a GIN barrier or LL all-to-all of impossible size, a team that is
+  // not one.
   ncclDevCommRequirements bad = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
   bad.lsaMultimem = true;
   ncclDevComm unused{};
   EXPECT_EQ(ncclDevCommCreate(comms[0], &bad, &unused), ncclInvalidUsage);
   bad = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
-  bad.railGinBarrierCount = 1;
-  EXPECT_EQ(ncclDevCommCreate(comms[0], &bad, &unused), ncclInvalidUsage);
+  bad.worldGinBarrierCount = -1;
+  EXPECT_EQ(ncclDevCommCreate(comms[0], &bad, &unused), ncclInvalidArgument);
+  ncclGinBarrierHandle gb{};
+  ncclLLA2AHandle ll{};
+  ncclDevResourceRequirements req{};
+  EXPECT_EQ(ncclGinBarrierCreateRequirement(comms[0], ncclTeamWorld(comms[0]), -1, &gb, &req), ncclInvalidArgument);
+  EXPECT_EQ(ncclGinBarrierCreateRequirement(comms[0], ncclTeam{0, 0, 1}, 1, &gb, &req), ncclInvalidArgument);
+  EXPECT_EQ(ncclGinBarrierCreateRequirement(comms[0], ncclTeamWorld(comms[0]), 1, nullptr, &req), ncclInvalidArgument);
+  EXPECT_EQ(ncclLLA2ACreateRequirement(-1, 4, &ll, &req), ncclInvalidArgument);
+  EXPECT_EQ(ncclLLA2ACreateRequirement(2, 4, &ll, nullptr), ncclInvalidArgument);
+  ASSERT_EQ(ncclLLA2ACreateRequirement(2, 4, &ll, &req), ncclSuccess);
+  EXPECT_EQ(req.bufferSize, 2u * (1 + 2 * 4) * 16) << "a header line and two banks of slots per block";
+  EXPECT_EQ(ll.nSlots, 4);
   for (int r = 0; r < n; ++r) EXPECT_EQ(ncclDevCommDestroy(comms[r], &devComms[r]), ncclSuccess);
   for (ncclComm_t c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
 }

@@ -82,10 +82,14 @@ TEST(DeviceApiNoComm, LsaBarrierRequirementSizesItsBuffer) {
   EXPECT_EQ(req.next, nullptr);
   EXPECT_EQ(ncclLsaBarrierCreateRequirement(ncclTeam_t{4, 1, 1}, 1, nullptr, &req), ncclInvalidArgument);
   EXPECT_EQ(ncclLsaBarrierCreateRequirement(ncclTeam_t{0, 0, 1}, 1, &handle, &req), ncclInvalidArgument);
-  // What Tutti lacks is refused with a message.
+  // LL all-to-all: per block a header line and two banks of slots, 16 bytes each.
   ncclLLA2AHandle_t a2a;
-  EXPECT_EQ(ncclLLA2ACreateRequirement(1, 8, &a2a, &req), ncclInvalidUsage);
-  EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("not implemented"), std::string::npos);
+  ASSERT_EQ(ncclLLA2ACreateRequirement(3, 8, &a2a, &req), ncclSuccess);
+  EXPECT_EQ(req.bufferSize, 3u * (1 + 2 * 8) * 16);
+  EXPECT_EQ(req.outBufferHandle, &a2a.bufHandle);
+  EXPECT_EQ(a2a.nSlots, 8);
+  EXPECT_EQ(ncclLLA2ACalcSlots(5, 12), 10) << "two 8-byte lines per 12-byte element";
+  EXPECT_EQ(ncclLLA2ACreateRequirement(1, -1, &a2a, &req), ncclInvalidArgument);
 }
 
 TEST_F(DeviceApi, PropertiesDescribeTheCommunicatorUpToTheCallersSize) {

@@ -2,7 +2,7 @@
 """Checks the GPU code inside an installed libnccl.so.2: installs the build into a temporary prefix, then lists
 the CUDA fat binaries of the installed library as `cuobjdump --list-elf` / `--list-ptx` would (and runs
 cuobjdump too when the toolkit has it) and requires, for every kernel instance of the build, sm_80 and sm_90
-machine code holding the kernel and compute_90 PTX.
+machine code holding the kernel and compute_90 PTX, and the same for the one-sided operations' kernels.
 
 usage: check_fatbin.py BUILD_DIR EXPECTED_INSTANCES
 """
@@ -76,12 +76,20 @@ def main():
         elf90 = [p for k, a, p in entries if k == KIND_ELF and a == 90]
         ptx90 = [p for k, a, p in entries if k == KIND_PTX and a == 90]
         failures = []
+        # One entry per collective kernel instance (tuttiKernel), plus one with the one-sided operations'
+        # signal and wait kernels (rma/rma_kernels.cu). ELF entries name their kernels (PTX is compressed).
         for name, found in (("sm_80 ELF", elf80), ("sm_90 ELF", elf90), ("compute_90 PTX", ptx90)):
-            if len(found) != expected:
-                failures.append(f"{name}: {len(found)} entries, want one per kernel instance ({expected})")
+            if len(found) != expected + 1:
+                failures.append(f"{name}: {len(found)} entries, want {expected + 1} (one per kernel instance and "
+                                "the one-sided kernels)")
         for name, found in (("sm_80", elf80), ("sm_90", elf90)):
-            if any(b"tuttiKernel" not in p for p in found):
-                failures.append(f"an {name} ELF entry holds no tuttiKernel")
+            colls = [p for p in found if b"tuttiKernel" in p]
+            rma = [p for p in found if b"signalKernel" in p and b"waitKernel" in p]
+            if len(colls) != expected:
+                failures.append(f"{name} ELF: {len(colls)} entries hold tuttiKernel, want one per kernel instance "
+                                f"({expected})")
+            if len(rma) != 1:
+                failures.append(f"{name} ELF: {len(rma)} entries hold the one-sided kernels, want 1")
         cuobjdump = shutil.which("cuobjdump") or "/usr/local/cuda/bin/cuobjdump"
         if os.access(cuobjdump, os.X_OK):
             listed = subprocess.run([cuobjdump, "--list-elf", lib], capture_output=True, text=True).stdout
@@ -94,7 +102,7 @@ def main():
             print("(no cuobjdump in this toolkit: the fat binaries were read directly)")
         if failures:
             sys.exit("FAIL: " + "; ".join(failures))
-        print(f"OK: {expected} kernel instances, each as sm_80 and sm_90 code and compute_90 PTX")
+        print(f"OK: {expected} kernel instances and the one-sided kernels, each as sm_80 and sm_90 code and compute_90 PTX")
     finally:
         shutil.rmtree(prefix, ignore_errors=True)
 
