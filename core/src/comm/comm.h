@@ -48,6 +48,7 @@ inline constexpr uint64_t kCommDeadMagic = 0xdeadc0117deadc01ull;
 // at once without their steps interleaving on one FIFO.
 inline constexpr int kConnColl = 0;
 inline constexpr int kConnP2p = 1;
+inline constexpr int kConnRma = 2;  // one-sided operations to ranks of other hosts (rma/net_rma.h)
 
 struct Connection {
   host::HostConn host;             // what the primitives use

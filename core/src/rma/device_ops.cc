@@ -1,11 +1,13 @@
 // One-sided operations on the device backends (sim and cuda; rma/window.h): queued on the caller's stream as
 // device copies and the kernels of rma/rma_kernels.h, each followed by a host function (OpDone) that checks
-// how a wait ended and lets the communicator go.
+// how a wait ended and lets the communicator go. To a rank of another host, a put is a copy into pinned
+// staging memory on the stream and a host function that sends it (net_rma.h).
 #include "rma/window.h"
 
 #include "comm/comm.h"
 #include "device/enqueue.h"
 #include "rma/kernel_fns.h"
+#include "rma/net_rma.h"
 #include "rma/rma_kernels.h"
 #include "util/check.h"
 #include "util/log.h"
@@ -28,6 +30,14 @@ struct OpDone {
   dev::WaitStatus* status = nullptr;
   std::vector<ncclWaitSignalDesc_t> descs;
   const char* call = nullptr;
+  // A put or signal to a rank of another host (net_rma.h): sent by the host function, from `staging`
+  // (pinned memory the stream copied the source into before it).
+  NetRma* net = nullptr;
+  int netPeer = -1;
+  uint32_t window = 0;
+  uint64_t offset = 0;
+  void* staging = nullptr;
+  size_t bytes = 0;
 };
 
 namespace {
@@ -72,6 +82,7 @@ ncclResult_t waitResult(const OpDone& d) {
 void freeOpDone(void* arg) {
   auto* d = static_cast<OpDone*>(arg);
   if (d->status) device::pinnedPut(d->rt, d->status, sizeof(dev::WaitStatus));
+  if (d->staging) device::pinnedPut(d->rt, d->staging, d->bytes);
   delete d;
 }
 
@@ -80,8 +91,11 @@ void freeOpDone(void* arg) {
 void opDone(void* arg) {
   auto* d = static_cast<OpDone*>(arg);
   logSetThreadRank(d->comm->rank);
-  if (d->status) {
-    if (const ncclResult_t res = waitResult(*d); res != ncclSuccess) {
+  ncclResult_t res = ncclSuccess;
+  if (d->net) res = d->net->send(d->netPeer, d->window, d->offset, d->staging, d->bytes);
+  if (d->status) res = waitResult(*d);
+  {
+    if (res != ncclSuccess) {
       ncclResult_t expected = ncclSuccess;
       d->comm->asyncError.compare_exchange_strong(expected, res);
       commCancelOps(d->comm);
@@ -108,7 +122,24 @@ ncclResult_t CommRma::afterOp(rt::Stream stream, OpDone* done) {
   return ncclSuccess;
 }
 
+ncclResult_t CommRma::devNetSend(int peer, uint32_t window, uint64_t offset, const void* src, size_t bytes,
+                                 rt::Stream stream) {
+  auto d = std::unique_ptr<OpDone, void (*)(void*)>(new OpDone, freeOpDone);
+  d->rt = rt_;
+  d->net = net_.get();
+  d->netPeer = peer;
+  d->window = window;
+  d->offset = offset;
+  d->bytes = bytes;
+  if (bytes > 0) {
+    TUTTI_CHECK(device::pinnedGet(rt_, bytes, &d->staging));
+    TUTTI_CHECK(rt_->memcpyAsync(d->staging, src, bytes, stream));
+  }
+  return afterOp(stream, d.release());
+}
+
 ncclResult_t CommRma::devSignal(int peer, rt::Stream stream) {
+  if (viaNetwork(peer)) return devNetSend(peer, NetRma::kNoWindow, 0, nullptr, 0, stream);
   dev::SignalArgs a{&remote_[peer][slotIndex(comm_->rank, 0, 0, comm_->nRanks)].value};
   TUTTI_CHECK(launch(rt_, /*signal=*/true, &a, sizeof a, stream, comm_->rank));
   return afterOp(stream, new OpDone);
@@ -116,6 +147,8 @@ ncclResult_t CommRma::devSignal(int peer, rt::Stream stream) {
 
 ncclResult_t CommRma::devPut(const void* src, size_t bytes, int peer, ncclWindow_vidmem* win, size_t offset,
                              rt::Stream stream) {
+  if (viaNetwork(peer))
+    return devNetSend(peer, static_cast<WindowState*>(win->internal)->serial, offset, src, bytes, stream);
   if (bytes > 0) TUTTI_CHECK(rt_->memcpyAsync(win->peerBase[peer] + offset, src, bytes, stream));
   return devSignal(peer, stream);
 }

@@ -67,8 +67,9 @@ ncclResult_t checkSignalTarget(const char* call, ncclComm_t comm, int peer, int 
   TUTTI_CHECK(checkStream(call, comm, stream));
   TUTTI_CHECK(rmaOf(comm, call, out));
   if (!(*out)->signalReachable(peer))
-    TUTTI_FAIL(ncclInvalidUsage, "{}: rank {} cannot reach rank {}'s signals: one-sided operations reach ranks of "
-               "this host only (load/store), not over the network", call, comm->rank, peer);
+    TUTTI_FAIL(ncclInvalidUsage, "{}: rank {} cannot reach rank {}'s signals: on the {} backend one-sided operations "
+               "reach ranks of this host only (load/store); the host backend also reaches other hosts", call,
+               comm->rank, peer, backendName(comm->backend));
   return ncclSuccess;
 }
 
@@ -148,7 +149,7 @@ NCCL_API(ncclResult_t, ncclPutSignal, const void* localbuff, size_t count, ncclD
     if (peerWinOffset > targetSize || bytes > targetSize - peerWinOffset)
       TUTTI_FAIL(ncclInvalidArgument, "{}: {} bytes at offset {} do not fit in rank {}'s {}-byte window", kCall, bytes,
                  peerWinOffset, peer, targetSize);
-    if (bytes > 0 && !win->peerBase[peer])
+    if (bytes > 0 && !win->peerBase[peer] && !rma->viaNetwork(peer))
       TUTTI_FAIL(ncclInvalidUsage, "{}: rank {} cannot write into rank {}'s window: its buffer is in another process "
                  "and was not allocated with ncclMemAlloc (or is on another host)", kCall, comm->rank, peer);
     return groupAddRmaOp(false, [=]() -> ncclResult_t {
@@ -195,9 +196,9 @@ NCCL_API(ncclResult_t, ncclWaitSignal, int nDesc, ncclWaitSignalDesc_t* signalDe
     // A rank that cannot reach this one's signals (another host) can never send one: refuse rather than wait.
     for (const ncclWaitSignalDesc_t& d : descs)
       if (d.opCnt > 0 && !rma->signalReachable(d.peer))
-        TUTTI_FAIL(ncclInvalidUsage, "{}: rank {} waits for signals from rank {}, which cannot reach it: one-sided "
-                   "operations reach ranks of this host only (load/store), not over the network", kCall, comm->rank,
-                   d.peer);
+        TUTTI_FAIL(ncclInvalidUsage, "{}: rank {} waits for signals from rank {}, which cannot reach it: on the {} "
+                   "backend one-sided operations reach ranks of this host only (load/store)", kCall, comm->rank,
+                   d.peer, backendName(comm->backend));
     if (descs.empty()) return ncclSuccess;
     return groupAddRmaOp(true, [=]() -> ncclResult_t {
       if (comm->backend != Backend::Host) return rma->devWait(descs, stream, kCall);

@@ -3,6 +3,7 @@
 #include "comm/comm.h"
 #include "device/enqueue.h"
 #include "device/host/wait.h"
+#include "rma/net_rma.h"
 #include "device/runtime.h"
 #include "util/check.h"
 #include "util/log.h"
@@ -86,13 +87,58 @@ ncclResult_t CommRma::setupSignals() {
     remote_[p] = reinterpret_cast<SignalSlot*>(reach(comm_, p, recs[p], &imported));
     remoteImported_[p] = imported;
   }
+  // Ranks of other hosts: over the network.
+  TUTTI_CHECK(NetRma::create(comm_, this, device_ ? rt_ : nullptr, &net_));
   return ncclSuccess;
+}
+
+bool CommRma::viaNetwork(int peer) const { return net_ && net_->reaches(peer); }
+
+bool CommRma::signalReachable(int peer) const {
+  return peer >= 0 && peer < static_cast<int>(remote_.size()) && (remote_[peer] || viaNetwork(peer));
+}
+
+char* CommRma::netTarget(uint32_t serial, uint64_t offset, uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(windowsMutex_);
+  auto it = buffers_.find(serial);
+  if (it == buffers_.end() || offset > it->second.second || bytes > it->second.second - offset) return nullptr;
+  return it->second.first + offset;
+}
+
+uint64_t* CommRma::localSignalWord(int source) const {
+  return &local_[slotIndex(source, 0, 0, comm_->nRanks)].value;
+}
+
+void CommRma::netSignal(int source) {
+  // Only this rank's network service writes the counters of ranks of other hosts (device backends: through
+  // the runtime, net_rma.cc).
+  SignalSlot* slot = local_ + slotIndex(source, 0, 0, comm_->nRanks);
+  const uint64_t next = std::atomic_ref<uint64_t>(slot->value).load(std::memory_order_relaxed) + 1;
+  host::publish(&slot->value, &slot->waiters, &slot->seq, next, /*shared=*/true);
 }
 
 ncclResult_t CommRma::registerWindow(void* buff, size_t size, int flags, ncclWindow_t* out) {
   const int n = comm_->nRanks;
   std::vector<BufferRecord> recs(n);
   recs[comm_->rank] = recordOf(rt_, buff, size, flags);
+  uint32_t serial = 0;
+  {
+    std::lock_guard<std::mutex> lock(windowsMutex_);
+    serial = nextSerial_++;
+    buffers_[serial] = {static_cast<char*>(buff), size};
+  }
+  // Until the window is made, a failure forgets the buffer again.
+  bool made = false;
+  struct Forget {
+    CommRma* self;
+    uint32_t serial;
+    const bool& made;
+    ~Forget() {
+      if (made) return;
+      std::lock_guard<std::mutex> lock(self->windowsMutex_);
+      self->buffers_.erase(serial);
+    }
+  } forget{this, serial, made};
   TUTTI_CHECK(comm_->bootstrap->allGather(recs.data(), sizeof(BufferRecord)));
   for (int p = 0; p < n; ++p)
     if ((recs[p].flags & NCCL_WIN_COLL_SYMMETRIC) != (flags & NCCL_WIN_COLL_SYMMETRIC))
@@ -127,7 +173,9 @@ ncclResult_t CommRma::registerWindow(void* buff, size_t size, int flags, ncclWin
   win->internal = state.release();
   {
     std::lock_guard<std::mutex> lock(windowsMutex_);
+    static_cast<WindowState*>(win->internal)->serial = serial;
     windows_.insert(win);
+    made = true;
   }
   *out = win;
   return ncclSuccess;
@@ -159,6 +207,7 @@ ncclResult_t CommRma::deregisterWindow(ncclWindow_t win, const char* call) {
     if (!win || !windows_.erase(win))
       TUTTI_FAIL(ncclInvalidArgument, "{}: window {} is not a live window of this communicator (rank {})", call,
                  static_cast<void*>(win), comm_->rank);
+    buffers_.erase(static_cast<WindowState*>(win->internal)->serial);
   }
   releaseWindow(win);
   return ncclSuccess;
@@ -175,6 +224,7 @@ bool CommRma::dropDevComm(DevCommState* state) {
 }
 
 CommRma::~CommRma() {
+  net_.reset();  // the network service first: it writes into windows and signal counters
   for (ncclWindow_vidmem* w : windows_) releaseWindow(w);
   windows_.clear();
   for (DevCommState* d : devComms_) freeDevComm(d);
@@ -219,11 +269,14 @@ ncclResult_t commRma(ncclComm* comm, CommRma** out) {
 
 ncclResult_t CommRma::put(const void* src, size_t bytes, int peer, ncclWindow_vidmem* win, size_t offset,
                           int sigIdx, int ctx) {
+  if (viaNetwork(peer))
+    return net_->send(peer, static_cast<WindowState*>(win->internal)->serial, offset, src, bytes);
   if (bytes > 0) std::memmove(win->peerBase[peer] + offset, src, bytes);  // a put to itself may overlap
   return signal(peer, sigIdx, ctx);
 }
 
 ncclResult_t CommRma::signal(int peer, int sigIdx, int ctx) {
+  if (viaNetwork(peer)) return net_->send(peer, NetRma::kNoWindow, 0, nullptr, 0);
   SignalSlot* slot = remote_[peer] + slotIndex(comm_->rank, sigIdx, ctx, comm_->nRanks);
   std::lock_guard<std::mutex> lock(sendMutex_[peer]);
   const uint64_t next = std::atomic_ref<uint64_t>(slot->value).load(std::memory_order_relaxed) + 1;

@@ -28,6 +28,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <unordered_set>
@@ -55,6 +56,7 @@ struct alignas(64) SignalSlot {
 struct WindowState {
   void* block = nullptr;          // ncclWindow_vidmem, char* base[nRanks], size_t size[nRanks]
   std::vector<uint8_t> imported;  // by rank: mapped by this window (closed with it)
+  uint32_t serial = 0;            // registrations are collective: the same number on every rank (net_rma.h)
 };
 
 // What every rank tells the others about one of its buffers (a window, a signal block, a device
@@ -88,6 +90,7 @@ namespace tutti::rma {
 inline constexpr uint64_t kWindowMagic = 0x7475747469576e64ull;  // "tuttiWnd"
 
 struct DevCommState;  // rma/devcomm.cc
+class NetRma;         // rma/net_rma.h
 struct OpDone;        // rma/device_ops.cc
 // Releases a device communicator's memory (the resource blocks it made and mapped).
 void freeDevComm(DevCommState* state);
@@ -131,8 +134,17 @@ class CommRma {
   void keepDevComm(DevCommState* state);
   bool dropDevComm(DevCommState* state);  // false when `state` is not a live one of this communicator
 
-  // Whether `peer`'s signal block is mapped here (false: another host, or its block could not be imported).
-  bool signalReachable(int peer) const { return peer >= 0 && peer < static_cast<int>(remote_.size()) && remote_[peer]; }
+  // Whether this rank can signal `peer`: its signal block is mapped here, or (host backend) it is a rank of
+  // another host reached over the network (net_rma.h).
+  bool signalReachable(int peer) const;
+  // Whether puts to `peer` go over the network.
+  bool viaNetwork(int peer) const;
+
+  // The network service's side (net_rma.h): where `bytes` at `offset` of this rank's window `serial` are
+  // (null: no such window, or out of its bounds), and the signal of `source` delivered.
+  char* netTarget(uint32_t serial, uint64_t offset, uint64_t bytes);
+  void netSignal(int source);                 // host backend
+  uint64_t* localSignalWord(int source) const;  // device backends: the counter, in device memory
 
  private:
   static size_t slotIndex(int source, int sigIdx, int ctx, int nRanks) {
@@ -140,6 +152,8 @@ class CommRma {
   }
   void releaseWindow(ncclWindow_vidmem* win);
   ncclResult_t launchWait(const ncclWaitSignalDesc_t* descs, int n, rt::Stream stream, const char* call);
+  ncclResult_t devNetSend(int peer, uint32_t window, uint64_t offset, const void* src, size_t bytes,
+                          rt::Stream stream);
   ncclResult_t afterOp(rt::Stream stream, OpDone* done);
 
   ncclComm* comm_;
@@ -158,6 +172,11 @@ class CommRma {
   std::mutex windowsMutex_;
   std::unordered_set<ncclWindow_vidmem*> windows_;
   std::unordered_set<DevCommState*> devComms_;  // guarded by windowsMutex_
+  uint32_t nextSerial_ = 0;                      // guarded by windowsMutex_
+  // This rank's buffer of each window by serial, from before the registration's exchange (a peer may put
+  // into it as soon as its own registration returns) until deregistration. Guarded by windowsMutex_.
+  std::map<uint32_t, std::pair<char*, size_t>> buffers_;
+  std::unique_ptr<NetRma> net_;                  // ranks of other hosts (host backend), or null
 };
 
 struct CommRmaDeleter {

@@ -41,7 +41,9 @@ inline int freeLocalPort() {
   return port;
 }
 
-inline std::vector<std::string> onForkedRanks(int n, const std::function<std::string(ncclComm_t, int)>& body) {
+// beforeInit(rank), when given, runs in each child before its communicator is made (per-rank environment).
+inline std::vector<std::string> onForkedRanks(int n, const std::function<std::string(ncclComm_t, int)>& body,
+                                              const std::function<void(int)>& beforeInit = {}) {
   std::vector<std::string> failed;
   const int port = freeLocalPort();
   if (port == 0) return {"no free local port for NCCL_COMM_ID"};
@@ -56,6 +58,7 @@ inline std::vector<std::string> onForkedRanks(int n, const std::function<std::st
     if (pid == 0) {
       prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a test binary that died
       setenv("NCCL_COMM_ID", commId.c_str(), 1);
+      if (beforeInit) beforeInit(r);
       ncclUniqueId id;
       ncclComm_t comm = nullptr;
       std::string e;

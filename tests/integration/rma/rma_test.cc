@@ -259,4 +259,47 @@ TEST(RmaProcesses, PutSignalRingAcrossProcesses) {
   for (auto& f : tutti::itest::onForkedRanks(n, body)) ADD_FAILURE() << f;
 }
 
+// Ranks on three hosts (TUTTI_HOSTNAME; ranks 0 and 1 share one): puts and signals to a rank of another host
+// travel over the network transport (on sim through pinned staging, as on a GPU), to one of this host by
+// load/store, and the ring checks every byte either way. Windows of plain heap memory are reachable over the
+// network too.
+TEST(RmaHosts, PutSignalRingAcrossHosts) {
+  constexpr int n = 4;
+  auto body = [](ncclComm_t comm, int r) -> std::string {
+    for (size_t bytes : {size_t{0}, size_t{1}, size_t{4096 + 3}, size_t{(1 << 20) + 7}}) {
+      std::string e = ringExchange(comm, r, n, bytes, 3, nullptr);
+      if (!e.empty()) return std::to_string(bytes) + " bytes: " + e;
+    }
+    // On a host stream, and into a window of heap memory.
+    cudaStream_t s = nullptr;
+    RMA_OK(tuttiStreamCreate(&s));
+    std::string e = ringExchange(comm, r, n, 777, 2, s);
+    RMA_OK(tuttiStreamDestroy(s));
+    if (!e.empty()) return "on a stream: " + e;
+    std::vector<uint8_t> heap(256, 0), mine(64);
+    ncclWindow_t w = nullptr;
+    RMA_OK(ncclCommWindowRegister(comm, heap.data(), heap.size(), &w, 0));
+    for (size_t i = 0; i < mine.size(); ++i) mine[i] = pattern(r, 9, i);
+    const int next = (r + 2) % n, prev = (r + n - 2) % n;  // 0 <-> 2, 1 <-> 3: always another host
+    RMA_OK(ncclPutSignal(mine.data(), mine.size(), ncclUint8, next, w, 64, 0, 0, 0, comm, nullptr));
+    ncclWaitSignalDesc_t d{1, prev, 0, 0};
+    RMA_OK(ncclWaitSignal(1, &d, comm, nullptr));
+    for (size_t i = 0; i < mine.size(); ++i)
+      if (heap[64 + i] != pattern(prev, 9, i)) return "heap window: byte " + std::to_string(i) + " is wrong";
+    // Everyone has checked before the window goes.
+    for (int p = 0; p < n; ++p) RMA_OK(ncclSignal(p, 0, 0, 0, comm, nullptr));
+    for (int p = 0; p < n; ++p) {
+      ncclWaitSignalDesc_t all{1, p, 0, 0};
+      RMA_OK(ncclWaitSignal(1, &all, comm, nullptr));
+    }
+    RMA_OK(ncclCommWindowDeregister(comm, w));
+    return {};
+  };
+  auto hosts = [](int r) {
+    const std::string name = "rmahost" + std::to_string(r < 2 ? 0 : r - 1);
+    setenv("TUTTI_HOSTNAME", name.c_str(), 1);
+  };
+  for (auto& f : tutti::itest::onForkedRanks(n, body, hosts)) ADD_FAILURE() << f;
+}
+
 }  // namespace
