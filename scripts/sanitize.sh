@@ -110,6 +110,7 @@ tsan_skip=(
   'BadArgsMatrix|one row per bad argument, checked on one thread; run under ASan'
   '^soak_|forked processes (TSan cannot start threads after a multi-threaded fork); run under ASan'
   '^RmaProcesses\.|one-sided operations between forked ranks; the thread variants run'
+  '^RmaHosts\.|one-sided operations between forked ranks on separate hosts; run under ASan'
   '^NetSocket\.DefaultsKeepOneChunkMessagesInline$|counts the threads of the process, and the TSan runtime
                                      adds its own'
   '^plugin_check_|label plugins: tutti-plugin-check forks a worker per check; run under ASan'
