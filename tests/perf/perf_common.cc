@@ -36,6 +36,7 @@ struct Options {
   std::string plot;      // --plot OUT: also draw the table with benchmarks/plot.sh (OUT.svg / OUT.png)
   bool bind = false;     // --bind: each forked rank on one CPU (bindCpus[rank])
   std::vector<int> bindCpus;
+  int reg = 0;           // -R: 0 plain memory, 1 ncclCommRegister, 2 ncclMemAlloc + symmetric window
 };
 
 #ifndef TUTTI_PLOT_SCRIPT
@@ -169,8 +170,20 @@ T reduceExpected(Coll c, ncclRedOp_t op, int n, size_t i) {
   return acc;
 }
 
+// A rank's send or receive buffer: in `own` (plain memory), or in its ncclMemAlloc block (-R 2).
+struct Span {
+  char* p = nullptr;
+  size_t n = 0;
+  char* data() const { return p; }
+  char* begin() const { return p; }
+  char* end() const { return p + n; }
+};
 struct RankBuffers {
-  std::vector<char> send, recv;
+  Span send, recv;
+  std::vector<char> own;
+  void* mem = nullptr;           // -R 2: the ncclMemAlloc block holding both
+  ncclWindow_t win = nullptr;    // -R 2
+  void* handles[2] = {nullptr, nullptr};  // -R 1
 };
 
 // Sets up the inputs of one call for rank r.
@@ -283,7 +296,10 @@ ncclResult_t predictOnce(Coll c, const Options& o, ncclComm_t comm, int r, size_
 void usage(const char* prog) {
   std::printf("usage: %s [-b minbytes] [-e maxbytes] [-f factor | -i increment] [-g|-t nranks] [-P nprocs]\n"
               "          [-n iters] [-w warmup] [-c check 0/1] [-d dtype] [-o op] [-r root]\n"
-              "          [-z blocking (host calls always block)] [--predict] [--plot OUT]\n"
+              "          [-z blocking (host calls always block)] [-R 0/1/2] [--predict] [--plot OUT]\n"
+              "  -R 1: buffers registered with ncclCommRegister; -R 2: both buffers in one ncclMemAlloc block\n"
+              "  registered as a window with NCCL_WIN_COLL_SYMMETRIC (AllReduce, AllGather and ReduceScatter then\n"
+              "  run on the peers' buffers directly), as nccl-tests' -R.\n"
               "  --predict: one more column, the time the library predicts for the call (ncclGroupSimulateEnd,\n"
               "  the tuner chain's estimate for the algorithm/protocol it picks); compare it with the time column.\n"
               "  --plot OUT: also draw busbw vs size into OUT.svg and OUT.png (or only OUT.svg / OUT.png) with\n"
@@ -382,8 +398,8 @@ void printHeader(const Options& o, const Run& run, const char* prog) {
   ncclGetVersion(&version);
   const int procs = run.mode == Mode::Threads ? 1 : run.nRanks;
   std::printf("# Tutti %s: nranks %d, mode %s, %d process%s x %d rank%s, iters %d, warmup %d, check %d, "
-              "NCCL API %d\n", prog, run.nRanks, modeName(run.mode), procs, procs > 1 ? "es" : "", run.localRanks,
-              run.localRanks > 1 ? "s" : "", o.iters, o.warmup, o.check, version);
+              "register %d, NCCL API %d\n", prog, run.nRanks, modeName(run.mode), procs, procs > 1 ? "es" : "",
+              run.localRanks, run.localRanks > 1 ? "s" : "", o.iters, o.warmup, o.check, o.reg, version);
   if (o.bind) {
     std::string cpus;
     for (size_t r = 0; r < o.bindCpus.size(); ++r) cpus += (r ? ", " : "") + std::to_string(r) + ":" + std::to_string(o.bindCpus[r]);
@@ -412,10 +428,49 @@ int sweep(Coll coll, const Options& o, const Run& run, const std::vector<ncclCom
   const size_t maxCount = countOf(coll, o.maxBytes, ts, n);
   const size_t blocks = (coll == Coll::AllGather || coll == Coll::ReduceScatter || coll == Coll::AlltoAll) ? n : 1;
   std::vector<RankBuffers> bufs(local);
-  for (auto& b : bufs) {
-    b.send.assign((maxCount * blocks + 1) * ts + 64, 0);
-    b.recv.assign((maxCount * blocks + 1) * ts + 64, 0);
+  const size_t bufBytes = ((maxCount * blocks + 1) * ts + 64 + 4095) / 4096 * 4096;
+  // -R 2 registers every local rank's block as one window, in a group (collective over the communicator).
+  if (o.reg == 2 && ncclGroupStart() != ncclSuccess) return 1;
+  for (int i = 0; i < local; ++i) {
+    RankBuffers& b = bufs[i];
+    char* base = nullptr;
+    if (o.reg == 2) {
+      if (ncclMemAlloc(&b.mem, 2 * bufBytes) != ncclSuccess ||
+          ncclCommWindowRegister(comms[i], b.mem, 2 * bufBytes, &b.win, NCCL_WIN_COLL_SYMMETRIC) != ncclSuccess) {
+        std::fprintf(stderr, "rank %d: -R 2: %s\n", run.firstRank + i, ncclGetLastError(comms[i]));
+        ncclGroupEnd();
+        return 1;
+      }
+      base = static_cast<char*>(b.mem);
+      std::memset(base, 0, 2 * bufBytes);
+    } else {
+      b.own.assign(2 * bufBytes, 0);
+      base = b.own.data();
+    }
+    b.send = {base, bufBytes};
+    b.recv = {base + bufBytes, bufBytes};
+    if (o.reg == 1 && (ncclCommRegister(comms[i], b.send.p, bufBytes, &b.handles[0]) != ncclSuccess ||
+                       ncclCommRegister(comms[i], b.recv.p, bufBytes, &b.handles[1]) != ncclSuccess)) {
+      std::fprintf(stderr, "rank %d: -R 1: %s\n", run.firstRank + i, ncclGetLastError(comms[i]));
+      return 1;
+    }
   }
+  if (o.reg == 2 && ncclGroupEnd() != ncclSuccess) {
+    std::fprintf(stderr, "-R 2: registering the windows failed: %s\n", ncclGetLastError(comms[0]));
+    return 1;
+  }
+  struct Release {
+    std::vector<RankBuffers>& bufs;
+    const std::vector<ncclComm_t>& comms;
+    ~Release() {
+      for (size_t i = 0; i < bufs.size(); ++i) {
+        for (void* h : bufs[i].handles)
+          if (h) ncclCommDeregister(comms[i], h);
+        if (bufs[i].win) ncclCommWindowDeregister(comms[i], bufs[i].win);
+        if (bufs[i].mem) ncclMemFree(bufs[i].mem);
+      }
+    }
+  } release{bufs, comms};
   std::barrier threadSync(local);
   auto barrierSync = [&threadSync]() -> ncclResult_t {
     threadSync.arrive_and_wait();
@@ -537,7 +592,7 @@ int perfMain(Coll coll, int argc, char** argv) {
   const struct option longOpts[] = {{"predict", no_argument, nullptr, 'p'}, {"plot", required_argument, nullptr, 'x'},
                                     {"bind", no_argument, nullptr, 'B'}, {"help", no_argument, nullptr, 'h'},
                                     {nullptr, 0, nullptr, 0}};
-  while ((opt = getopt_long(argc, argv, "b:e:f:i:g:t:P:n:w:c:d:o:r:z:m:a:h", longOpts, nullptr)) != -1) {
+  while ((opt = getopt_long(argc, argv, "b:e:f:i:g:t:P:n:w:c:d:o:r:z:m:a:R:h", longOpts, nullptr)) != -1) {
     switch (opt) {
       case 'p': o.predict = true; break;
       case 'B': o.bind = true; break;
@@ -572,6 +627,13 @@ int perfMain(Coll coll, int argc, char** argv) {
         break;
       }
       case 'r': o.root = std::atoi(optarg); break;
+      case 'R':
+        o.reg = std::atoi(optarg);
+        if (o.reg < 0 || o.reg > 2) {
+          std::fprintf(stderr, "-R takes 0 (plain memory), 1 (ncclCommRegister) or 2 (symmetric window)\n");
+          return 2;
+        }
+        break;
       case 'z': case 'm': case 'a': break;
       default: usage(argv[0]); return opt == 'h' ? 0 : 2;
     }

@@ -41,6 +41,7 @@ ncclResult_t loadShared(const PluginSpec& spec, std::shared_ptr<ProfilerPlugin>*
 // Names as NCCL's descriptors spell them (indices are NCCL_ALGO_* / NCCL_PROTO_*).
 const char* algoName(int a) {
   static const char* const kNames[] = {"Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT"};
+  if (a == kAlgoSymmetric) return "Symmetric";
   return a >= 0 && a < 7 ? kNames[a] : "Unknown";
 }
 const char* protoName(int p) {

@@ -230,7 +230,14 @@ ncclResult_t addCollectives(DeviceLaunch& l) {
       w.channel = static_cast<int16_t>(c);
       w.recvConn = w.sendConn = dev::kNoConn;
       for (int i = 0; i < kTreeMaxArity; ++i) w.childRecv[i] = w.childSend[i] = dev::kNoConn;
-      if (p.algorithm == NCCL_ALGO_TREE) {
+      if (p.algorithm == kAlgoSymmetric) {
+        // No connection: the peers' buffers and barrier blocks, in launch memory the kernel reads (sym.h).
+        w.kind = WorkKind::Sym;
+        SymPeers* peers = nullptr;
+        TUTTI_CHECK(l.pin(&peers, 1));
+        *peers = *p.sym;
+        w.sym = peers;
+      } else if (p.algorithm == NCCL_ALGO_TREE) {
         const TreeLinks links = comm->trees.channelLinks(c, comm->rank);
         w.kind = WorkKind::Tree;
         w.isRoot = links.up < 0;
@@ -334,7 +341,7 @@ const char* protoText(int64_t proto) {
 ncclResult_t reportStop(ncclComm* comm, const DevWork& w, const DevStatus& s) {
   const char* name = workName(w);
   const char* what = s.sending ? "a free slot towards" : "data from";
-  const bool coll = w.kind == WorkKind::Ring || w.kind == WorkKind::Tree;
+  const bool coll = w.kind != WorkKind::Send && w.kind != WorkKind::Recv;
   auto record = [&](int failure) {
     int none = -1;
     comm->failure.compare_exchange_strong(none, failure);

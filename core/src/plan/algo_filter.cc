@@ -1,5 +1,6 @@
 // NCCL_ALGO / NCCL_PROTO parsing (declared in tuning.h). Kept apart from the tuner chain so that it is a
 // pure function of its text, linked alone by tests/fuzz.
+#include "plan/plan.h"
 #include "plan/tuning.h"
 
 #include "util/check.h"
@@ -46,7 +47,10 @@ std::string joinNames(const char* const* names, int n) {
 
 }  // namespace
 
-const char* tunedAlgoName(int a) { return a >= 0 && a < kA ? kAlgoNames[a] : "?"; }
+const char* tunedAlgoName(int a) {
+  if (a == kAlgoSymmetric) return "SYM";
+  return a >= 0 && a < kA ? kAlgoNames[a] : "?";
+}
 const char* tunedProtoName(int p) { return p >= 0 && p < kP ? kProtoNames[p] : "?"; }
 const char* tunedFuncName(ncclFunc_t f) { return f >= 0 && f < kNumTunedFuncs ? kFuncNames[f] : "?"; }
 

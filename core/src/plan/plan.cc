@@ -3,11 +3,68 @@
 #include "comm/comm.h"
 #include "device/common/protocols.h"
 #include "plan/tuning.h"
+#include "plugin/params.h"
+#include "rma/window.h"
 #include "util/check.h"
 
 #include <algorithm>
 
 namespace tutti {
+
+namespace {
+
+// Symmetric (sym.h) when TUTTI_SYM_ENABLE allows, the collective is one of AllReduce, AllGather and
+// ReduceScatter with something to move, its op the same on every rank (a user's PreMulSum scalar may differ
+// from rank to rank, and each rank's own input must be scaled by its own), and both buffers lie in symmetric
+// windows (rma/window.h). Every input of the decision is the same on every rank of a matching call.
+bool planSymmetric(ncclComm* comm, const Task& task, CollPlan* plan, size_t count) {
+  if (task.func != ncclFuncAllReduce && task.func != ncclFuncAllGather && task.func != ncclFuncReduceScatter)
+    return false;
+  if (count == 0 || comm->nRanks < 2 || !comm->rma) return false;
+  if (task.func != ncclFuncAllGather && static_cast<int>(task.op) >= static_cast<int>(ncclNumOps)) return false;
+  if (paramInt("TUTTI_SYM_ENABLE") == 0) return false;
+  const int k = comm->nRanks;
+  const size_t bytes = count * plan->eltSize;
+  const size_t sendBytes = task.func == ncclFuncReduceScatter ? bytes * k : bytes;
+  const size_t recvBytes = task.func == ncclFuncAllGather ? bytes * k : bytes;
+  auto peers = std::make_shared<SymPeers>();
+  {
+    std::lock_guard<std::mutex> lock(comm->rmaMutex);
+    if (!comm->rma || !comm->rma->symmetricPeers(task.sendbuff, sendBytes, task.recvbuff, recvBytes, peers.get()))
+      return false;
+  }
+  // In-place AllGather: every rank's input is its own block of its output, at an offset that differs from rank
+  // to rank (ranks are assumed alike in this, as in the offsets).
+  if (task.func == ncclFuncAllGather &&
+      static_cast<const char*>(task.sendbuff) == static_cast<const char*>(task.recvbuff) + comm->rank * bytes)
+    for (int r = 0; r < k; ++r) peers->send[r] = peers->recv[r] + r * bytes;
+  const size_t total = task.func == ncclFuncAllReduce ? bytes : bytes * k;
+  const int nb = static_cast<int>(std::clamp<size_t>(divUp(total, kMinBytesPerChannel), 1,
+                                                     std::min(comm->nChannels, kSymMaxBlocks)));
+  const size_t align = std::max<size_t>(1, 64 / plan->eltSize);
+  const size_t perBlock = alignUp(divUp(count, nb), align);
+  plan->algorithm = kAlgoSymmetric;
+  plan->protocol = TUTTI_PROTO_SIMPLE;
+  plan->nBytes = total;
+  plan->decider = "symmetric windows";
+  plan->sym = std::move(peers);
+  for (int b = 0; b < nb; ++b) {
+    CollWork w{};
+    w.func = task.func;
+    w.nRanks = k;
+    w.ringIx = comm->rank;
+    w.count = count;
+    w.chOffset = std::min(count, perBlock * b);
+    w.chCount = std::min(perBlock, count - w.chOffset);
+    w.chunkCount = w.chCount;
+    w.align = align;
+    w.inPlace = task.sendbuff == task.recvbuff;
+    plan->work.push_back(w);
+  }
+  return true;
+}
+
+}  // namespace
 
 ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out) {
   const int k = comm->nRanks;
@@ -21,6 +78,10 @@ ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out) {
     resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &plan.op);  // plain copy
   } else {
     TUTTI_CHECK(comm->redOps->resolve(task.op, task.datatype, &plan.op, funcName(task.func)));
+  }
+  if (planSymmetric(comm, task, &plan, count)) {
+    *out = std::move(plan);
+    return ncclSuccess;
   }
 
   // Bytes that cross each link per rank, for the channel-count decision.

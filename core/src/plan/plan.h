@@ -5,12 +5,19 @@
 
 #include "comm/task.h"
 #include "device/common/reduce_ops.h"
+#include "device/common/sym.h"
 #include "device/common/work.h"
+
+#include <memory>
 
 #include <string>
 #include <vector>
 
 namespace tutti {
+
+// CollPlan::algorithm of a symmetric collective (device/common/sym.h): not one of the tuner's algorithms; taken
+// before the tuner is asked, when the buffers lie in symmetric windows.
+inline constexpr int kAlgoSymmetric = 100;
 
 struct CollPlan {
   Task task;
@@ -23,6 +30,7 @@ struct CollPlan {
   float costUs = 0;       // the chain's estimate for (algorithm, protocol), microseconds
   std::string decider;    // the tuner whose cost made the choice ("core" when none changed it)
   std::vector<CollWork> work;  // one per channel used
+  std::shared_ptr<const SymPeers> sym;  // kAlgoSymmetric: every rank's buffers and barrier block
 };
 
 // Minimum bytes a channel is given before another channel is used.

@@ -57,10 +57,12 @@ CommRma::CommRma(ncclComm* comm)
 ncclResult_t CommRma::setupSignals() {
   const int n = comm_->nRanks;
   const size_t slots = static_cast<size_t>(kContexts) * kSignalIndices * n;
+  // The signal counters, then the barrier slots of symmetric collectives ([block][source], sym.h).
+  const size_t blockBytes = (slots + static_cast<size_t>(kSymMaxBlocks) * n) * sizeof(SignalSlot);
   void* block = nullptr;
-  TUTTI_CHECK(rt_->alloc(&block, slots * sizeof(SignalSlot), /*shareable=*/true));
+  TUTTI_CHECK(rt_->alloc(&block, blockBytes, /*shareable=*/true));
   local_ = static_cast<SignalSlot*>(block);
-  TUTTI_CHECK(rt_->memset(block, 0, slots * sizeof(SignalSlot)));
+  TUTTI_CHECK(rt_->memset(block, 0, blockBytes));
   void* word = nullptr;
   TUTTI_CHECK(rt_->hostAlloc(&word, sizeof(uint32_t)));
   abortWord_ = static_cast<uint32_t*>(word);
@@ -76,7 +78,7 @@ ncclResult_t CommRma::setupSignals() {
   consumed_ = std::make_unique<std::atomic<uint64_t>[]>(slots);
   sendMutex_ = std::make_unique<std::mutex[]>(n);
   std::vector<BufferRecord> recs(n);
-  recs[comm_->rank] = recordOf(rt_, block, slots * sizeof(SignalSlot), 0);
+  recs[comm_->rank] = recordOf(rt_, block, blockBytes, 0);
   TUTTI_CHECK(comm_->bootstrap->allGather(recs.data(), sizeof(BufferRecord)));
   remote_.assign(n, nullptr);
   remoteImported_.assign(n, false);
@@ -87,6 +89,10 @@ ncclResult_t CommRma::setupSignals() {
     remote_[p] = reinterpret_cast<SignalSlot*>(reach(comm_, p, recs[p], &imported));
     remoteImported_[p] = imported;
   }
+  int lsaFirst = 0, lsaSize = 0;
+  lsaRange(comm_, &lsaFirst, &lsaSize);
+  symBarriers_ = lsaSize == n && n <= kSymMaxRanks;
+  for (int p = 0; p < n; ++p) symBarriers_ = symBarriers_ && remote_[p];
   // Ranks of other hosts: over the network.
   TUTTI_CHECK(NetRma::create(comm_, this, device_ ? rt_ : nullptr, &net_));
   return ncclSuccess;
@@ -170,6 +176,27 @@ ncclResult_t CommRma::registerWindow(void* buff, size_t size, int flags, ncclWin
   lsaRange(comm_, &win->lsaFirst, &win->lsaSize);
   win->peerBase = base;
   win->peerSize = sizes;
+  // Symmetric collectives need every rank to reach every buffer; whether they can is decided from the records
+  // (the same on every rank), then checked against what this rank mapped.
+  if (flags & NCCL_WIN_COLL_SYMMETRIC) {
+    int lsaFirst = 0, lsaSize = 0;
+    lsaRange(comm_, &lsaFirst, &lsaSize);
+    bool oneProcess = true, allShareable = true;
+    for (int p = 0; p < n; ++p) {
+      oneProcess = oneProcess && comm_->peers[p].pidHash == comm_->peers[0].pidHash;
+      allShareable = allShareable && recs[p].exportable;
+    }
+    // On a GPU a buffer of this process is reachable by its kernels only if it is device memory: the shareable
+    // kind (ncclMemAlloc) is the one every rank can tell apart.
+    const bool reachable = allShareable || (oneProcess && comm_->backend != Backend::Cuda);
+    state->symmetric = lsaSize == n && n <= kSymMaxRanks && size > 0 && reachable;
+    for (int p = 0; p < n && state->symmetric; ++p) {
+      if (base[p]) continue;
+      TUTTI_WARN("rank {}: rank {}'s buffer of a symmetric window could not be mapped; collectives on it will wait "
+                 "for this rank in vain", comm_->rank, p);
+      state->symmetric = false;
+    }
+  }
   win->internal = state.release();
   {
     std::lock_guard<std::mutex> lock(windowsMutex_);
@@ -190,6 +217,39 @@ void CommRma::releaseWindow(ncclWindow_vidmem* win) {
   if (rt_->hostFree(state->block) != ncclSuccess)
     TUTTI_WARN("rank {}: cannot free a window descriptor: {}", comm_->rank, lastErrorText());
   delete state;
+}
+
+bool CommRma::symmetricPeers(const void* sendbuff, size_t sendBytes, const void* recvbuff, size_t recvBytes,
+                             SymPeers* out) {
+  if (!symBarriers_) return false;
+  const int n = comm_->nRanks;
+  std::lock_guard<std::mutex> lock(windowsMutex_);
+  // The symmetric window holding [p, p + bytes) on this rank, and the range on every rank: its offset.
+  auto find = [&](const void* p, size_t bytes, const ncclWindow_vidmem** win, size_t* offset) {
+    const auto at = reinterpret_cast<uintptr_t>(p);
+    for (const ncclWindow_vidmem* w : windows_) {
+      if (!static_cast<const WindowState*>(w->internal)->symmetric) continue;
+      const auto base = reinterpret_cast<uintptr_t>(w->userPtr);
+      if (at < base || at - base > w->size || bytes > w->size - (at - base)) continue;
+      bool fits = true;
+      for (int r = 0; r < n && fits; ++r) fits = w->peerSize[r] >= at - base + bytes;
+      if (!fits) continue;
+      *win = w;
+      *offset = at - base;
+      return true;
+    }
+    return false;
+  };
+  const ncclWindow_vidmem *sw = nullptr, *rw = nullptr;
+  size_t so = 0, ro = 0;
+  if (!find(sendbuff, sendBytes, &sw, &so) || !find(recvbuff, recvBytes, &rw, &ro)) return false;
+  const size_t symBase = static_cast<size_t>(kContexts) * kSignalIndices * n;
+  for (int r = 0; r < n; ++r) {
+    out->send[r] = sw->peerBase[r] + so;
+    out->recv[r] = rw->peerBase[r] + ro;
+    out->barrier[r] = remote_[r] + symBase;
+  }
+  return true;
 }
 
 ncclResult_t CommRma::findWindow(ncclWindow_t win, const char* call, ncclWindow_vidmem** out) {

@@ -23,6 +23,7 @@
 #include <nccl.h>
 #include <nccl_device/core.h>
 
+#include "device/common/sym.h"
 #include "device/runtime.h"
 
 #include <atomic>
@@ -42,13 +43,9 @@ namespace tutti::rma {
 inline constexpr int kSignalIndices = 1;
 inline constexpr int kContexts = 1;
 
-// One counter of a signal block: the futex pair of device/host/wait.h, padded to a cache line so sources
-// do not share lines.
-struct alignas(64) SignalSlot {
-  uint64_t value;
-  uint32_t waiters;
-  uint32_t seq;
-};
+// One counter of a signal block (device/common/sym.h): the futex pair of device/host/wait.h, padded to a cache
+// line so sources do not share lines. The block ends with the barrier slots of symmetric collectives.
+using SignalSlot = SyncSlot;
 
 // The library's side of a window (ncclWindow_vidmem::internal). The window and the arrays its public part
 // points to (peerBase: by rank, the peer's buffer as mapped here, null when unreachable; peerSize: bytes the
@@ -56,6 +53,10 @@ struct alignas(64) SignalSlot {
 struct WindowState {
   void* block = nullptr;          // ncclWindow_vidmem, char* base[nRanks], size_t size[nRanks]
   std::vector<uint8_t> imported;  // by rank: mapped by this window (closed with it)
+  // Registered with NCCL_WIN_COLL_SYMMETRIC and reachable by every rank from every rank (one host; one
+  // process, or every buffer shareable): collectives on it may run symmetric (device/common/sym.h). Decided
+  // from what every rank knows alike, so all ranks agree.
+  bool symmetric = false;
   uint32_t serial = 0;            // registrations are collective: the same number on every rank (net_rma.h)
 };
 
@@ -134,6 +135,13 @@ class CommRma {
   void keepDevComm(DevCommState* state);
   bool dropDevComm(DevCommState* state);  // false when `state` is not a live one of this communicator
 
+  // Symmetric collectives (device/common/sym.h): whether [sendbuff, + sendBytes) and [recvbuff, + recvBytes)
+  // lie in symmetric windows of this communicator whose buffers on every rank hold the same range; if so,
+  // *out gets every rank's input, output and barrier block. The answer is the same on every rank when the
+  // call is (the same offsets in the same windows).
+  bool symmetricPeers(const void* sendbuff, size_t sendBytes, const void* recvbuff, size_t recvBytes,
+                      SymPeers* out);
+
   // Whether this rank can signal `peer`: its signal block is mapped here, or (host backend) it is a rank of
   // another host reached over the network (net_rma.h).
   bool signalReachable(int peer) const;
@@ -161,9 +169,10 @@ class CommRma {
   bool device_;                         // sim or cuda backend: the operations run on the runtime's streams
   uint32_t* abortWord_ = nullptr;       // pinned
   uint64_t* devConsumed_ = nullptr;     // device backends: signals consumed per slot, advanced by wait kernels
-  SignalSlot* local_ = nullptr;         // this rank's block: [ctx][sigIdx][source]
+  SignalSlot* local_ = nullptr;         // this rank's block: [ctx][sigIdx][source], then [symBlock][source]
   std::vector<SignalSlot*> remote_;     // each peer's block as mapped here (own block for this rank)
   std::vector<bool> remoteImported_;
+  bool symBarriers_ = false;            // every rank's block is mapped here and all ranks share this host
   // Per source peer: signals consumed by waits so far ([ctx][sigIdx][peer]).
   std::unique_ptr<std::atomic<uint64_t>[]> consumed_;
   // Per target peer: serializes this rank's signals to it, so the counter only grows even when several

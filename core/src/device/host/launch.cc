@@ -6,6 +6,7 @@
 #include "device/common/tree.h"
 #include "device/host/prims.h"
 #include "device/host/reduce_copy.h"
+#include "device/host/sym.h"
 #include "plugin/transport_plugin.h"
 #include "proxy/net_transport.h"
 #include "util/check.h"
@@ -49,6 +50,8 @@ namespace {
 
 bool isTree(const CollPlan& p) { return p.algorithm == NCCL_ALGO_TREE; }
 bool isPat(const CollPlan& p) { return p.algorithm == NCCL_ALGO_PAT; }
+// Symmetric collectives (sym.h) use no connection: no steps, no proxy operations.
+bool isSym(const CollPlan& p) { return p.algorithm == kAlgoSymmetric; }
 
 // The connections of PAT step d on channel c (pat.h, patPeers): where it receives from and sends to.
 ncclResult_t patConns(ncclComm* comm, int channel, ncclFunc_t func, int d, HostConn** recv, HostConn** send) {
@@ -115,7 +118,7 @@ void addSteps(StepCounts* counts, HostConn* conn, uint64_t steps) {
 ncclResult_t countChannelSteps(ncclComm* comm, const std::vector<CollPlan>& colls, int c, HostConn* ringRecv,
                                StepCounts* counts) {
   for (const CollPlan& p : colls) {
-    if (c >= static_cast<int>(p.work.size())) continue;
+    if (c >= static_cast<int>(p.work.size()) || isSym(p)) continue;
     if (isTree(p)) {
       const TreeWork tw = treeWorkOf(comm, p.work[c], c);
       TreeConns tc;
@@ -195,7 +198,7 @@ ncclResult_t profileChannelProxyOps(ncclComm* comm, const std::vector<CollPlan>&
   QueuedSteps queued;
   const ChannelRing& ring = comm->rings[c];
   for (const CollPlan& p : colls) {
-    if (c >= static_cast<int>(p.work.size()) || !p.task.prof) continue;
+    if (c >= static_cast<int>(p.work.size()) || !p.task.prof || isSym(p)) continue;
     ProfEvent* parent = p.task.prof.get();
     if (isTree(p)) {
       const TreeWork tw = treeWorkOf(comm, p.work[c], c);
@@ -305,6 +308,7 @@ ncclResult_t launchConnect(CommLaunch& launch) {
   };
   if (comm->nRanks > 1) {
     for (const CollPlan& p : launch.colls) {
+      if (isSym(p)) continue;
       for (int c = 0; c < static_cast<int>(p.work.size()); ++c) {
         if (isTree(p)) {
           const TreeLinks& links = comm->trees.channelLinks(c, comm->rank);
@@ -399,6 +403,10 @@ ncclResult_t launchItems(CommLaunch& launch, std::vector<WorkItem>* items, std::
         if (p.task.prof) [[unlikely]] kernelCh.e = profKernelChStart(p.task.prof.get(), c);
         OpLabel label{comm->rank, funcName(p.task.func), p.opCount, c, &comm->failure, commAskFailure, comm};
         label.whoArrived = callCheckWhoArrived;
+        if (isSym(p)) {
+          TUTTI_CHECK(runSymmetric(comm, p, c, wait, label));
+          continue;
+        }
         if (isTree(p)) {
           const TreeWork tw = treeWorkOf(comm, p.work[c], c);
           TreeConns tc;

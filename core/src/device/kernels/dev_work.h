@@ -6,6 +6,7 @@
 #pragma once
 
 #include "device/common/reduce_ops.h"
+#include "device/common/sym.h"
 #include "device/common/tree.h"
 #include "device/common/work.h"
 
@@ -28,7 +29,7 @@ struct DevConn {
   int peer;
 };
 
-enum class WorkKind : uint8_t { Ring, Tree, Send, Recv, Pat };
+enum class WorkKind : uint8_t { Ring, Tree, Send, Recv, Pat, Sym };
 
 inline constexpr int kNoConn = -1;
 
@@ -51,6 +52,7 @@ struct DevWork {
   int16_t childRecv[kTreeMaxArity];
   int16_t childSend[kTreeMaxArity];
   const int16_t* patConns;  // Pat: per step d, the receive then the send connection (launch memory)
+  const SymPeers* sym;      // Sym: every rank's buffers and barrier block (launch memory, device/common/sym.h)
 };
 
 // Why a block stopped early (DevStatus::reason).

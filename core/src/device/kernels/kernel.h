@@ -12,6 +12,7 @@
 #include "device/common/tree.h"
 #include "device/kernels/dev_work.h"
 #include "device/kernels/prims.h"
+#include "device/kernels/sym.h"
 #include "device/simt/simt.h"
 
 #include <type_traits>
@@ -24,6 +25,7 @@ struct KernelShared {
   BlockShared block;
   DevWork work;
   DevConn conns[2 + 2 * kTreeMaxArity];
+  SymPeers sym;  // Sym: the item's peers
 };
 inline constexpr int kConnSlots = 2 + 2 * kTreeMaxArity;
 
@@ -96,6 +98,8 @@ TUTTI_DEVICE_NOINLINE ncclResult_t runWork(KernelShared* sh, const DevConn* conn
       };
       return runPatCollective(dim, w.coll, w.sendbuff, w.recvbuff);
     }
+    case WorkKind::Sym:
+      return runSymmetric<T, Op>(sh->sym, w, op, env);
     case WorkKind::Send: {
       DevPrims<T, Op> p(none, 0, &slot[1], 1, w.sendbuff, w.recvbuff, op, w.proto, env);
       const ncclResult_t r = p.send(0, w.coll.count);
@@ -126,7 +130,9 @@ TUTTI_DEVICE_FN void kernelBody(const KernelArgs& a) {
     if (item.block != b) continue;
     simt::syncBlock();  // the previous item is done with the shared copies (and stored its steps)
     if (warp == 0) cooperativeCopy(&sh->work, &item, lane, simt::kWarpSize);
-    if (warp == 1 || simt::nthreads() == simt::kWarpSize) {
+    if (item.kind == WorkKind::Sym) {
+      cooperativeCopy(&sh->sym, item.sym, t, simt::nthreads());
+    } else if (warp == 1 || simt::nthreads() == simt::kWarpSize) {
       for (int s = 0; s < kConnSlots; ++s) {
         const int c = connOfSlot(item, s);
         if (c >= 0) cooperativeCopy(&sh->conns[s], &a.conns[c], lane, simt::kWarpSize);
