@@ -477,6 +477,103 @@ TEST(Gpu, CapturedPutSignalWaitReplays) {
   putSignalRing(3, /*captured=*/true);
 }
 
+// Collectives on symmetric windows (the kernel reads and writes the peers' buffers): AllReduce, AllGather and
+// ReduceScatter on every rank's stream, then an AllReduce captured once and replayed with new inputs (the
+// barrier counts live in device memory, so every replay stays in step).
+TEST_P(GpuRanks, SymmetricCollectivesOnStreamsAndReplays) {
+  SKIP_WITHOUT_DEVICE();
+  const int n = GetParam();
+  Env env(simMode() ? "sim" : "cuda");
+  Backend b;
+  constexpr size_t kCount = 100003;  // per rank for AllGather / ReduceScatter
+  const size_t bytes = kCount * sizeof(int32_t) * static_cast<size_t>(n);
+  std::vector<ncclComm_t> comms = initComms(n);
+  ASSERT_EQ(static_cast<int>(comms.size()), n);
+  std::vector<int32_t*> in(n), out(n);
+  std::vector<ncclWindow_t> win(n);
+  std::vector<cudaStream_t> s(n);
+  for (int r = 0; r < n; ++r) {
+    in[r] = static_cast<int32_t*>(b.alloc(2 * bytes, Mem::NcclMemAlloc));
+    out[r] = in[r] + bytes / sizeof(int32_t);
+    s[r] = b.stream();
+  }
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < n; ++r)
+    ASSERT_EQ(ncclCommWindowRegister(comms[r], in[r], 2 * bytes, &win[r], NCCL_WIN_COLL_SYMMETRIC), ncclSuccess);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
+  const size_t total = kCount * static_cast<size_t>(n);
+  std::vector<int32_t> h(total);
+  auto fill = [&](int round) {
+    for (int r = 0; r < n; ++r) {
+      for (size_t i = 0; i < total; ++i) h[i] = static_cast<int32_t>(r * 1000 + i % 997 + round);
+      b.toDevice(in[r], h.data(), bytes);
+    }
+  };
+  auto finish = [&] {
+    for (int r = 0; r < n; ++r) ASSERT_EQ(b.sync(s[r]), ncclSuccess) << "rank " << r << ": " << ncclGetLastError(comms[r]);
+  };
+  const int32_t rankSum = static_cast<int32_t>(1000 * n * (n - 1) / 2);
+  auto expectSum = [&](size_t count, size_t first, int round, const char* what) {
+    for (int r = 0; r < n; ++r) {
+      b.toHost(h.data(), out[r], count * sizeof(int32_t));
+      for (size_t i = 0; i < count; ++i) {
+        const size_t at = (first == SIZE_MAX ? static_cast<size_t>(r) * count : first) + i;
+        ASSERT_EQ(h[i], rankSum + n * static_cast<int32_t>(at % 997 + round)) << what << " rank " << r << " element " << i;
+      }
+    }
+  };
+  fill(0);
+  for (int r = 0; r < n; ++r)
+    ASSERT_EQ(ncclAllReduce(in[r], out[r], total, ncclInt32, ncclSum, comms[r], s[r]), ncclSuccess) << ncclGetLastError(comms[r]);
+  finish();
+  expectSum(total, 0, 0, "AllReduce");
+  for (int r = 0; r < n; ++r)
+    ASSERT_EQ(ncclReduceScatter(in[r], out[r], kCount, ncclInt32, ncclSum, comms[r], s[r]), ncclSuccess);
+  finish();
+  expectSum(kCount, SIZE_MAX, 0, "ReduceScatter");
+  for (int r = 0; r < n; ++r)
+    ASSERT_EQ(ncclAllGather(in[r], out[r], kCount, ncclInt32, comms[r], s[r]), ncclSuccess);
+  finish();
+  for (int r = 0; r < n; ++r) {
+    b.toHost(h.data(), out[r], bytes);
+    for (size_t i = 0; i < total; ++i)
+      ASSERT_EQ(h[i], static_cast<int32_t>((i / kCount) * 1000 + (i % kCount) % 997)) << "AllGather rank " << r << " element " << i;
+  }
+  // Captured once, replayed three times.
+  std::vector<tuttiGraph_t> simGraph(n);
+  std::vector<cudaGraphExec_t> exec(n);
+  for (int r = 0; r < n; ++r) {
+    if (b.sim) ASSERT_EQ(tuttiStreamBeginCapture(s[r]), ncclSuccess);
+    else ASSERT_EQ(cudaStreamBeginCapture(s[r], cudaStreamCaptureModeRelaxed), cudaSuccess);
+    ASSERT_EQ(ncclAllReduce(in[r], out[r], total, ncclInt32, ncclSum, comms[r], s[r]), ncclSuccess);
+    if (b.sim) {
+      ASSERT_EQ(tuttiStreamEndCapture(s[r], &simGraph[r]), ncclSuccess);
+    } else {
+      cudaGraph_t g = nullptr;
+      ASSERT_EQ(cudaStreamEndCapture(s[r], &g), cudaSuccess);
+      ASSERT_EQ(cudaGraphInstantiate(&exec[r], g, 0), cudaSuccess);
+      cudaGraphDestroy(g);
+    }
+  }
+  for (int replay = 1; replay <= 3; ++replay) {
+    fill(replay);
+    for (int r = 0; r < n; ++r) {
+      if (b.sim) ASSERT_EQ(tuttiGraphLaunch(simGraph[r], s[r]), ncclSuccess);
+      else ASSERT_EQ(cudaGraphLaunch(exec[r], s[r]), cudaSuccess);
+    }
+    finish();
+    expectSum(total, 0, replay, "replayed AllReduce");
+  }
+  for (int r = 0; r < n; ++r) {
+    if (b.sim) tuttiGraphDestroy(simGraph[r]);
+    else cudaGraphExecDestroy(exec[r]);
+    EXPECT_EQ(ncclCommWindowDeregister(comms[r], win[r]), ncclSuccess);
+    b.destroy(s[r]);
+    b.free(in[r], Mem::NcclMemAlloc);
+  }
+  for (ncclComm_t c : comms) ncclCommDestroy(c);
+}
+
 // A wait for a signal that never comes ends with ncclTimeout under TUTTI_TIMEOUT, naming the rank and the
 // peer, and poisons the communicator as a failed kernel does.
 TEST(Gpu, AWaitThatCannotFinishTimesOut) {
