@@ -111,6 +111,7 @@ tsan_skip=(
   '^soak_|forked processes (TSan cannot start threads after a multi-threaded fork); run under ASan'
   '^RmaProcesses\.|one-sided operations between forked ranks; the thread variants run'
   '^RmaHosts\.|one-sided operations between forked ranks on separate hosts; run under ASan'
+  '^SymProcesses\.|collectives on symmetric windows between forked ranks; the thread variants run'
   '^NetSocket\.DefaultsKeepOneChunkMessagesInline$|counts the threads of the process, and the TSan runtime
                                      adds its own'
   '^plugin_check_|label plugins: tutti-plugin-check forks a worker per check; run under ASan'
@@ -122,11 +123,12 @@ tsan_skip=(
 # The multi-threaded suites, the only ones built under TSan (the others run under ASan): ranks as threads of
 # one process (collectives, groups, send/recv, nonblocking and abort, call checks), the host executor and
 # waits, the primitives' stress test, bootstrap and net-socket threads, host streams, profilers, the device
-# runtime's streams, events and capture replay, one-sided windows and signals, growing a communicator.
+# runtime's streams, events and capture replay, one-sided windows and signals, collectives on symmetric
+# windows, growing a communicator.
 tsan_targets=(test_collectives_matrix test_collectives_grouped test_collectives_variants test_sendrecv
   test_reliability test_callcheck_threads test_host_wait test_prims_tsan test_bootstrap test_net_socket
   test_comm_registry test_host_streams test_profiler_events profiler_trace_test test_simulate all_reduce_perf
-  test_device_runtime test_rma test_grow)
+  test_device_runtime test_rma test_sym test_grow)
 
 run_tsan() {
   local dir=$prefix-tsan-ci exclude_re ids
