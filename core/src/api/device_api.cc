@@ -10,6 +10,7 @@
 #include "api/api.h"
 #include "api/argcheck.h"
 #include "comm/comm.h"
+#include "rma/barrier_requirement.h"
 #include "rma/window.h"
 #include "util/log.h"
 
@@ -181,12 +182,7 @@ NCCL_API(ncclResult_t, ncclGinBarrierCreateRequirement, ncclComm_t comm, ncclTea
       TUTTI_FAIL(ncclInvalidUsage, "{}: rank {}: the team reaches ranks outside its LSA team (the ranks of this "
                  "host); Tutti's GIN is load/store, without a network GIN (ginType NCCL_GIN_TYPE_NONE)", kCall,
                  comm->rank);
-    std::memset(outReq, 0, sizeof *outReq);
-    outReq->bufferSize = ncclLsaBarrierBytes(nBarriers, team.nRanks);
-    outReq->bufferAlign = 64;
-    outReq->outBufferHandle = &outHandle->bufHandle;
-    outHandle->bufHandle = 0;
-    outHandle->nBarriers = nBarriers;
+    tutti::rma::fillBarrierRequirement(nBarriers, team.nRanks, outHandle, outReq);
     return ncclSuccess;
   });
 }

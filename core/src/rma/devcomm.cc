@@ -10,6 +10,7 @@
 #include "api/argcheck.h"
 #include "comm/comm.h"
 #include "comm/group.h"
+#include "rma/barrier_requirement.h"
 #include "rma/window.h"
 
 #include <nccl_device.h>
@@ -240,12 +241,7 @@ NCCL_API(ncclResult_t, ncclLsaBarrierCreateRequirement, ncclTeam_t team, int nBa
     TUTTI_CHECK(argCheckPtr(outReq, "outReq", kCall));
     if (nBarriers < 0 || team.nRanks < 1)
       TUTTI_FAIL(ncclInvalidArgument, "{}: {} barriers of a team of {} ranks", kCall, nBarriers, team.nRanks);
-    std::memset(outReq, 0, sizeof *outReq);
-    outReq->bufferSize = ncclLsaBarrierBytes(nBarriers, team.nRanks);
-    outReq->bufferAlign = 64;
-    outReq->outBufferHandle = &outHandle->bufHandle;
-    outHandle->bufHandle = 0;
-    outHandle->nBarriers = nBarriers;
+    tutti::rma::fillBarrierRequirement(nBarriers, team.nRanks, outHandle, outReq);
     return ncclSuccess;
   });
 }
