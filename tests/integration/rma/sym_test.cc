@@ -253,7 +253,7 @@ TEST_P(SymThreads, EveryCaseMatchesTheReferenceAndRunsSymmetric) {
   EXPECT_GE(log.count("algo "), (cases().size() + 1) * n);
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, SymThreads, ::testing::Values(2, 3, 5));
+INSTANTIATE_TEST_SUITE_P(Ranks, SymThreads, ::testing::Values(2, 3, 5, 8));
 
 // Queued on streams: the calls return at once and the stream runs them.
 TEST(SymStreams, CasesOnStreams) {
