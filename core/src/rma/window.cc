@@ -57,8 +57,10 @@ CommRma::CommRma(ncclComm* comm)
 ncclResult_t CommRma::setupSignals() {
   const int n = comm_->nRanks;
   const size_t slots = static_cast<size_t>(kContexts) * kSignalIndices * n;
-  // The signal counters, then the barrier slots of symmetric collectives ([block][source], sym.h).
-  const size_t blockBytes = (slots + static_cast<size_t>(kSymMaxBlocks) * n) * sizeof(SignalSlot);
+  // The signal counters, then the barrier slots of symmetric collectives ([block][source], sym.h; only where
+  // they can run).
+  const size_t symSlots = n <= kSymMaxRanks ? static_cast<size_t>(kSymMaxBlocks) * n : 0;
+  const size_t blockBytes = (slots + symSlots) * sizeof(SignalSlot);
   void* block = nullptr;
   TUTTI_CHECK(rt_->alloc(&block, blockBytes, /*shareable=*/true));
   local_ = static_cast<SignalSlot*>(block);
