@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tutti vs Open MPI on this host, in one run: AllReduce, AllGather, ReduceScatter, Broadcast from 8 B to
+# Tutti vs Open MPI on this host, in one run: AllReduce, AllGather, ReduceScatter, Broadcast, AlltoAll from 8 B to
 # 256 MiB with 2 and 4 ranks (one process each), Tutti over shm and over net-socket against Open MPI over
 # shared memory (vader/sm) and TCP. Writes benchmarks/results/side_by_side.md and the raw outputs under
 # benchmarks/results/raw/. See benchmarks/README.md.
@@ -13,7 +13,7 @@ build=$(cd "${1:-$root/build}" && pwd)
 results=$root/benchmarks/results
 raw=$results/raw
 ranks=${RANKS:-"2 4"}
-colls=${COLLS:-"all_reduce all_gather reduce_scatter broadcast"}
+colls=${COLLS:-"all_reduce all_gather reduce_scatter broadcast alltoall"}
 
 die() { echo "side_by_side.sh: $*" >&2; exit 1; }
 
@@ -53,7 +53,7 @@ segments=("8    8     4 100 10 2  20"
 mpi_name() {
   case $1 in
     all_reduce) echo allreduce ;; all_gather) echo allgather ;;
-    reduce_scatter) echo reducescatter ;; broadcast) echo broadcast ;;
+    reduce_scatter) echo reducescatter ;; broadcast) echo broadcast ;; alltoall) echo alltoall ;;
   esac
 }
 

@@ -11,7 +11,7 @@ import os
 import sys
 
 COLLS = [("allreduce", "AllReduce"), ("allgather", "AllGather"), ("reducescatter", "ReduceScatter"),
-         ("broadcast", "Broadcast")]
+         ("broadcast", "Broadcast"), ("alltoall", "AlltoAll")]
 PAIRS = [("shm", "tutti", "shm", "ompi", "shm"), ("net", "tutti", "socket", "ompi", "tcp")]
 KEY_SIZES = [8, 64 << 10, 1 << 20, 16 << 20, 256 << 20]
 

@@ -4,7 +4,7 @@
  * uses nccl-tests' factors, so the two tables can be compared row by row. time = the slowest rank's
  * average over -n iterations after -w warmups, each rank timing its own loop after a barrier.
  *
- * usage: mpi_coll_perf -C allreduce|allgather|reducescatter|broadcast [-b min] [-e max] [-f factor]
+ * usage: mpi_coll_perf -C allreduce|allgather|reducescatter|broadcast|alltoall [-b min] [-e max] [-f factor]
  *                      [-n iters] [-w warmup] [-c check 0/1]                                          */
 #include <mpi.h>
 
@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum coll { ALLREDUCE, ALLGATHER, REDUCESCATTER, BROADCAST };
-static const char* const kCollNames[] = {"allreduce", "allgather", "reducescatter", "broadcast"};
+enum coll { ALLREDUCE, ALLGATHER, REDUCESCATTER, BROADCAST, ALLTOALL };
+static const char* const kCollNames[] = {"allreduce", "allgather", "reducescatter", "broadcast", "alltoall"};
 
 static size_t parse_size(const char* s) {
   char* end = NULL;
@@ -33,15 +33,16 @@ static size_t parse_size(const char* s) {
 static double bus_factor(enum coll c, int n) {
   switch (c) {
     case ALLREDUCE: return 2.0 * (n - 1) / n;
-    case ALLGATHER: case REDUCESCATTER: return (double)(n - 1) / n;
+    case ALLGATHER: case REDUCESCATTER: case ALLTOALL: return (double)(n - 1) / n;
     default: return 1.0;
   }
 }
 
-/* Elements per call argument: per-rank block for AllGather / ReduceScatter, the whole buffer otherwise. */
+/* Elements per call argument: per-rank block for AllGather / ReduceScatter / AlltoAll, the whole buffer
+ * otherwise. */
 static size_t count_of(enum coll c, size_t bytes, int n) {
   size_t elems = bytes / sizeof(float);
-  return (c == ALLGATHER || c == REDUCESCATTER) ? elems / n : elems;
+  return (c == ALLGATHER || c == REDUCESCATTER || c == ALLTOALL) ? elems / n : elems;
 }
 
 static void run_once(enum coll c, const float* send, float* recv, size_t count) {
@@ -52,6 +53,7 @@ static void run_once(enum coll c, const float* send, float* recv, size_t count) 
       MPI_Reduce_scatter_block(send, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
       break;
     case BROADCAST: MPI_Bcast(recv, (int)count, MPI_FLOAT, 0, MPI_COMM_WORLD); break;
+    case ALLTOALL: MPI_Alltoall(send, (int)count, MPI_FLOAT, recv, (int)count, MPI_FLOAT, MPI_COMM_WORLD); break;
   }
 }
 
@@ -60,19 +62,21 @@ static float input_value(int r, size_t i) { return (float)((r * 7 + i) % 11); }
 
 /* Fills inputs, runs one call and counts wrong output elements on this rank. */
 static long long check_once(enum coll c, float* send, float* recv, size_t count, int rank, int n) {
-  size_t in = (c == REDUCESCATTER) ? count * n : count;
+  size_t in = (c == REDUCESCATTER || c == ALLTOALL) ? count * n : count;
   for (size_t i = 0; i < in; ++i) send[i] = input_value(rank, i);
   if (c == BROADCAST)
     for (size_t i = 0; i < count; ++i) recv[i] = rank == 0 ? input_value(0, i) : -1.0f;
   run_once(c, send, recv, count);
   long long wrong = 0;
-  for (size_t i = 0; i < count * (c == ALLGATHER ? n : 1); ++i) {
+  for (size_t i = 0; i < count * (c == ALLGATHER || c == ALLTOALL ? n : 1); ++i) {
     float want = 0;
     if (c == ALLREDUCE || c == REDUCESCATTER) {
       size_t at = c == REDUCESCATTER ? rank * count + i : i;
       for (int p = 0; p < n; ++p) want += input_value(p, at);
     } else if (c == ALLGATHER) {
       want = input_value((int)(i / count), i % count);
+    } else if (c == ALLTOALL) {
+      want = input_value((int)(i / count), rank * count + i % count);  /* block `rank` of rank i / count */
     } else {
       want = input_value(0, i);
     }
@@ -93,7 +97,7 @@ int main(int argc, char** argv) {
   while ((opt = getopt(argc, argv, "C:b:e:f:n:w:c:")) != -1) {
     switch (opt) {
       case 'C':
-        for (int i = 0; i < 4; ++i)
+        for (int i = 0; i < (int)(sizeof kCollNames / sizeof kCollNames[0]); ++i)
           if (strcmp(optarg, kCollNames[i]) == 0) coll = i;
         break;
       case 'b': minBytes = parse_size(optarg); break;
@@ -108,7 +112,7 @@ int main(int argc, char** argv) {
   if (coll < 0 || iters < 1 || warmup < 0 || factor <= 1 || minBytes < 1 || minBytes > maxBytes ||
       maxBytes / sizeof(float) > (size_t)INT32_MAX) {
     if (rank == 0)
-      fprintf(stderr, "usage: %s -C allreduce|allgather|reducescatter|broadcast [-b min] [-e max] [-f factor] "
+      fprintf(stderr, "usage: %s -C allreduce|allgather|reducescatter|broadcast|alltoall [-b min] [-e max] [-f factor] "
               "[-n iters] [-w warmup] [-c check]\n  (sizes up to 8 GiB; MPI counts are int)\n", argv[0]);
     MPI_Finalize();
     return 2;
