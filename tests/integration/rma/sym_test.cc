@@ -316,6 +316,27 @@ TEST(SymProcesses, EveryCaseAcrossProcesses) {
   for (auto& f : tutti::itest::onForkedRanks(n, body)) ADD_FAILURE() << f;
 }
 
+// A process that ran collectives (its host executor has threads) and then forks ranks: the children, which
+// inherit none of those threads, still run theirs.
+TEST(SymProcesses, ForkAfterCollectivesInTheParent) {
+  {
+    constexpr int n = 3;
+    std::vector<ncclComm_t> comms(n);
+    ASSERT_EQ(ncclCommInitAll(comms.data(), n, nullptr), ncclSuccess);
+    std::vector<std::vector<float>> v(n, std::vector<float>(1 << 18, 1.0f));
+    ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < n; ++r)
+      ASSERT_EQ(ncclAllReduce(v[r].data(), v[r].data(), v[r].size(), ncclFloat32, ncclSum, comms[r], nullptr),
+                ncclSuccess);
+    ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
+    for (int r = 0; r < n; ++r) ASSERT_EQ(v[r][12345], 3.0f);
+    for (ncclComm_t c : comms) ASSERT_EQ(ncclCommDestroy(c), ncclSuccess);
+  }
+  constexpr int n = 2;
+  auto body = [](ncclComm_t comm, int r) { return allCases(comm, r, n, nullptr); };
+  for (auto& f : tutti::itest::onForkedRanks(n, body)) ADD_FAILURE() << f;
+}
+
 // A rank that never joins: the others' barrier ends with an error naming the rank and the call.
 TEST(SymErrors, AMissingRankTimesOut) {
   ASSERT_EQ(setenv("TUTTI_TIMEOUT", "1", 1), 0);

@@ -1,5 +1,8 @@
 #include "device/host/executor.h"
 
+#include <pthread.h>
+
+#include <atomic>
 #include <deque>
 #include <thread>
 #include <vector>
@@ -83,9 +86,19 @@ class Pool {
   int idle_ = 0;
 };
 
+// The pool of this process. A child forked after the pool started threads has none of them (fork copies only
+// the calling thread) and may have inherited its mutex locked: it gets a fresh pool, and the parent's is left
+// behind, so a process that forks after running collectives (ranks as forked processes) can run them again.
+std::atomic<Pool*> gPool{nullptr};
+
 Pool& pool() {
-  static Pool* p = new Pool();
-  return *p;
+  static const bool made = [] {
+    gPool.store(new Pool(), std::memory_order_release);
+    pthread_atfork(nullptr, nullptr, [] { gPool.store(new Pool(), std::memory_order_release); });
+    return true;
+  }();
+  (void)made;
+  return *gPool.load(std::memory_order_acquire);
 }
 
 }  // namespace
