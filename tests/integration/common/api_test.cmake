@@ -26,6 +26,7 @@ function(tutti_add_api_test name)
   endif()
   add_executable(${name} ${T_SOURCES})
   target_link_libraries(${name} PRIVATE tutti_api_harness GTest::gtest_main)
+  tutti_test_reuse_pch(${name})
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
                        PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT} ENVIRONMENT "${TUTTI_TEST_HOST_ENV}")
 endfunction()
