@@ -1,0 +1,225 @@
+// The deterministic reduction order (device/common/det_reduce.h): the tree's shape, the accumulator's
+// single rounding, each op, and the host reference against a separately written recursive model.
+#include "device/common/det_reduce.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace tutti;
+
+namespace {
+
+std::string foldString(int n) {
+  return detTreeFold<std::string>(
+      n, [](int r) { return std::to_string(r); },
+      [](const std::string& a, const std::string& b) { return "(" + a + "+" + b + ")"; });
+}
+
+TEST(DetTree, ShapeFollowsTheBinaryDigitsOfN) {
+  EXPECT_EQ(foldString(1), "0");
+  EXPECT_EQ(foldString(2), "(0+1)");
+  EXPECT_EQ(foldString(3), "((0+1)+2)");
+  EXPECT_EQ(foldString(4), "((0+1)+(2+3))");
+  EXPECT_EQ(foldString(5), "(((0+1)+(2+3))+4)");
+  EXPECT_EQ(foldString(6), "(((0+1)+(2+3))+(4+5))");
+  EXPECT_EQ(foldString(7), "(((0+1)+(2+3))+((4+5)+6))");
+  EXPECT_EQ(foldString(8), "(((0+1)+(2+3))+((4+5)+(6+7)))");
+  EXPECT_EQ(foldString(11), "((((0+1)+(2+3))+((4+5)+(6+7)))+((8+9)+10))");
+}
+
+// Depth of the fold and the ranks it visits, in order, for every n up to 2048.
+TEST(DetTree, EveryRankOnceInOrderAndLogarithmicDepth) {
+  struct Node {
+    int first, last, depth;
+  };
+  for (int n = 1; n <= 2048; ++n) {
+    bool adjacent = true;  // every combine joins neighbouring rank ranges, lower ranks on the left
+    const Node root = detTreeFold<Node>(
+        n, [](int r) { return Node{r, r, 0}; },
+        [&](Node a, Node b) {
+          adjacent = adjacent && a.last + 1 == b.first;
+          return Node{a.first, b.last, 1 + std::max(a.depth, b.depth)};
+        });
+    ASSERT_TRUE(adjacent) << "n=" << n;
+    ASSERT_EQ(root.first, 0);
+    ASSERT_EQ(root.last, n - 1);
+    int ceilLog2 = 0;
+    while ((1 << ceilLog2) < n) ++ceilLog2;
+    ASSERT_LE(root.depth, ceilLog2) << "n=" << n;
+  }
+}
+
+ResolvedRedOp builtin(ncclRedOp_t op, ncclDataType_t d, int n) {
+  ResolvedRedOp r;
+  EXPECT_TRUE(resolveBuiltinRedOp(op, d, n, &r));
+  return r;
+}
+
+template <typename T>
+std::vector<T> reduce(const std::vector<std::vector<T>>& in, const ResolvedRedOp& r) {
+  std::vector<const void*> p;
+  for (const auto& v : in) p.push_back(v.data());
+  std::vector<T> out(in[0].size());
+  EXPECT_EQ(detReduceReference(p.data(), int(p.size()), out.data(), out.size(), r), ncclSuccess);
+  return out;
+}
+
+TEST(DetReduce, FollowsTheTreeNotTheRankSequence) {
+  // (1e8 + 1) + (-1e8 + 1): each pair rounds to +-1e8 in float, so 0; left to right gives 1.
+  const std::vector<std::vector<float>> in{{1e8f}, {1.0f}, {-1e8f}, {1.0f}};
+  const float sequential = ((1e8f + 1.0f) + -1e8f) + 1.0f;
+  ASSERT_EQ(sequential, 1.0f);
+  EXPECT_EQ(reduce(in, builtin(ncclSum, ncclFloat32, 4))[0], 0.0f);
+}
+
+TEST(DetReduce, HalfTypesAccumulateInFloatAndRoundOnce) {
+  // 2048 + 1 + 1 + 1: half rounds 2049 back to 2048 at every step; float keeps 2051, rounded once.
+  const Half one = Half::fromFloat(1.0f), big = Half::fromFloat(2048.0f);
+  const std::vector<std::vector<Half>> in{{big}, {one}, {one}, {one}};
+  const Half once = Half::fromFloat(2051.0f);
+  const Half stepwise = Half::fromFloat(Half::fromFloat(Half::fromFloat(2049.0f).toFloat() + 2.0f).toFloat());
+  ASSERT_NE(once.bits, stepwise.bits);
+  EXPECT_EQ(reduce(in, builtin(ncclSum, ncclFloat16, 4))[0].bits, once.bits);
+  const std::vector<std::vector<BFloat16>> bin{{BFloat16::fromFloat(256.0f)}, {BFloat16::fromFloat(1.0f)},
+                                               {BFloat16::fromFloat(1.0f)}, {BFloat16::fromFloat(1.0f)}};
+  EXPECT_EQ(reduce(bin, builtin(ncclSum, ncclBfloat16, 4))[0].bits, BFloat16::fromFloat(259.0f).bits);
+}
+
+TEST(DetReduce, AvgPreMulSumAndIntegers) {
+  // Floating Avg: the sum divided by n in the accumulator.
+  EXPECT_EQ(reduce<float>({{1.0f}, {2.0f}, {4.0f}}, builtin(ncclAvg, ncclFloat32, 3))[0], 7.0f / 3.0f);
+  // Integer Avg truncates toward zero.
+  EXPECT_EQ(reduce<int32_t>({{-7}, {0}, {0}}, builtin(ncclAvg, ncclInt32, 3))[0], -2);
+  EXPECT_EQ(reduce<uint32_t>({{1}, {2}, {4}}, builtin(ncclAvg, ncclUint32, 3))[0], 2u);
+  // Integers wrap.
+  EXPECT_EQ(reduce<uint8_t>({{200}, {100}}, builtin(ncclSum, ncclUint8, 2))[0], 44);
+  EXPECT_EQ(reduce<int8_t>({{16}, {16}}, builtin(ncclProd, ncclInt8, 2))[0], 0);
+  // PreMulSum: each input times the scalar (widened), then the sum.
+  ResolvedRedOp pm;
+  pm.kind = RedOpKind::PreMulSum;
+  pm.datatype = ncclFloat16;
+  pm.op = ncclRedOp_t(ncclNumOps);
+  pm.nRanks = 2;
+  pm.scalarBits = scalarBitsOf(Half::fromFloat(0.5f));
+  EXPECT_EQ(reduce<Half>({{Half::fromFloat(1.0f)}, {Half::fromFloat(3.0f)}}, pm)[0].bits, Half::fromFloat(2.0f).bits);
+  // Min / Max, NaN ignored.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(reduce<float>({{3.0f}, {nan}, {-1.0f}}, builtin(ncclMax, ncclFloat32, 3))[0], 3.0f);
+  EXPECT_EQ(reduce<float>({{3.0f}, {nan}, {-1.0f}}, builtin(ncclMin, ncclFloat32, 3))[0], -1.0f);
+}
+
+TEST(DetReduce, RejectsBadArgumentsAndAllowsAliasing) {
+  std::vector<float> a{1, 2, 3}, b{10, 20, 30};
+  const void* in[2] = {a.data(), b.data()};
+  const ResolvedRedOp sum = builtin(ncclSum, ncclFloat32, 2);
+  EXPECT_EQ(detReduceReference(in, 2, a.data(), 3, sum), ncclSuccess);  // out is input 0
+  EXPECT_EQ(a, (std::vector<float>{11, 22, 33}));
+  EXPECT_EQ(detReduceReference(in, 0, a.data(), 3, sum), ncclInvalidArgument);
+  EXPECT_EQ(detReduceReference(nullptr, 2, a.data(), 3, sum), ncclInvalidArgument);
+  EXPECT_EQ(detReduceReference(in, 2, nullptr, 3, sum), ncclInvalidArgument);
+  EXPECT_EQ(detReduceReference(nullptr, 2, nullptr, 0, sum), ncclSuccess);
+  ResolvedRedOp bad = sum;
+  bad.datatype = ncclDataType_t(ncclNumTypes);
+  EXPECT_EQ(detReduceReference(in, 2, a.data(), 3, bad), ncclInvalidArgument);
+}
+
+// ---- A second model of the same order, written top-down: blocks from the binary digits of n, each a
+// perfect tree split in halves, folded from the last block backwards; arithmetic in double for fp64 and
+// float otherwise, one narrowing at the end.
+template <typename A, typename F>
+A perfect(int first, int size, const F& leaf, const std::function<A(A, A)>& op) {
+  if (size == 1) return leaf(first);
+  return op(perfect<A>(first, size / 2, leaf, op), perfect<A>(first + size / 2, size / 2, leaf, op));
+}
+template <typename A, typename F>
+A model(int n, const F& leaf, const std::function<A(A, A)>& op) {
+  std::vector<A> blocks;
+  int first = 0;
+  for (int bit = 30; bit >= 0; --bit) {
+    if (n & (1 << bit)) {
+      blocks.push_back(perfect<A>(first, 1 << bit, leaf, op));
+      first += 1 << bit;
+    }
+  }
+  A acc = blocks.back();
+  for (int i = int(blocks.size()) - 2; i >= 0; --i) acc = op(blocks[i], acc);
+  return acc;
+}
+
+template <typename T>
+T randomValue(std::mt19937_64& rng) {
+  if constexpr (std::is_integral_v<T>) {
+    return T(rng());
+  } else {
+    // Wide exponent range, both signs: the sums cancel and round.
+    std::uniform_real_distribution<double> mant(-1.0, 1.0);
+    const int maxExp = std::is_same_v<T, double> ? 60 : (std::is_same_v<T, float> ? 30 : 6);
+    std::uniform_int_distribution<int> e(-maxExp, maxExp);
+    return fromCompute<T>(std::ldexp(mant(rng), e(rng)));
+  }
+}
+
+template <typename T>
+bool sameBits(T a, T b) {
+  return std::memcmp(&a, &b, sizeof(T)) == 0;
+}
+
+template <typename T>
+void checkAgainstModel(ncclDataType_t d) {
+  using A = DetAcc<T>;
+  std::mt19937_64 rng(1234 + int(d));
+  for (int n = 1; n <= 17; ++n) {
+    for (ncclRedOp_t o : {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg}) {
+      const ResolvedRedOp r = builtin(o, d, n);
+      constexpr size_t kCount = 257;
+      std::vector<std::vector<T>> in(n, std::vector<T>(kCount));
+      for (auto& v : in)
+        for (auto& x : v) x = randomValue<T>(rng);
+      const std::vector<T> got = reduce(in, r);
+      for (size_t e = 0; e < kCount; ++e) {
+        auto leaf = [&](int k) { return A(toCompute(in[k][e])); };
+        std::function<A(A, A)> op;
+        switch (o) {
+          case ncclProd: op = [](A a, A b) { return wrapMul<A>(a, b); }; break;
+          case ncclMax: op = [](A a, A b) { return OpMinMax<A, true>{}.reduce(a, b); }; break;
+          case ncclMin: op = [](A a, A b) { return OpMinMax<A, false>{}.reduce(a, b); }; break;
+          default: op = [](A a, A b) { return wrapAdd<A>(a, b); }; break;
+        }
+        A acc = model<A>(n, leaf, op);
+        T want;
+        if constexpr (IsFloatingType<T>) {
+          want = fromCompute<T>(o == ncclAvg ? acc / A(n) : acc);
+        } else {
+          want = o == ncclAvg ? T(acc / T(n)) : acc;
+        }
+        ASSERT_TRUE(sameBits(got[e], want)) << "datatype " << int(d) << " op " << int(o) << " n=" << n
+                                            << " element " << e;
+      }
+    }
+  }
+}
+
+TEST(DetReduce, EveryTypeAndOpMatchesTheTopDownModel) {
+  checkAgainstModel<int8_t>(ncclInt8);
+  checkAgainstModel<uint8_t>(ncclUint8);
+  checkAgainstModel<int32_t>(ncclInt32);
+  checkAgainstModel<uint32_t>(ncclUint32);
+  checkAgainstModel<int64_t>(ncclInt64);
+  checkAgainstModel<uint64_t>(ncclUint64);
+  checkAgainstModel<Half>(ncclFloat16);
+  checkAgainstModel<float>(ncclFloat32);
+  checkAgainstModel<double>(ncclFloat64);
+  checkAgainstModel<BFloat16>(ncclBfloat16);
+  checkAgainstModel<Float8E4M3>(ncclFloat8e4m3);
+  checkAgainstModel<Float8E5M2>(ncclFloat8e5m2);
+}
+
+}  // namespace
