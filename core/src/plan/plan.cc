@@ -27,12 +27,13 @@ bool planSymmetric(ncclComm* comm, const Task& task, CollPlan* plan, size_t coun
   const size_t bytes = count * plan->eltSize;
   const size_t sendBytes = task.func == ncclFuncReduceScatter ? bytes * k : bytes;
   const size_t recvBytes = task.func == ncclFuncAllGather ? bytes * k : bytes;
-  auto peers = std::make_shared<SymPeers>();
+  SymPeers found{};  // on the stack: most calls do not qualify, and only a hit allocates
   {
     std::lock_guard<std::mutex> lock(comm->rmaMutex);
-    if (!comm->rma || !comm->rma->symmetricPeers(task.sendbuff, sendBytes, task.recvbuff, recvBytes, peers.get()))
+    if (!comm->rma || !comm->rma->symmetricPeers(task.sendbuff, sendBytes, task.recvbuff, recvBytes, &found))
       return false;
   }
+  auto peers = std::make_shared<SymPeers>(found);
   // In-place AllGather: every rank's input is its own block of its output, at an offset that differs from rank
   // to rank (ranks are assumed alike in this, as in the offsets).
   if (task.func == ncclFuncAllGather &&
