@@ -11,6 +11,7 @@
 #include <tutti.h>
 
 #include "../common/forked_ranks.h"
+#include "device/common/det_reduce.h"
 
 #include <unistd.h>
 
@@ -23,6 +24,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -254,6 +256,83 @@ TEST_P(SymThreads, EveryCaseMatchesTheReferenceAndRunsSymmetric) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, SymThreads, ::testing::Values(2, 3, 5, 8));
+
+// ---- Bits: the reductions follow the deterministic order (device/common/det_reduce.h) ------------------
+
+uint64_t mix(uint64_t x) {  // splitmix64
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Element i of rank r's input: both signs, a wide exponent range for the type, so sums cancel and round.
+template <typename T>
+T wideInput(int r, size_t i) {
+  const uint64_t h = mix((uint64_t(r) << 40) ^ i);
+  const double mant = double(int64_t(h >> 11) - (int64_t(1) << 52)) / double(int64_t(1) << 52);
+  const int span = std::is_same_v<T, double> ? 40 : (std::is_same_v<T, float> ? 20 : 4);
+  const int e = int((h & 0xff) % (2 * span + 1)) - span;
+  return tutti::fromCompute<T>(std::ldexp(mant, e));
+}
+
+// AllReduce and ReduceScatter of wide-range data on a symmetric window: every element's bits equal the
+// deterministic reduction of the ranks' inputs, an AllReduce that starts 3 elements later gives the same bits
+// for the same elements, and ReduceScatter gives AllReduce's bits for its block.
+template <typename T>
+std::string checkBits(ncclComm_t comm, int rank, int n, ncclDataType_t type, ncclRedOp_t op) {
+  constexpr size_t count = 3001;
+  const size_t bytes = (count * (n + 3)) * sizeof(T) + 256;
+  void* buf = nullptr;
+  SYM_OK(ncclMemAlloc(&buf, bytes));
+  ncclWindow_t win = nullptr;
+  SYM_OK(ncclCommWindowRegister(comm, buf, bytes, &win, NCCL_WIN_COLL_SYMMETRIC));
+  T* in = static_cast<T*>(buf);                  // count * n elements (ReduceScatter's input)
+  T* all = in + count * n;                       // AllReduce's output
+  T* shifted = all + count;                      // AllReduce from element 3 on
+  T* block = shifted + count;                    // ReduceScatter's output
+  for (size_t i = 0; i < count * n; ++i) in[i] = wideInput<T>(rank, i);
+  SYM_OK(ncclAllReduce(in, all, count, type, op, comm, nullptr));
+  SYM_OK(ncclAllReduce(in + 3, shifted, count - 3, type, op, comm, nullptr));
+  SYM_OK(ncclReduceScatter(in, block, count, type, op, comm, nullptr));
+  tutti::ResolvedRedOp resolved;
+  if (!tutti::resolveBuiltinRedOp(op, type, n, &resolved)) return "op not resolved";
+  const tutti::DetOp<T> det = tutti::detOpOf<T>(resolved);
+  std::string err;
+  for (size_t i = 0; i < count && err.empty(); ++i) {
+    const T want = tutti::detReduceElement<T>(det, n, [&](int r) { return wideInput<T>(r, i); });
+    if (std::memcmp(&all[i], &want, sizeof(T)) != 0) err = "AllReduce element " + std::to_string(i);
+    else if (i >= 3 && std::memcmp(&shifted[i - 3], &all[i], sizeof(T)) != 0)
+      err = "shifted AllReduce element " + std::to_string(i);
+    const size_t j = static_cast<size_t>(rank) * count + i;
+    const T wantBlock = tutti::detReduceElement<T>(det, n, [&](int r) { return wideInput<T>(r, j); });
+    if (err.empty() && std::memcmp(&block[i], &wantBlock, sizeof(T)) != 0)
+      err = "ReduceScatter element " + std::to_string(i);
+  }
+  SYM_OK(ncclCommWindowDeregister(comm, win));
+  SYM_OK(ncclMemFree(buf));
+  return err.empty() ? err : "datatype " + std::to_string(type) + " op " + std::to_string(op) + ": " + err;
+}
+
+class SymBits : public ::testing::TestWithParam<int> {};
+
+TEST_P(SymBits, ReductionsFollowTheDeterministicOrder) {
+  const int n = GetParam();
+  auto failed = onThreads(n, [n](ncclComm_t comm, int r) -> std::string {
+    for (ncclRedOp_t op : {ncclSum, ncclAvg, ncclProd, ncclMax}) {
+      std::string e = checkBits<float>(comm, r, n, ncclFloat32, op);
+      if (e.empty()) e = checkBits<double>(comm, r, n, ncclFloat64, op);
+      if (e.empty()) e = checkBits<tutti::Half>(comm, r, n, ncclFloat16, op);
+      if (e.empty()) e = checkBits<tutti::BFloat16>(comm, r, n, ncclBfloat16, op);
+      if (e.empty()) e = checkBits<tutti::Float8E4M3>(comm, r, n, ncclFloat8e4m3, op);
+      if (!e.empty()) return e;
+    }
+    return {};
+  });
+  for (auto& f : failed) ADD_FAILURE() << f;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, SymBits, ::testing::Values(3, 7));
 
 // Queued on streams: the calls return at once and the stream runs them.
 TEST(SymStreams, CasesOnStreams) {

@@ -4,10 +4,12 @@
 // in the same window: no FIFO, no transport, no copy through a staging buffer (zero-copy).
 //
 //   AllReduce      rank r owns slice r of every block's share; it reduces that slice of every rank's input
-//                  (ranks in order 0..n-1, so the bits are the same whatever rank computed them) and stores
-//                  the result into every rank's output;
+//                  and stores the result into every rank's output;
 //   AllGather      rank r copies every rank's input into its own output (block p from rank p);
 //   ReduceScatter  rank r reduces block r of every rank's input into its own output.
+// Reductions follow the deterministic order (det_reduce.h): an element's bits depend only on the ranks'
+// inputs for it, so they are the same whatever rank, block or backend computed them, and ReduceScatter's
+// equal the matching slice of AllReduce's.
 //
 // A barrier over the ranks opens and closes each block's share: before it no rank reads an input its owner
 // has not reached yet (stream order) or writes an output still in use; after it every rank is done with the

@@ -1,7 +1,7 @@
 #include "device/host/sym.h"
 
 #include "comm/comm.h"
-#include "device/host/reduce_copy.h"
+#include "device/host/det_reduce_copy.h"
 #include "util/check.h"
 #include "util/log.h"
 
@@ -56,31 +56,6 @@ ncclResult_t barrier(ncclComm* comm, const SymPeers& peers, int block, const Wai
   return ncclSuccess;
 }
 
-// out[d] = in[0] op in[1] op ... op in[n-1] (ranks in order) for d < nOut, every input through the op's preOp:
-// a PreMulSum scales each rank's own input, and here every input is some rank's own. Folded chunk by chunk in
-// a scratch accumulator, so an output may be an input (in place).
-void reduceScaled(const ResolvedRedOp& op, int n, const void* const* in, int nOut, void* const* out, size_t count,
-                  size_t eltSize) {
-  constexpr size_t kChunkBytes = 64 * 1024;
-  thread_local std::vector<unsigned char> scratch;
-  if (scratch.size() < kChunkBytes) scratch.resize(kChunkBytes);
-  const size_t per = kChunkBytes / eltSize;
-  std::vector<const void*> src(2);
-  for (size_t base = 0; base < count; base += per) {
-    const size_t c = std::min(per, count - base);
-    const size_t at = base * eltSize;
-    void* acc = scratch.data();
-    const void* first = static_cast<const char*>(in[0]) + at;
-    hostReduceCopy(op, 1, &first, 1, &acc, c, /*preOpFirstSrc=*/true, /*postOp=*/n == 1);
-    for (int r = 1; r < n; ++r) {
-      src[0] = static_cast<const char*>(in[r]) + at;
-      src[1] = acc;
-      hostReduceCopy(op, 2, src.data(), 1, &acc, c, /*preOpFirstSrc=*/true, /*postOp=*/r == n - 1);
-    }
-    for (int d = 0; d < nOut; ++d) std::memcpy(static_cast<char*>(out[d]) + at, acc, c * eltSize);
-  }
-}
-
 }  // namespace
 
 ncclResult_t runSymmetric(ncclComm* comm, const CollPlan& plan, int block, const WaitContext& wait,
@@ -101,8 +76,7 @@ ncclResult_t runSymmetric(ncclComm* comm, const CollPlan& plan, int block, const
         in[r] = peers.send[r] + off * elt;
         out[r] = peers.recv[r] + off * elt;
       }
-      if (plan.op.kind == RedOpKind::PreMulSum) reduceScaled(plan.op, n, in.data(), n, out.data(), cnt, elt);
-      else hostReduceCopy(plan.op, n, in.data(), n, out.data(), cnt, false, true);
+      hostDetReduceCopy(plan.op, n, in.data(), n, out.data(), cnt);
       break;
     }
     case ncclFuncAllGather:
@@ -117,11 +91,7 @@ ncclResult_t runSymmetric(ncclComm* comm, const CollPlan& plan, int block, const
       if (w.chCount == 0) break;
       for (int r = 0; r < n; ++r) in[r] = peers.send[r] + (static_cast<size_t>(me) * w.count + w.chOffset) * elt;
       void* dst = peers.recv[me] + w.chOffset * elt;
-      if (plan.op.kind == RedOpKind::PreMulSum) {
-        reduceScaled(plan.op, n, in.data(), 1, &dst, w.chCount, elt);
-      } else {
-        hostReduceCopy(plan.op, n, in.data(), 1, &dst, w.chCount, false, true);
-      }
+      hostDetReduceCopy(plan.op, n, in.data(), 1, &dst, w.chCount);
       break;
     }
     default:

@@ -99,7 +99,7 @@ TUTTI_DEVICE_NOINLINE ncclResult_t runWork(KernelShared* sh, const DevConn* conn
       return runPatCollective(dim, w.coll, w.sendbuff, w.recvbuff);
     }
     case WorkKind::Sym:
-      return runSymmetric<T, Op>(sh->sym, w, op, env);
+      return runSymmetric<T>(sh->sym, w, env);  // the same instance for every op
     case WorkKind::Send: {
       DevPrims<T, Op> p(none, 0, &slot[1], 1, w.sendbuff, w.recvbuff, op, w.proto, env);
       const ncclResult_t r = p.send(0, w.coll.count);

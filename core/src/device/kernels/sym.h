@@ -2,6 +2,7 @@
 // run by every thread of the block. The block's copy of the peers' addresses is in shared memory.
 #pragma once
 
+#include "device/common/det_reduce.h"
 #include "device/common/sym.h"
 #include "device/kernels/dev_work.h"
 #include "device/kernels/prims.h"
@@ -50,33 +51,27 @@ TUTTI_DEVICE bool symBarrier(const SymPeers& peers, int block, int me, int n, co
   return !stopped(env);
 }
 
-// out[d][i] = in[0][i] op ... op in[nIn-1][i] for d < nOut, i < n: every input through the op's preOp (each is
-// some rank's own input), the result through its postOp. in[s] = ins[s] + inAt bytes, likewise the outputs.
-template <typename T, typename Op, bool Aligned>
-TUTTI_DEVICE void symReduce(const Op& op, char* const* ins, size_t inAt, int nIn, char* const* outs, size_t outAt,
-                            int nOut, size_t n) {
+// out[d][i] = the deterministic reduction (det_reduce.h) of in[0][i] .. in[nIn-1][i] for d < nOut, i < n; every
+// input is some rank's own. in[s] = ins[s] + inAt bytes, likewise the outputs.
+template <typename T, bool Aligned>
+TUTTI_DEVICE void symReduce(const DetOp<T>& op, char* const* ins, size_t inAt, int nIn, char* const* outs,
+                            size_t outAt, int nOut, size_t n) {
   const int tid = simt::tid(), nt = simt::nthreads();
   for (size_t i = tid; i < n; i += nt) {
-    T acc = loadElem<T, Aligned>(reinterpret_cast<const T*>(ins[0] + inAt), i);
-    if constexpr (Op::kHasPreOp) acc = op.preOp(acc);
-    for (int s = 1; s < nIn; ++s) {
-      T v = loadElem<T, Aligned>(reinterpret_cast<const T*>(ins[s] + inAt), i);
-      if constexpr (Op::kHasPreOp) v = op.preOp(v);
-      acc = op.reduce(acc, v);
-    }
-    if constexpr (Op::kHasPostOp) acc = op.postOp(acc);
-    for (int d = 0; d < nOut; ++d) storeElem<T, Aligned>(reinterpret_cast<T*>(outs[d] + outAt), i, acc);
+    const T v = detReduceElement<T>(
+        op, nIn, [&](int s) { return loadElem<T, Aligned>(reinterpret_cast<const T*>(ins[s] + inAt), i); });
+    for (int d = 0; d < nOut; ++d) storeElem<T, Aligned>(reinterpret_cast<T*>(outs[d] + outAt), i, v);
   }
 }
 
-template <typename T, typename Op>
-TUTTI_DEVICE void symReduceAny(const Op& op, char* const* ins, size_t inAt, int nIn, char* const* outs, size_t outAt,
-                               int nOut, size_t n) {
+template <typename T>
+TUTTI_DEVICE void symReduceAny(const DetOp<T>& op, char* const* ins, size_t inAt, int nIn, char* const* outs,
+                               size_t outAt, int nOut, size_t n) {
   uintptr_t bits = inAt | outAt;
   for (int s = 0; s < nIn; ++s) bits |= reinterpret_cast<uintptr_t>(ins[s]);
   for (int d = 0; d < nOut; ++d) bits |= reinterpret_cast<uintptr_t>(outs[d]);
-  if (bits % alignof(T) == 0) symReduce<T, Op, true>(op, ins, inAt, nIn, outs, outAt, nOut, n);
-  else symReduce<T, Op, false>(op, ins, inAt, nIn, outs, outAt, nOut, n);
+  if (bits % alignof(T) == 0) symReduce<T, true>(op, ins, inAt, nIn, outs, outAt, nOut, n);
+  else symReduce<T, false>(op, ins, inAt, nIn, outs, outAt, nOut, n);
 }
 
 // dst[0, bytes) = src[0, bytes): 16-byte words when both allow, else bytes.
@@ -93,11 +88,12 @@ TUTTI_DEVICE void symCopy(char* dst, const char* src, size_t bytes) {
   for (size_t i = head + tid; i < bytes; i += nt) dst[i] = src[i];
 }
 
-// One block's share of a symmetric collective. `rank` is this rank, `elt` the bytes of a work element.
-template <typename T, typename Op>
-TUTTI_DEVICE_NOINLINE ncclResult_t runSymmetric(const SymPeers& peers, const DevWork& w, const Op& op,
-                                                const WaitEnv& env) {
+// One block's share of a symmetric collective; the reduction comes from the work's op (one instance per
+// datatype, whatever the op).
+template <typename T>
+TUTTI_DEVICE_NOINLINE ncclResult_t runSymmetric(const SymPeers& peers, const DevWork& w, const WaitEnv& env) {
   const CollWork& c = w.coll;
+  const DetOp<T> op = detOpOf<T>(w.op);
   const int n = c.nRanks, me = c.ringIx, block = w.block;
   const size_t elt = w.eltSize;
   if (!symBarrier(peers, block, me, n, env)) return ncclRemoteError;
@@ -105,7 +101,7 @@ TUTTI_DEVICE_NOINLINE ncclResult_t runSymmetric(const SymPeers& peers, const Dev
     case ncclFuncAllReduce: {
       size_t off = 0, cnt = 0;
       symSlice(c.chOffset, c.chCount, me, n, c.align, &off, &cnt);
-      symReduceAny<T, Op>(op, peers.send, off * elt, n, peers.recv, off * elt, n, cnt);
+      symReduceAny<T>(op, peers.send, off * elt, n, peers.recv, off * elt, n, cnt);
       break;
     }
     case ncclFuncAllGather:
@@ -117,7 +113,7 @@ TUTTI_DEVICE_NOINLINE ncclResult_t runSymmetric(const SymPeers& peers, const Dev
       break;
     case ncclFuncReduceScatter: {
       char* const out[1] = {peers.recv[me]};
-      symReduceAny<T, Op>(op, peers.send, (static_cast<size_t>(me) * c.count + c.chOffset) * elt, n, out,
+      symReduceAny<T>(op, peers.send, (static_cast<size_t>(me) * c.count + c.chOffset) * elt, n, out,
                           c.chOffset * elt, 1, c.chCount);
       break;
     }
