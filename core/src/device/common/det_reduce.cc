@@ -1,7 +1,7 @@
 // The host reference of deterministic reductions (det_reduce.h).
 #include "device/common/det_reduce.h"
 
-#include <vector>
+#include <cstring>
 
 namespace tutti {
 
@@ -15,11 +15,16 @@ ncclResult_t detReduceReference(const void* const* inputs, int n, void* out, siz
   dispatchDataType(r.datatype, [&](auto tag) {
     using T = typename decltype(tag)::Type;
     const DetOp<T> op = detOpOf<T>(r);
-    std::vector<const T*> in(n);
-    for (int i = 0; i < n; ++i) in[i] = static_cast<const T*>(inputs[i]);
-    T* o = static_cast<T*>(out);
-    // Element by element, each read before it is written: out may alias an input.
-    for (size_t e = 0; e < count; ++e) o[e] = detReduceElement<T>(op, n, [&](int k) { return in[k][e]; });
+    // Element by element, each read before it is written (out may alias an input), through memcpy: the
+    // arrays may be unaligned for T.
+    for (size_t e = 0; e < count; ++e) {
+      const T v = detReduceElement<T>(op, n, [&](int k) {
+        T x;
+        std::memcpy(&x, static_cast<const char*>(inputs[k]) + e * sizeof(T), sizeof(T));
+        return x;
+      });
+      std::memcpy(static_cast<char*>(out) + e * sizeof(T), &v, sizeof(T));
+    }
   });
   return ncclSuccess;
 }

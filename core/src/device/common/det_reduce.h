@@ -108,7 +108,8 @@ TUTTI_HOST_DEVICE inline T detReduceElement(const DetOp<T>& op, int n, Load&& lo
 
 #if !defined(__CUDA_ARCH__)
 // The deterministic reduction of n host arrays of `count` elements of r.datatype into out (which may be one
-// of the inputs). ncclInvalidArgument for a bad datatype, n < 1 or a null pointer where count > 0.
+// of the inputs; any alignment). ncclInvalidArgument for a bad datatype, n < 1 or a null pointer where
+// count > 0.
 ncclResult_t detReduceReference(const void* const* inputs, int n, void* out, size_t count,
                                 const ResolvedRedOp& r);
 #endif
