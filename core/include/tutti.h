@@ -51,6 +51,35 @@ ncclResult_t tuttiGraphLaunch(tuttiGraph_t graph, cudaStream_t stream);
 /* A launch already queued still runs; the graph's resources go when the last one has. */
 ncclResult_t tuttiGraphDestroy(tuttiGraph_t graph);
 
+/* Deterministic reductions. With the switch on, element i of the result of ncclAllReduce, ncclReduceScatter
+ * and ncclReduce on a floating datatype (fp64, fp32, fp16, bf16, fp8 e4m3/e5m2) is a function of the n ranks'
+ * input bits for element i, n, the datatype and the op (and a PreMulSum scalar) alone: not of the count, the
+ * element's position or the buffer's alignment, the algorithm, protocol, channels, chunk sizes, in-place or
+ * not, group fusion, ranks as threads or processes, the transports, the backend, or the run. ReduceScatter's
+ * output equals the matching slice of AllReduce, and Reduce's root result equals AllReduce's. Integer
+ * reductions and Min/Max of integers are exact in any order and are deterministic with the switch off too.
+ *
+ * The order: ranks are cut into blocks by the binary digits of n, largest first (n = 7: ranks 0-3, 4-5, 6);
+ * each block is a perfect binary tree over its ranks in rank order, ((x0 + x1) + (x2 + x3)); the block
+ * results combine from the last backwards, B0 + (B1 + B2). Inputs are widened exactly to double (fp64) or
+ * float (every other floating type), the tree runs there, and the result is rounded once to the datatype
+ * (fp8 saturating). PreMulSum multiplies each widened input by the widened scalar first; Avg divides the
+ * sum by n in the wide type.
+ *
+ * Turn it on with `deterministic: true` in the YAML config, TUTTI_DETERMINISTIC=1 in the environment (which
+ * overrides the file) for communicators created afterwards, or per communicator with
+ * tuttiCommSetDeterministic. Every rank of a communicator must use the same setting (like the collectives
+ * themselves, the calls of all ranks must match). */
+ncclResult_t tuttiCommSetDeterministic(ncclComm_t comm, int enable);  /* enable: 0 or 1; applies to later calls */
+ncclResult_t tuttiCommGetDeterministic(ncclComm_t comm, int* enabled);
+
+/* The deterministic reduction of n host arrays of count elements, computed on the calling thread: the same
+ * bits as a deterministic ncclAllReduce of those inputs on n ranks (inputs[r] is rank r's). op is ncclSum,
+ * ncclProd, ncclMax, ncclMin or ncclAvg; preMulScalars, when not NULL, holds n values of `datatype`, the
+ * scalar of each rank's ncclRedOpCreatePreMulSum op, and op must be ncclSum. output may be one of the inputs. */
+ncclResult_t tuttiDeterministicReduce(const void* const* inputs, int n, void* output, size_t count,
+                                      ncclDataType_t datatype, ncclRedOp_t op, const void* preMulScalars);
+
 #ifdef __cplusplus
 }
 #endif

@@ -50,6 +50,7 @@ std::string pluginLine(const PluginSpec& s) {
 void printConfig(const Config& c) {
   fmt::print("Effective configuration (value  [origin]):\n");
   fmt::print("  {:<44} [{}]\n", fmt::format("device: {}", deviceKindName(c.device)), originText(c.deviceOrigin));
+  fmt::print("  {:<44} [{}]\n", fmt::format("deterministic: {}", c.deterministic), originText(c.deterministicOrigin));
   const std::pair<PluginKind, const std::string*> kinds[] = {{PluginKind::Transport, nullptr},
                                                              {PluginKind::Net, &c.netsOverride},
                                                              {PluginKind::Tuner, &c.tunersOverride},
@@ -86,6 +87,11 @@ void printBackends() {
     fmt::print("  new communicators: {}  [{}]\n", backendName(b), from);
   else
     fmt::print("  new communicators: none: {}\n", error);
+  bool det = false;
+  if (deterministicOfNewComms(&det, &from, &error))
+    fmt::print("  deterministic reductions: {}  [{}]\n", det ? "on" : "off", from);
+  else
+    fmt::print("  deterministic reductions: {}\n", error);
   fmt::print("  host: the host backend (CPU primitives over host memory)\n");
   if (sim::available()) {
     const std::string filter = sim::simKernelFilter();

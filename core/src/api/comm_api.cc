@@ -1,4 +1,6 @@
 // C entry points for communicators: validate, then call comm/ and group code.
+#include <tutti.h>
+
 #include "api/api.h"
 #include "api/argcheck.h"
 #include "bootstrap/bootstrap.h"
@@ -444,6 +446,26 @@ NCCL_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int* count) {
     TUTTI_CHECK(checkInitialized(comm, "ncclCommCount"));
     TUTTI_CHECK(argCheckPtr(count, "count", "ncclCommCount"));
     *count = comm->nRanks;
+    return ncclSuccess;
+  });
+}
+
+extern "C" TUTTI_API_EXPORT ncclResult_t tuttiCommSetDeterministic(ncclComm_t comm, int enable) {
+  return apiGuard("tuttiCommSetDeterministic", [&]() -> ncclResult_t {
+    TUTTI_CHECK(checkInitialized(comm, "tuttiCommSetDeterministic"));
+    if (enable != 0 && enable != 1)
+      TUTTI_FAIL(ncclInvalidArgument, "tuttiCommSetDeterministic: enable is {} (expected 0 or 1)", enable);
+    comm->deterministic.store(enable == 1);
+    TUTTI_INFO(NCCL_INIT, "rank {}: deterministic reductions {}", comm->rank, enable ? "on" : "off");
+    return ncclSuccess;
+  });
+}
+
+extern "C" TUTTI_API_EXPORT ncclResult_t tuttiCommGetDeterministic(ncclComm_t comm, int* enabled) {
+  return apiGuard("tuttiCommGetDeterministic", [&]() -> ncclResult_t {
+    TUTTI_CHECK(checkInitialized(comm, "tuttiCommGetDeterministic"));
+    TUTTI_CHECK(argCheckPtr(enabled, "enabled", "tuttiCommGetDeterministic"));
+    *enabled = comm->deterministic.load() ? 1 : 0;
     return ncclSuccess;
   });
 }

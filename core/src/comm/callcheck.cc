@@ -254,7 +254,8 @@ ncclResult_t checkTree(ncclComm* comm, const std::vector<CallSig>& mine, bool* h
 ncclResult_t checkCollectives(ncclComm* comm, const std::vector<CollPlan>& colls) {
   std::vector<CallSig> mine;
   mine.reserve(colls.size());
-  for (const CollPlan& p : colls) mine.push_back(sigOf(p));
+  for (const CollPlan& p : colls)
+    if (!p.local) mine.push_back(sigOf(p));
   bool headerSent = false;
   const ncclResult_t res = checkTree(comm, mine, &headerSent);
   // Success, or a verdict every rank received (it poisoned the communicator already).

@@ -120,6 +120,28 @@ bool backendOfNewComms(Backend* out, std::string* from, std::string* error) {
   }
 }
 
+bool deterministicOfNewComms(bool* out, std::string* from, std::string* error) {
+  if (paramIsSet("TUTTI_DETERMINISTIC")) {
+    const int64_t v = paramInt("TUTTI_DETERMINISTIC");
+    if (v != 0 && v != 1) {
+      *error = fmt::format("TUTTI_DETERMINISTIC={}: expected 0 or 1", v);
+      return false;
+    }
+    *from = paramOrigin("TUTTI_DETERMINISTIC").kind == ParamOrigin::Environment ? "TUTTI_DETERMINISTIC"
+                                                                                : "config params: TUTTI_DETERMINISTIC";
+    *out = v == 1;
+    return true;
+  }
+  const Config* cfg = nullptr;
+  if (configGet(&cfg) != ncclSuccess) {
+    *error = lastErrorText();
+    return false;
+  }
+  *from = cfg->deterministicOrigin.kind == ParamOrigin::File ? "config deterministic:" : "default";
+  *out = cfg->deterministic;
+  return true;
+}
+
 // The registry answers without touching *comm (it may be freed or unmapped); the magic is read only then.
 bool commIsValid(const ncclComm* comm) { return commRegistryContains(comm) && comm->magic == kCommMagic; }
 
@@ -277,9 +299,16 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   TUTTI_CHECK(tunerChainCreate(comm));
   TUTTI_CHECK(profilerCommInit(comm));
 
-  TUTTI_INFO(NCCL_INIT, "comm {} rank {} nRanks {} nNodes {} channels {} buffSize {} - init done",
+  {
+    bool det = false;
+    std::string from, why;
+    if (!deterministicOfNewComms(&det, &from, &why)) TUTTI_FAIL(ncclInvalidArgument, "rank {}: {}", rank, why);
+    comm->deterministic.store(det);
+  }
+
+  TUTTI_INFO(NCCL_INIT, "comm {} rank {} nRanks {} nNodes {} channels {} buffSize {} deterministic {} - init done",
              static_cast<void*>(comm), rank, nRanks, comm->nNodes, comm->nChannels,
-             comm->buffSizes[TUTTI_PROTO_SIMPLE]);
+             comm->buffSizes[TUTTI_PROTO_SIMPLE], comm->deterministic.load() ? 1 : 0);
   return ncclSuccess;
 }
 

@@ -75,6 +75,9 @@ const char* backendName(Backend b);
 // The backend a communicator created now would get: TUTTI_DEVICE (environment or params:), else the config's
 // `device:`. *from names which decided. False with *error set for an unknown or unavailable backend.
 bool backendOfNewComms(Backend* out, std::string* from, std::string* error);
+// Whether a communicator created now reduces deterministically: TUTTI_DETERMINISTIC (environment or params:),
+// else the config's `deterministic:`. *from names which decided. False with *error set when the config is bad.
+bool deterministicOfNewComms(bool* out, std::string* from, std::string* error);
 
 // Initializing: a nonblocking init (or split/shrink) still runs in the background; asyncError says how it
 // ends. Revoked: ncclCommRevoke stopped its operations; only destroy, abort, split and shrink remain.
@@ -157,6 +160,9 @@ struct ncclComm {
   std::vector<std::pair<void*, size_t>> scratch;
   int64_t timeoutNs = 0;
   int spinCount = 2000;
+  // Reductions of floating types in the fixed order of device/common/det_reduce.h (comm/det_coll.h):
+  // config `deterministic:`, TUTTI_DETERMINISTIC, tuttiCommSetDeterministic. Read when a group launches.
+  std::atomic<bool> deterministic{false};
   tutti::CommCallCheck calls;  // TUTTI_CHECK_CALLS, TUTTI_WAIT_WARN, who reached a stuck operation
 };
 

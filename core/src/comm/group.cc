@@ -1,6 +1,7 @@
 #include "comm/group.h"
 
 #include "comm/comm.h"
+#include "comm/det_coll.h"
 #include "device/enqueue.h"
 #include "device/host/launch.h"
 #include "device/common/dtypes.h"
@@ -66,7 +67,7 @@ void resetLaunch(host::CommLaunch& l, const Task& t) {
   l.p2p = std::move(p2p);
 }
 
-ncclResult_t launchGroup(const Task* tasks, size_t nTasks) {
+ncclResult_t launchGroupPlain(const Task* tasks, size_t nTasks) {
   // One launch per communicator, in order of first appearance.
   std::vector<host::CommLaunch>& launches = tScratch.launches;
   size_t used = 0;
@@ -109,7 +110,8 @@ ncclResult_t launchGroup(const Task* tasks, size_t nTasks) {
       if (l.profGroup) [[unlikely]] profP2pStart(&l.p2p.back(), l.profGroup.get());
     } else {
       CollPlan plan;
-      TUTTI_CHECK(planCollective(t.comm, t, &plan));
+      if (t.plan) [[unlikely]] plan = *t.plan;
+      else TUTTI_CHECK(planCollective(t.comm, t, &plan));
       plan.opCount = t.comm->collOpCount++;
       // Checked first so the names are not even looked up when the line is off.
       if (logEnabled(NCCL_LOG_INFO, NCCL_COLL)) {
@@ -207,6 +209,14 @@ ncclResult_t launchGroup(const Task* tasks, size_t nTasks) {
     if (res == ncclSuccess) res = r;
   }
   return res;
+}
+
+// A group: deterministic reductions (comm/det_coll.h) become phases of point-to-point launches.
+ncclResult_t launchGroup(const Task* tasks, size_t nTasks) {
+  for (size_t i = 0; i < nTasks; ++i) {
+    if (detTask(tasks[i])) [[unlikely]] return detLaunchGroup(tasks, nTasks, launchGroupPlain);
+  }
+  return launchGroupPlain(tasks, nTasks);
 }
 
 // The distinct communicators of `tasks`, in order of first appearance.

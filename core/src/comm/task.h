@@ -7,8 +7,11 @@
 #include "comm/profiler.h"
 
 #include <cstddef>
+#include <memory>
 
 namespace tutti {
+
+struct CollPlan;
 
 struct Task {
   ncclFunc_t func = ncclFuncAllReduce;  // ncclFuncSend / ncclFuncRecv for point-to-point
@@ -23,6 +26,9 @@ struct Task {
   // Profiling only (null otherwise): the API call's event (CollApi / P2pApi) and the Coll / P2p event.
   ProfRef api;
   ProfRef prof;
+  // Set: the collective runs this plan as it is instead of being planned (the local step of a deterministic
+  // reduction, comm/det_coll.h). The plan's own task leaves it unset.
+  std::shared_ptr<const CollPlan> plan;
 };
 
 const char* funcName(ncclFunc_t func);

@@ -31,6 +31,7 @@ struct CollPlan {
   std::string decider;    // the tuner whose cost made the choice ("core" when none changed it)
   std::vector<CollWork> work;  // one per channel used
   std::shared_ptr<const SymPeers> sym;  // kAlgoSymmetric: every rank's buffers and barrier block
+  bool local = false;  // a deterministic reduction's local step (sym->local): this rank alone, not call-checked
 };
 
 // Minimum bytes a channel is given before another channel is used.

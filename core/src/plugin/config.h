@@ -83,6 +83,9 @@ struct Config {
   int version = 1;
   DeviceKind device = DeviceKind::Auto;
   ParamOrigin deviceOrigin;
+  // Reductions of floating types in the fixed order of det_reduce.h (TUTTI_DETERMINISTIC overrides it).
+  bool deterministic = false;
+  ParamOrigin deterministicOrigin;
   std::vector<PluginSpec> transports, nets, tuners, profilers;
   // Which variable replaced a plugin list ("" when the list is the config's own).
   std::string netsOverride, tunersOverride, profilersOverride;

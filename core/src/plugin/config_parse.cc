@@ -221,6 +221,10 @@ bool Parser::parseRoot(const YAML::Node& root, Config* cfg) {
       cfg->device = static_cast<DeviceKind>(dev);
       cfg->deviceOrigin = origin(d);
     }
+    if (auto d = root["deterministic"]) {
+      if (!boolean(d, "deterministic", &cfg->deterministic)) return false;
+      cfg->deterministicOrigin = origin(d);
+    }
     if (auto p = root["plugins"]; p && !plugins(p, cfg)) return false;
     if (auto p = root["params"]; p && !params(p, cfg)) return false;
     if (auto t = root["tuning"]; t && !tuning(t, cfg)) return false;

@@ -7,6 +7,9 @@ namespace {
 const ConfigKeyInfo kSchema[] = {
     {"version", "int", "1", "Schema version; this build reads version 1"},
     {"device", "auto|host|cuda|sim", "auto", "Backend for new communicators (auto: cuda when a GPU is visible, else host; sim: the CUDA kernels on the CPU emulator)"},
+    {"deterministic", "bool", "false",
+     "AllReduce, ReduceScatter and Reduce of floating types give the same bits whatever the size, position, "
+     "algorithm, protocol, transport or backend (a fixed reduction order; TUTTI_DETERMINISTIC overrides it)"},
     {"plugins", "map", "built-in default.yaml", "Plugins by kind; a kind left out keeps the built-in list"},
     {"plugins.transport", "list of plugin entries", "p2p, shm",
      "Intra-node transports, tried in this order for each peer pair"},

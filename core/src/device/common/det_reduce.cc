@@ -2,11 +2,12 @@
 #include "device/common/det_reduce.h"
 
 #include <cstring>
+#include <vector>
 
 namespace tutti {
 
 ncclResult_t detReduceReference(const void* const* inputs, int n, void* out, size_t count,
-                                const ResolvedRedOp& r) {
+                                const ResolvedRedOp& r, const void* rankScalars) {
   if (!dataTypeValid(r.datatype) || n < 1 || n > (1 << 30)) return ncclInvalidArgument;
   if (count == 0) return ncclSuccess;
   if (inputs == nullptr || out == nullptr) return ncclInvalidArgument;
@@ -17,12 +18,21 @@ ncclResult_t detReduceReference(const void* const* inputs, int n, void* out, siz
     const DetOp<T> op = detOpOf<T>(r);
     // Element by element, each read before it is written (out may alias an input), through memcpy: the
     // arrays may be unaligned for T.
+    std::vector<DetAcc<T>> scalars(rankScalars ? n : 0);
+    for (size_t k = 0; k < scalars.size(); ++k) {
+      T s;
+      std::memcpy(&s, static_cast<const char*>(rankScalars) + k * sizeof(T), sizeof(T));
+      scalars[k] = DetAcc<T>(toCompute(s));
+    }
     for (size_t e = 0; e < count; ++e) {
-      const T v = detReduceElement<T>(op, n, [&](int k) {
-        T x;
-        std::memcpy(&x, static_cast<const char*>(inputs[k]) + e * sizeof(T), sizeof(T));
-        return x;
-      });
+      const T v = detReduceElementScaled<T>(
+          op, n,
+          [&](int k) {
+            T x;
+            std::memcpy(&x, static_cast<const char*>(inputs[k]) + e * sizeof(T), sizeof(T));
+            return x;
+          },
+          [&](int k) { return rankScalars ? scalars[k] : op.scalar; });
       std::memcpy(static_cast<char*>(out) + e * sizeof(T), &v, sizeof(T));
     }
   });

@@ -88,15 +88,16 @@ TUTTI_HOST_DEVICE inline DetAcc<T> detCombine(const DetOp<T>& op, DetAcc<T> a, D
   }
 }
 
-// Element i of the deterministic reduction of n inputs; load(r) returns rank r's element as a T.
-template <typename T, typename Load>
-TUTTI_HOST_DEVICE inline T detReduceElement(const DetOp<T>& op, int n, Load&& load) {
+// Element i of the deterministic reduction of n inputs; load(r) returns rank r's element as a T and, for
+// PreMulSum, scaleOf(r) rank r's scalar, widened (a user's PreMulSum scalar may differ from rank to rank).
+template <typename T, typename Load, typename Scale>
+TUTTI_HOST_DEVICE inline T detReduceElementScaled(const DetOp<T>& op, int n, Load&& load, Scale&& scaleOf) {
   using A = DetAcc<T>;
   const A acc = detTreeFold<A>(
       n,
       [&](int r) {
         const A x = A(toCompute(load(r)));
-        return op.kind == RedOpKind::PreMulSum ? wrapMul<A>(x, op.scalar) : x;
+        return op.kind == RedOpKind::PreMulSum ? wrapMul<A>(x, scaleOf(r)) : x;
       },
       [&](A a, A b) { return detCombine(op, a, b); });
   if constexpr (IsFloatingType<T>) {
@@ -106,12 +107,19 @@ TUTTI_HOST_DEVICE inline T detReduceElement(const DetOp<T>& op, int n, Load&& lo
   }
 }
 
+// The same with one scalar for every rank (op.scalar).
+template <typename T, typename Load>
+TUTTI_HOST_DEVICE inline T detReduceElement(const DetOp<T>& op, int n, Load&& load) {
+  return detReduceElementScaled<T>(op, n, static_cast<Load&&>(load), [&](int) { return op.scalar; });
+}
+
 #if !defined(__CUDA_ARCH__)
 // The deterministic reduction of n host arrays of `count` elements of r.datatype into out (which may be one
-// of the inputs; any alignment). ncclInvalidArgument for a bad datatype, n < 1 or a null pointer where
-// count > 0.
+// of the inputs; any alignment). For a PreMulSum, rankScalars (when not null) holds n values of the datatype,
+// input k's scalar at rankScalars + k * size; else every input takes r's scalar. ncclInvalidArgument for a bad
+// datatype, n < 1 or a null pointer where count > 0.
 ncclResult_t detReduceReference(const void* const* inputs, int n, void* out, size_t count,
-                                const ResolvedRedOp& r);
+                                const ResolvedRedOp& r, const void* rankScalars = nullptr);
 #endif
 
 }  // namespace tutti

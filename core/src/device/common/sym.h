@@ -55,6 +55,9 @@ struct SymPeers {
   char* send[kSymMaxRanks];      // the input of rank p (its window base plus the call's offset)
   char* recv[kSymMaxRanks];      // the output of rank p
   SyncSlot* barrier[kSymMaxRanks];  // the barrier block of rank p
+  // A deterministic reduction's local step (comm/det_coll.h): a ReduceScatter of one block (ringIx 0) whose
+  // "ranks' inputs" are rows in this rank's own memory (send[p] = rank p's row), into recv[0]; no barrier.
+  bool local;
 };
 
 // The slice of [begin, begin + n) rank r of `nRanks` owns in a symmetric AllReduce: near-equal parts,

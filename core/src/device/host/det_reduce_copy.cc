@@ -34,12 +34,12 @@ void combineRows(RedOpKind kind, A* lo, const A* hi, size_t c) {
 
 // lo[i] = combine(lo[i], leaf i of src): a leaf that closes a subtree at once is folded in as it is loaded.
 template <typename T, typename A, typename Combine>
-void foldLeaf(const DetOp<T>& op, A* lo, const char* src, size_t c, Combine&& combine) {
+void foldLeaf(const DetOp<T>& op, A scalar, A* lo, const char* src, size_t c, Combine&& combine) {
   if (op.kind == RedOpKind::PreMulSum) {
     for (size_t i = 0; i < c; ++i) {
       T x;
       std::memcpy(&x, src + i * sizeof(T), sizeof(T));
-      lo[i] = combine(lo[i], wrapMul<A>(A(toCompute(x)), op.scalar));
+      lo[i] = combine(lo[i], wrapMul<A>(A(toCompute(x)), scalar));
     }
     return;
   }
@@ -51,18 +51,29 @@ void foldLeaf(const DetOp<T>& op, A* lo, const char* src, size_t c, Combine&& co
 }
 
 template <typename T, typename A>
-void foldLeafOp(const DetOp<T>& op, A* lo, const char* src, size_t c) {
+void foldLeafOp(const DetOp<T>& op, A scalar, A* lo, const char* src, size_t c) {
   switch (op.kind) {
-    case RedOpKind::Prod: return foldLeaf<T>(op, lo, src, c, [](A a, A b) { return wrapMul<A>(a, b); });
-    case RedOpKind::Max: return foldLeaf<T>(op, lo, src, c, [](A a, A b) { return OpMinMax<A, true>{}.reduce(a, b); });
-    case RedOpKind::Min: return foldLeaf<T>(op, lo, src, c, [](A a, A b) { return OpMinMax<A, false>{}.reduce(a, b); });
-    default: return foldLeaf<T>(op, lo, src, c, [](A a, A b) { return wrapAdd<A>(a, b); });
+    case RedOpKind::Prod: return foldLeaf<T>(op, scalar, lo, src, c, [](A a, A b) { return wrapMul<A>(a, b); });
+    case RedOpKind::Max:
+      return foldLeaf<T>(op, scalar, lo, src, c, [](A a, A b) { return OpMinMax<A, true>{}.reduce(a, b); });
+    case RedOpKind::Min:
+      return foldLeaf<T>(op, scalar, lo, src, c, [](A a, A b) { return OpMinMax<A, false>{}.reduce(a, b); });
+    default: return foldLeaf<T>(op, scalar, lo, src, c, [](A a, A b) { return wrapAdd<A>(a, b); });
   }
 }
 
 template <typename T>
-void detReduceChunks(const DetOp<T>& op, int n, const void* const* in, int nOut, void* const* out, size_t count) {
+void detReduceChunks(const DetOp<T>& op, int n, const void* const* in, int nOut, void* const* out, size_t count,
+                     const void* rankScalars) {
   using A = DetAcc<T>;
+  thread_local std::vector<A> scalars;
+  scalars.assign(rankScalars ? n : 0, A{});
+  for (size_t k = 0; k < scalars.size(); ++k) {
+    T s;
+    std::memcpy(&s, static_cast<const char*>(rankScalars) + k * sizeof(T), sizeof(T));
+    scalars[k] = A(toCompute(s));
+  }
+  auto scalarOf = [&](int r) { return rankScalars ? scalars[r] : op.scalar; };
   int depth = 1;  // rows the fold keeps open at most: floor(log2 n) + 1
   while ((1 << depth) <= n) ++depth;
   thread_local std::vector<A> rows;
@@ -85,11 +96,13 @@ void detReduceChunks(const DetOp<T>& op, int n, const void* const* in, int nOut,
           std::memcpy(&x, src + i * sizeof(T), sizeof(T));
           v[i] = A(toCompute(x));
         }
-        if (op.kind == RedOpKind::PreMulSum)
-          for (size_t i = 0; i < c; ++i) v[i] = wrapMul<A>(v[i], op.scalar);
+        if (op.kind == RedOpKind::PreMulSum) {
+          const A scalar = scalarOf(r);
+          for (size_t i = 0; i < c; ++i) v[i] = wrapMul<A>(v[i], scalar);
+        }
         continue;
       }
-      foldLeafOp(op, row(top - 1), src, c);  // odd rank: closes the pair on top at once
+      foldLeafOp(op, scalarOf(r), row(top - 1), src, c);  // odd rank: closes the pair on top at once
       int cur = top - 1;
       for (unsigned k = unsigned(r) >> 1; k & 1u; k >>= 1) {
         combineRows(op.kind, row(cur - 1), row(cur), c);
@@ -122,11 +135,11 @@ void detReduceChunks(const DetOp<T>& op, int n, const void* const* in, int nOut,
 }  // namespace
 
 void hostDetReduceCopy(const ResolvedRedOp& op, int n, const void* const* in, int nOut, void* const* out,
-                       size_t count) {
+                       size_t count, const void* rankScalars) {
   if (count == 0 || n < 1 || nOut < 1) return;
   dispatchDataType(op.datatype, [&](auto tag) {
     using T = typename decltype(tag)::Type;
-    detReduceChunks<T>(detOpOf<T>(op), n, in, nOut, out, count);
+    detReduceChunks<T>(detOpOf<T>(op), n, in, nOut, out, count, rankScalars);
   });
 }
 

@@ -18,6 +18,7 @@ namespace {
 // waits for every rank's count in its own slots.
 ncclResult_t barrier(ncclComm* comm, const SymPeers& peers, int block, const WaitContext& wait,
                      const OpLabel& label, const char* when) {
+  if (peers.local) return ncclSuccess;  // rows in this rank's memory, in order: nobody to wait for
   const int n = comm->nRanks, me = comm->rank;
   SyncSlot* mine = symSlot(peers.barrier[me], block, me, n);
   const uint64_t next = std::atomic_ref<uint64_t>(mine->value).load(std::memory_order_relaxed) + 1;
@@ -62,7 +63,7 @@ ncclResult_t runSymmetric(ncclComm* comm, const CollPlan& plan, int block, const
                           const OpLabel& label) {
   const SymPeers& peers = *plan.sym;
   const CollWork& w = plan.work[block];
-  const int n = comm->nRanks, me = comm->rank;
+  const int n = comm->nRanks, me = w.ringIx;  // the rank itself, 0 in a local step
   const size_t elt = plan.eltSize;
   TUTTI_CHECK(barrier(comm, peers, block, wait, label, "to start"));
   std::vector<const void*> in(n);

@@ -15,6 +15,7 @@ namespace tutti::dev {
 
 // Barrier `block` over the ranks (sym.h); false when the block must stop (abort, timeout: recorded).
 TUTTI_DEVICE bool symBarrier(const SymPeers& peers, int block, int me, int n, const WaitEnv& env) {
+  if (peers.local) return !stopped(env);  // rows in this rank's memory, in stream order: nobody to wait for
   const int tid = simt::tid(), nt = simt::nthreads();
   SyncSlot* mine = symSlot(peers.barrier[me], block, me, n);
   const uint64_t next = simt::loadVolatile(&mine->value) + 1;

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Deterministic reductions against the default path, in one run: AllReduce (and ReduceScatter) of float from
+# 8 B to MAX bytes, 2/4/8 ranks (one process each), over shm and over net-socket, each size measured with the
+# switch off and on back to back (TUTTI_DETERMINISTIC=0/1). Writes benchmarks/results/deterministic.md and
+# the raw outputs under benchmarks/results/raw/det-*.txt.
+#
+# usage: benchmarks/deterministic.sh [BUILD_DIR]     (default: ./build; the perf tools must be built)
+#   RANKS="2 4 8" COLLS="all_reduce reduce_scatter" MAX=256M override the sweep.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$(cd "${1:-$root/build}" && pwd)
+results=$root/benchmarks/results
+raw=$results/raw
+ranks=${RANKS:-"2 4 8"}
+colls=${COLLS:-"all_reduce reduce_scatter"}
+max=${MAX:-256M}
+
+for c in $colls; do
+  [ -x "$build/bin/${c}_perf" ] || { echo "deterministic.sh: $build/bin/${c}_perf not found" >&2; exit 1; }
+done
+mkdir -p "$raw"
+rm -f "$raw"/det-*.txt
+
+# Sizes in segments, iterations shrinking as sizes grow; each segment runs twice and the table keeps each
+# size's fastest run (one rank losing its core for a time slice spoils a small-size row on 2 cores).
+#        min   max   factor iters warmup repeats limit
+segments=("8    64K   8  50  5 2  60"
+          "256K 4M    4  10  2 2  90"
+          "16M  $max  4   2  1 1 300")
+
+run() {
+  local out=$1; shift
+  local envs=()
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  echo "## command: ${envs[*]} $*" >> "$out"
+  local rc=0
+  env "${envs[@]}" timeout "$limit" "$@" >> "$out" 2>&1 || rc=$?
+  [ "$rc" = 0 ] || { echo "## FAILED (exit $rc)" >> "$out"; echo "  failed (exit $rc): ${envs[*]} $*" >&2; }
+}
+
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+start=$(date +%s)
+for np in $ranks; do
+  for c in $colls; do
+    echo "== $c, $np ranks" >&2
+    for seg in "${segments[@]}"; do
+      read -r b e f n w reps limit <<< "$seg"
+      sweep=(-b "$b" -e "$e" -f "$f" -n "$n" -w "$w" -c 0)
+      for ((rep = 0; rep < reps; ++rep)); do
+        for det in 0 1; do
+          run "$raw/det-$det-shm-$c-np$np.txt" TUTTI_DETERMINISTIC=$det -- "$build/bin/${c}_perf" -P "$np" "${sweep[@]}"
+          run "$raw/det-$det-socket-$c-np$np.txt" TUTTI_DETERMINISTIC=$det NCCL_SHM_DISABLE=1 NCCL_P2P_DISABLE=1 \
+            NCCL_SOCKET_IFNAME=lo -- "$build/bin/${c}_perf" -P "$np" "${sweep[@]}"
+        done
+      done
+    done
+  done
+done
+elapsed=$(( $(date +%s) - start ))
+
+python3 - "$raw" "$results/deterministic.md" "$elapsed" "$load_before" "$(cut -d' ' -f1-3 /proc/loadavg)" \
+  "$(git -C "$root" rev-parse --short HEAD)" "$ranks" "$colls" "$max" <<'EOF'
+import glob, os, re, sys
+raw, out, elapsed, load0, load1, commit, ranks, colls, maxb = sys.argv[1:]
+
+def best(path):
+    """size -> fastest out-of-place time (us) over every run in the file."""
+    t = {}
+    if not os.path.exists(path):
+        return t
+    for line in open(path):
+        f = line.split()
+        if len(f) >= 6 and f[0].isdigit() and f[1].isdigit():
+            try:
+                us = float(f[5])
+            except ValueError:
+                continue
+            size = int(f[0])
+            t[size] = min(us, t.get(size, us))
+    return t
+
+def human(b):
+    for unit, div in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if b >= div and b % div == 0:
+            return f"{b // div}{unit}"
+    return str(b)
+
+lines = ["# Deterministic reductions vs the default path", "",
+         f"- command: `benchmarks/deterministic.sh` (RANKS=\"{ranks}\", COLLS=\"{colls}\", MAX={maxb}); run time {elapsed} s",
+         f"- load average before: {load0}, after: {load1}; commit {commit}",
+         f"- machine: {os.cpu_count()} cores; perf tools with -P N (N processes), float sum, -c 0; each size the fastest of its runs",
+         "- socket: NCCL_SHM_DISABLE=1 NCCL_P2P_DISABLE=1 NCCL_SOCKET_IFNAME=lo",
+         "- ratio = deterministic time / default time (targets: at most 1.15 on shm, 1.3 on socket)", ""]
+summary = []
+for c in colls.split():
+    for tr in ("shm", "socket"):
+        for np_ in ranks.split():
+            d0 = best(f"{raw}/det-0-{tr}-{c}-np{np_}.txt")
+            d1 = best(f"{raw}/det-1-{tr}-{c}-np{np_}.txt")
+            sizes = sorted(set(d0) & set(d1))
+            if not sizes:
+                continue
+            lines += [f"## {c}, {tr}, {np_} ranks", "", "| size | default us | deterministic us | ratio |", "|---:|---:|---:|---:|"]
+            worst = 0
+            for s in sizes:
+                r = d1[s] / d0[s] if d0[s] > 0 else float("inf")
+                worst = max(worst, r)
+                lines.append(f"| {human(s)} | {d0[s]:.1f} | {d1[s]:.1f} | {r:.2f} |")
+            lines.append("")
+            summary.append(f"| {c} | {tr} | {np_} | {worst:.2f} |")
+lines[7:7] = ["## Worst ratio per row", "", "| collective | transport | ranks | worst ratio |", "|---|---|---:|---:|"] + summary + [""]
+open(out, "w").write("\n".join(lines) + "\n")
+print(f"wrote {out}")
+EOF

@@ -1,0 +1,463 @@
+// Deterministic reductions (tutti.h): with the switch on, AllReduce, ReduceScatter and Reduce of every
+// floating type give, for every element, exactly the bits of tuttiDeterministicReduce over the ranks' inputs
+// for that element, whatever the count, the element's position, in-place or not, group fusion, streams,
+// ranks as threads or processes, the transports (shm between processes, the socket network between ranks
+// that call themselves different hosts) and forced protocols (ctest variants). The reference function is the
+// public one, so the test also shows that a user can reproduce a reduction offline.
+//
+// Inputs are pseudo-random with both signs and a wide exponent range for the type, so sums cancel and round
+// and any change of order changes bits (DetTable prints how many elements differ with the switch off).
+#include <gtest/gtest.h>
+#include <nccl.h>
+#include <tutti.h>
+
+#include "../common/forked_ranks.h"
+#include "../common/harness.h"
+#include "device/common/dtypes.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+namespace {
+
+#define DET_OK(call)                                                                                      \
+  do {                                                                                                    \
+    ncclResult_t res_ = (call);                                                                           \
+    if (res_ != ncclSuccess) return std::string(#call) + " -> " + ncclGetErrorString(res_) + ": " +     \
+                                    ncclGetLastError(nullptr);                                            \
+  } while (0)
+
+uint64_t mix(uint64_t x) {  // splitmix64
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Element i of rank r's input.
+template <typename T>
+T wideInput(int r, size_t i, int seed) {
+  const uint64_t h = mix((uint64_t(r) << 40) ^ (uint64_t(seed) << 56) ^ i);
+  const double mant = double(int64_t(h >> 11) - (int64_t(1) << 52)) / double(int64_t(1) << 52);
+  const int span = std::is_same_v<T, double> ? 40 : (std::is_same_v<T, float> ? 20 : 4);
+  const int e = int((h & 0xff) % (2 * span + 1)) - span;
+  return tutti::fromCompute<T>(std::ldexp(mant, e));
+}
+
+// The ops of the suite; kPreMulSum stands for a ncclRedOpCreatePreMulSum op whose scalar differs from rank to
+// rank (0.5, 0.75, 1.25: exact in every type).
+constexpr int kPreMulSum = -1;
+double rankScalar(int r) { return 0.5 + 0.25 * (r % 3) + (r % 3 == 2 ? 0.25 : 0.0); }
+const char* opName(int op) {
+  switch (op) {
+    case ncclSum: return "sum";
+    case ncclProd: return "prod";
+    case ncclMax: return "max";
+    case ncclMin: return "min";
+    case ncclAvg: return "avg";
+    default: return "premulsum";
+  }
+}
+
+// Every rank's inputs of one case, and the reference over them.
+template <typename T>
+struct Inputs {
+  int n;
+  size_t len;
+  std::vector<std::vector<T>> rank;  // rank[r][i]
+  Inputs(int n_, size_t len_, int seed) : n(n_), len(len_), rank(n_, std::vector<T>(len_)) {
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < len; ++i) rank[r][i] = wideInput<T>(r, i, seed);
+  }
+  // The reference of elements [from, from + count).
+  std::string reference(size_t from, size_t count, ncclDataType_t type, int op, std::vector<T>* out) const {
+    out->assign(count, T{});
+    std::vector<const void*> in(n);
+    for (int r = 0; r < n; ++r) in[r] = rank[r].data() + from;
+    std::vector<T> scalars(n);
+    for (int r = 0; r < n; ++r) scalars[r] = tutti::fromCompute<T>(rankScalar(r));
+    DET_OK(tuttiDeterministicReduce(in.data(), n, out->data(), count, type, op == kPreMulSum ? ncclSum : ncclRedOp_t(op),
+                                    op == kPreMulSum ? scalars.data() : nullptr));
+    return {};
+  }
+};
+
+template <typename T>
+std::string firstDiff(const T* got, const T* want, size_t count, const char* what) {
+  for (size_t i = 0; i < count; ++i)
+    if (std::memcmp(&got[i], &want[i], sizeof(T)) != 0) return std::string(what) + ": element " + std::to_string(i) + " differs";
+  return {};
+}
+
+// One datatype and op on one rank: every call of the suite against the reference (see the file comment).
+template <typename T>
+std::string checkCase(ncclComm_t comm, int r, int n, ncclDataType_t type, int opIn, size_t count,
+                      cudaStream_t stream) {
+  ncclRedOp_t op = ncclRedOp_t(opIn);
+  if (opIn == kPreMulSum) {
+    T scalar = tutti::fromCompute<T>(rankScalar(r));
+    DET_OK(ncclRedOpCreatePreMulSum(&op, &scalar, type, ncclScalarHostImmediate, comm));
+  }
+  const size_t big = 3 * count + 5, rsIn = count * size_t(n);
+  const Inputs<T> in(n, std::max(big, rsIn) + 8, int(type) * 16 + opIn + 2);
+  const T* mine = in.rank[r].data();
+  std::vector<T> want, wantBlock;
+  if (std::string e = in.reference(0, count, type, opIn, &want); !e.empty()) return e;
+  if (std::string e = in.reference(size_t(r) * count, count, type, opIn, &wantBlock); !e.empty()) return e;
+  auto sync = [&]() { return stream ? tuttiStreamSynchronize(stream) : ncclSuccess; };
+  std::vector<T> out(count + 1), outBig(big), shifted(count + 1), inPlace(mine, mine + count + 1), block(count + 1),
+      reduced(count + 1), g1(count + 1), g2(count + 1);
+  std::vector<int32_t> ints(64, r), intsOut(64);
+  DET_OK(ncclAllReduce(mine, out.data(), count, type, op, comm, stream));
+  DET_OK(ncclAllReduce(mine, outBig.data(), big, type, op, comm, stream));
+  const size_t shift = count >= 3 ? 3 : 0;
+  DET_OK(ncclAllReduce(mine + shift, shifted.data(), count - shift, type, op, comm, stream));
+  DET_OK(ncclAllReduce(inPlace.data(), inPlace.data(), count, type, op, comm, stream));
+  DET_OK(ncclReduceScatter(mine, block.data(), count, type, op, comm, stream));
+  const int root = (n - 1 + int(count)) % n;
+  DET_OK(ncclReduce(mine, reduced.data(), count, type, op, root, comm, stream));
+  DET_OK(ncclGroupStart());
+  DET_OK(ncclAllReduce(mine, g1.data(), count, type, op, comm, stream));
+  DET_OK(ncclAllReduce(ints.data(), intsOut.data(), ints.size(), ncclInt32, ncclSum, comm, stream));
+  DET_OK(ncclReduceScatter(mine, g2.data(), count, type, op, comm, stream));
+  DET_OK(ncclGroupEnd());
+  DET_OK(sync());
+  std::string e = firstDiff(out.data(), want.data(), count, "AllReduce");
+  if (e.empty()) e = firstDiff(outBig.data(), want.data(), count, "AllReduce of 3N+5, first N");
+  if (e.empty()) e = firstDiff(shifted.data(), want.data() + shift, count - shift, "AllReduce shifted by 3");
+  if (e.empty()) e = firstDiff(inPlace.data(), want.data(), count, "in-place AllReduce");
+  if (e.empty()) e = firstDiff(block.data(), wantBlock.data(), count, "ReduceScatter");
+  if (e.empty() && r == root) e = firstDiff(reduced.data(), want.data(), count, "Reduce at the root");
+  if (e.empty()) e = firstDiff(g1.data(), want.data(), count, "grouped AllReduce");
+  if (e.empty()) e = firstDiff(g2.data(), wantBlock.data(), count, "grouped ReduceScatter");
+  if (e.empty() && intsOut[0] != n * (n - 1) / 2) e = "grouped int32 AllReduce";
+  if (opIn == kPreMulSum) DET_OK(ncclRedOpDestroy(op, comm));
+  if (!e.empty())
+    return std::string("type ") + std::to_string(type) + " op " + opName(opIn) + " count " + std::to_string(count) +
+           ": " + e;
+  return {};
+}
+
+// The sim backend (ctest suffix .sim) runs the local step in the collective kernel, which takes one PreMulSum
+// scalar: a user's PreMulSum op is refused there (DetSim.UserPreMulSumIsRefused).
+bool onSim() {
+  const char* d = std::getenv("TUTTI_DEVICE");
+  return d && std::string(d) == "sim";
+}
+
+std::string checkAll(ncclComm_t comm, int r, int n, const std::vector<size_t>& counts, cudaStream_t stream,
+                     bool allOps = true) {
+  std::vector<int> ops = allOps ? std::vector<int>{ncclSum, ncclProd, ncclAvg, kPreMulSum, ncclMax, ncclMin}
+                                : std::vector<int>{ncclSum, ncclAvg};
+  if (onSim()) ops.erase(std::remove(ops.begin(), ops.end(), kPreMulSum), ops.end());
+  for (size_t count : counts) {
+    for (int op : ops) {
+      std::string e = checkCase<double>(comm, r, n, ncclFloat64, op, count, stream);
+      if (e.empty()) e = checkCase<float>(comm, r, n, ncclFloat32, op, count, stream);
+      if (e.empty()) e = checkCase<tutti::Half>(comm, r, n, ncclFloat16, op, count, stream);
+      if (e.empty()) e = checkCase<tutti::BFloat16>(comm, r, n, ncclBfloat16, op, count, stream);
+      if (e.empty()) e = checkCase<tutti::Float8E4M3>(comm, r, n, ncclFloat8e4m3, op, count, stream);
+      if (e.empty()) e = checkCase<tutti::Float8E5M2>(comm, r, n, ncclFloat8e5m2, op, count, stream);
+      if (!e.empty()) return e;
+    }
+  }
+  return {};
+}
+
+// Runs body(comm, rank) on n threads, each with its own communicator, deterministic (det = 1), not (0), or as
+// created (-1).
+std::vector<std::string> onThreads(int n, const std::function<std::string(ncclComm_t, int)>& body, int det = 1) {
+  ncclUniqueId id;
+  if (ncclGetUniqueId(&id) != ncclSuccess) return {"ncclGetUniqueId failed"};
+  std::vector<std::string> errors(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      ncclComm_t comm = nullptr;
+      if (ncclCommInitRank(&comm, n, id, r) != ncclSuccess) {
+        errors[r] = std::string("init: ") + ncclGetLastError(nullptr);
+        return;
+      }
+      if (det >= 0 && tuttiCommSetDeterministic(comm, det) != ncclSuccess) errors[r] = "tuttiCommSetDeterministic failed";
+      else errors[r] = body(comm, r);
+      if (ncclCommDestroy(comm) != ncclSuccess && errors[r].empty()) errors[r] = "ncclCommDestroy failed";
+    });
+  for (auto& t : threads) t.join();
+  std::vector<std::string> failed;
+  for (int r = 0; r < n; ++r)
+    if (!errors[r].empty()) failed.push_back("rank " + std::to_string(r) + ": " + errors[r]);
+  return failed;
+}
+
+class DetThreads : public ::testing::TestWithParam<int> {};
+
+TEST_P(DetThreads, EveryTypeOpAndCountMatchesTheReference) {
+  const int n = GetParam();
+  const std::vector<size_t> counts = n <= 8 ? std::vector<size_t>{0, 1, 2, 7, 1001} : std::vector<size_t>{1, 257};
+  for (auto& f : onThreads(n, [&](ncclComm_t comm, int r) { return checkAll(comm, r, n, counts, nullptr, n <= 8); }))
+    ADD_FAILURE() << f;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, DetThreads, ::testing::Values(1, 2, 3, 4, 5, 8, 16));
+
+// Large counts: several FIFO slots and both point-to-point protocols per call.
+TEST(DetThreadsLarge, LargeCountsMatchTheReference) {
+  constexpr int n = 4;
+  for (auto& f : onThreads(n, [&](ncclComm_t comm, int r) {
+         std::string e = checkCase<float>(comm, r, n, ncclFloat32, ncclSum, (1u << 20) + 13, nullptr);
+         if (e.empty()) e = checkCase<tutti::BFloat16>(comm, r, n, ncclBfloat16, ncclAvg, 300007, nullptr);
+         return e;
+       }))
+    ADD_FAILURE() << f;
+}
+
+// Host streams: every call returns at once and its phases run in stream order.
+TEST(DetStreams, CallsOnStreams) {
+  constexpr int n = 3;
+  for (auto& f : onThreads(n, [&](ncclComm_t comm, int r) -> std::string {
+         cudaStream_t s = nullptr;
+         DET_OK(tuttiStreamCreate(&s));
+         std::string e = checkAll(comm, r, n, {1, 1001}, s, false);
+         DET_OK(tuttiStreamDestroy(s));
+         return e;
+       }))
+    ADD_FAILURE() << f;
+}
+
+// One thread drives every rank in one group: the deterministic calls of all communicators run together.
+TEST(DetGroup, OneThreadDrivesEveryRank) {
+  constexpr int n = 4;
+  constexpr size_t count = 4099;
+  std::vector<ncclComm_t> comms(n);
+  ASSERT_EQ(ncclCommInitAll(comms.data(), n, nullptr), ncclSuccess);
+  for (ncclComm_t c : comms) ASSERT_EQ(tuttiCommSetDeterministic(c, 1), ncclSuccess);
+  const Inputs<float> in(n, count, 5);
+  std::vector<float> want;
+  ASSERT_EQ(in.reference(0, count, ncclFloat32, ncclSum, &want), "");
+  std::vector<std::vector<float>> a(n, std::vector<float>(count)), b(n, std::vector<float>(count));
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(ncclAllReduce(in.rank[r].data(), a[r].data(), count, ncclFloat32, ncclSum, comms[r], nullptr), ncclSuccess);
+    ASSERT_EQ(ncclAllReduce(in.rank[r].data(), b[r].data(), count, ncclFloat32, ncclSum, comms[r], nullptr), ncclSuccess);
+  }
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(firstDiff(a[r].data(), want.data(), count, "first AllReduce"), "") << "rank " << r;
+    EXPECT_EQ(firstDiff(b[r].data(), want.data(), count, "second AllReduce"), "") << "rank " << r;
+  }
+  for (ncclComm_t c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+}
+
+// Ranks as processes: shm between them, and, with a host name of their own each, the socket network.
+TEST(DetProcesses, SharedMemory) {
+  constexpr int n = 3;
+  auto body = [](ncclComm_t comm, int r) -> std::string {
+    DET_OK(tuttiCommSetDeterministic(comm, 1));
+    return checkAll(comm, r, n, {1, 1001, 70001}, nullptr, false);
+  };
+  for (auto& f : tutti::itest::onForkedRanks(n, body)) ADD_FAILURE() << f;
+}
+
+TEST(DetProcesses, SocketNetworkBetweenHosts) {
+  constexpr int n = 3;
+  auto body = [](ncclComm_t comm, int r) -> std::string {
+    DET_OK(tuttiCommSetDeterministic(comm, 1));
+    return checkAll(comm, r, n, {1, 1001, 70001}, nullptr, false);
+  };
+  auto ownHost = [](int r) { setenv("TUTTI_HOSTNAME", ("det-host-" + std::to_string(r)).c_str(), 1); };
+  for (auto& f : tutti::itest::onForkedRanks(n, body, ownHost)) ADD_FAILURE() << f;
+}
+
+// The issue's table, 4 ranks, 1M elements: elements that differ between calls that must agree, with the switch
+// on (asserted 0) and off (printed: what the default path gives).
+template <typename T>
+std::vector<size_t> tableRows(ncclComm_t comm, int r, ncclDataType_t type, std::string* err) {
+  constexpr size_t N = 1 << 20;
+  const int n = 4;
+  const Inputs<T> in(n, 3 * N + 5, 9);
+  const T* mine = in.rank[r].data();
+  std::vector<T> a(N), big(3 * N + 5), sh(N), rs(N / n), slice(N / n);
+  auto count = [](const T* x, const T* y, size_t len) {
+    size_t d = 0;
+    for (size_t i = 0; i < len; ++i) d += std::memcmp(&x[i], &y[i], sizeof(T)) != 0;
+    return d;
+  };
+  std::vector<size_t> rows;
+  auto run = [&](ncclResult_t res) {
+    if (res != ncclSuccess && err->empty()) *err = ncclGetLastError(nullptr);
+  };
+  run(ncclAllReduce(mine, a.data(), N, type, ncclSum, comm, nullptr));
+  run(ncclAllReduce(mine, big.data(), 3 * N + 5, type, ncclSum, comm, nullptr));
+  rows.push_back(count(a.data(), big.data(), N));
+  run(ncclAllReduce(mine + 3, sh.data(), N - 3, type, ncclSum, comm, nullptr));
+  rows.push_back(count(a.data() + 3, sh.data(), N - 3));
+  // ReduceScatter of the first N elements vs the same slice of AllReduce.
+  run(ncclReduceScatter(mine, rs.data(), N / n, type, ncclSum, comm, nullptr));
+  rows.push_back(count(rs.data(), a.data() + size_t(r) * (N / n), N / n));
+  return rows;
+}
+
+TEST(DetTable, IssueRowsAreZeroWithTheSwitchOn) {
+  constexpr int n = 4;
+  for (int det : {0, 1}) {
+    std::vector<std::vector<size_t>> f32(n), b16(n);
+    auto failed = onThreads(
+        n,
+        [&](ncclComm_t comm, int r) -> std::string {
+          std::string e;
+          f32[r] = tableRows<float>(comm, r, ncclFloat32, &e);
+          if (e.empty()) b16[r] = tableRows<tutti::BFloat16>(comm, r, ncclBfloat16, &e);
+          return e;
+        },
+        det);
+    for (auto& f : failed) ADD_FAILURE() << f;
+    if (!failed.empty()) return;
+    const char* names[] = {"count N vs first N of 3N+5", "shifted by 3 elements", "ReduceScatter vs AllReduce slice"};
+    for (size_t row = 0; row < 3; ++row) {
+      size_t df = 0, db = 0;
+      for (int r = 0; r < n; ++r) {
+        df += f32[r][row];
+        db += b16[r][row];
+      }
+      std::printf("deterministic %d  %-34s float32 %8zu  bfloat16 %8zu elements differ (all ranks)\n", det, names[row],
+                  df, db);
+      if (det) {
+        EXPECT_EQ(df, 0u) << names[row];
+        EXPECT_EQ(db, 0u) << names[row];
+      }
+    }
+  }
+}
+
+TEST(DetSim, UserPreMulSumIsRefused) {
+  if (!onSim()) GTEST_SKIP() << "the host backend runs every op (DetThreads); this checks the sim backend's refusal";
+  auto failed = onThreads(2, [](ncclComm_t comm, int r) -> std::string {
+    float scalar = 0.5f + r, in[4] = {1, 2, 3, 4}, out[4];
+    ncclRedOp_t op;
+    DET_OK(ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat32, ncclScalarHostImmediate, comm));
+    const ncclResult_t res = ncclAllReduce(in, out, 4, ncclFloat32, op, comm, nullptr);
+    const std::string msg = ncclGetLastError(comm);
+    DET_OK(ncclRedOpDestroy(op, comm));
+    if (res != ncclInvalidUsage) return std::string("AllReduce with a PreMulSum op: ") + ncclGetErrorString(res);
+    if (msg.find("host backend only") == std::string::npos) return "unclear message: " + msg;
+    // The communicator still works.
+    DET_OK(ncclAllReduce(in, out, 4, ncclFloat32, ncclSum, comm, nullptr));
+    return out[3] == 8.0f ? std::string() : "AllReduce after the refusal gave " + std::to_string(out[3]);
+  });
+  for (auto& f : failed) ADD_FAILURE() << f;
+}
+
+// ---- The switch ------------------------------------------------------------------------------------------
+
+int deterministicOfNewComm(std::string* err) {
+  int on = -1;
+  auto failed = onThreads(
+      2,
+      [&](ncclComm_t comm, int r) -> std::string {
+        int v = -1;
+        DET_OK(tuttiCommGetDeterministic(comm, &v));
+        if (r == 0) on = v;
+        return {};
+      },
+      -1);
+  for (auto& f : failed) *err += f;
+  return on;
+}
+
+TEST(DetSwitch, OffByDefault) {
+  std::string err;
+  EXPECT_EQ(deterministicOfNewComm(&err), 0);
+  EXPECT_EQ(err, "");
+}
+
+TEST(DetSwitch, EnvironmentTurnsItOn) {
+  tutti::itest::ScopedEnv env("TUTTI_DETERMINISTIC", "1");
+  std::string err;
+  EXPECT_EQ(deterministicOfNewComm(&err), 1);
+  EXPECT_EQ(err, "");
+}
+
+std::string writeConfig(const std::string& text) {
+  const std::string path = testing::TempDir() + "det_switch_" + std::to_string(getpid()) + ".yaml";
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(DetSwitch, ConfigTurnsItOnAndTheEnvironmentOverrides) {
+  tutti::itest::ScopedEnv cfg("TUTTI_CONFIG", writeConfig("deterministic: true\n"));
+  std::string err;
+  EXPECT_EQ(deterministicOfNewComm(&err), 1);
+  {
+    tutti::itest::ScopedEnv env("TUTTI_DETERMINISTIC", "0");
+    EXPECT_EQ(deterministicOfNewComm(&err), 0);
+  }
+  EXPECT_EQ(err, "");
+}
+
+TEST(DetSwitch, BadConfigValueIsAnErrorWithItsPlace) {
+  tutti::itest::ScopedEnv cfg("TUTTI_CONFIG", writeConfig("version: 1\ndeterministic: maybe\n"));
+  ncclUniqueId id;
+  ncclComm_t comm = nullptr;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  EXPECT_NE(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
+  const std::string msg = ncclGetLastError(nullptr);
+  EXPECT_NE(msg.find(".yaml:2:"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("deterministic"), std::string::npos) << msg;
+}
+
+TEST(DetSwitch, BadEnvironmentValueIsAnError) {
+  ncclUniqueId id;
+  ncclComm_t comm = nullptr;
+  tutti::itest::ScopedEnv env("TUTTI_DETERMINISTIC", "2");
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  EXPECT_NE(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
+  EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("TUTTI_DETERMINISTIC=2"), std::string::npos);
+}
+
+TEST(DetSwitch, PerCommunicatorSwitch) {
+  auto failed = onThreads(2, [](ncclComm_t comm, int) -> std::string {
+    int v = -1;
+    DET_OK(tuttiCommGetDeterministic(comm, &v));
+    if (v != 1) return "not on after tuttiCommSetDeterministic(comm, 1)";
+    DET_OK(tuttiCommSetDeterministic(comm, 0));
+    DET_OK(tuttiCommGetDeterministic(comm, &v));
+    if (v != 0) return "not off after tuttiCommSetDeterministic(comm, 0)";
+    if (tuttiCommSetDeterministic(comm, 7) != ncclInvalidArgument) return "enable = 7 accepted";
+    if (tuttiCommGetDeterministic(comm, nullptr) != ncclInvalidArgument) return "NULL accepted";
+    return {};
+  });
+  for (auto& f : failed) ADD_FAILURE() << f;
+  EXPECT_EQ(tuttiCommSetDeterministic(nullptr, 1), ncclInvalidArgument);
+}
+
+// ---- The reference function's own checks -------------------------------------------------------------------
+
+TEST(DetReference, BadArguments) {
+  float a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8}, out[4];
+  const void* in[2] = {a, b};
+  EXPECT_EQ(tuttiDeterministicReduce(in, 2, out, 4, ncclFloat32, ncclSum, nullptr), ncclSuccess);
+  EXPECT_EQ(out[3], 12.0f);
+  EXPECT_EQ(tuttiDeterministicReduce(in, 0, out, 4, ncclFloat32, ncclSum, nullptr), ncclInvalidArgument);
+  EXPECT_EQ(tuttiDeterministicReduce(nullptr, 2, out, 4, ncclFloat32, ncclSum, nullptr), ncclInvalidArgument);
+  EXPECT_EQ(tuttiDeterministicReduce(in, 2, nullptr, 4, ncclFloat32, ncclSum, nullptr), ncclInvalidArgument);
+  EXPECT_EQ(tuttiDeterministicReduce(in, 2, out, 4, ncclDataType_t(99), ncclSum, nullptr), ncclInvalidArgument);
+  EXPECT_EQ(tuttiDeterministicReduce(in, 2, out, 4, ncclFloat32, ncclRedOp_t(7), nullptr), ncclInvalidArgument);
+  const float s[2] = {2, 3};
+  EXPECT_EQ(tuttiDeterministicReduce(in, 2, out, 4, ncclFloat32, ncclProd, s), ncclInvalidArgument);
+  EXPECT_EQ(tuttiDeterministicReduce(in, 2, a + 1, 3, ncclFloat32, ncclSum, nullptr), ncclInvalidArgument);  // overlap
+  EXPECT_EQ(tuttiDeterministicReduce(in, 2, a, 4, ncclFloat32, ncclSum, s), ncclSuccess);  // output = input 0
+  EXPECT_EQ(a[0], 17.0f);  // 1*2 + 5*3
+  EXPECT_EQ(tuttiDeterministicReduce(in, 2, nullptr, 0, ncclFloat32, ncclSum, nullptr), ncclSuccess);
+}
+
+}  // namespace
