@@ -2,10 +2,12 @@
 
 #include "comm/comm.h"
 #include "device/common/dtypes.h"
+#include "device/common/protocols.h"
 #include "device/host/det_reduce_copy.h"
 #include "device/host/stream.h"
 #include "plan/plan.h"
-#include "device/common/protocols.h"
+#include "plan/tuning.h"
+#include "plugin/params.h"
 #include "util/check.h"
 
 #include <algorithm>
@@ -18,38 +20,36 @@ namespace tutti {
 
 namespace {
 
-// One deterministic call on one rank: its three phases, and the scratch rows its exchange fills.
+// One fixed-order reduction of `len` elements: in[s] is rank s's input (rows in this rank's memory).
+struct DetPart {
+  std::vector<const void*> in;
+  void* out = nullptr;
+  size_t len = 0;
+};
+
+// One deterministic call on one rank: its phases, and the scratch its data movement fills.
 struct DetCall {
   Task task;
   ResolvedRedOp op{};
   int rank = 0, nRanks = 1;
   size_t esize = 1;
-  size_t mine = 0;      // elements this rank reduces
-  size_t mineOff = 0;   // ... at this element offset of the input (AllReduce, Reduce) / output block (RS: 0)
-  std::vector<Task> exchange, gather;  // phases 1 and 3
-  // Rows of the peers' inputs for this rank's part (rank order, this rank's own left out), then, on a
-  // non-root rank of a Reduce, the reduced part it sends the root.
-  // Host memory owned by the call (host backend), or the communicator's scratch (device backends, whose
-  // calls run one after another on the communicator's internal stream).
-  char* rows = nullptr;
+  bool oneShot = false;
+  std::vector<Task> exchange, gather;  // phases 1 and 3 (tasks of any kind, launched as a group each)
+  std::vector<DetPart> parts;          // phase 2
+  std::vector<Task> local;             // device backends: phase 2 as collectives of their own (Task::plan)
+  // Scratch: host memory the call owns (host backend), or the communicator's (device backends, whose calls
+  // run one after another on the communicator's internal stream).
+  char* scratch = nullptr;
   struct Free {
     void operator()(char* p) const { std::free(p); }
   };
   std::unique_ptr<char, Free> owned;
-  Task local;  // device backends: the local step as a collective of its own (Task::plan)
-  // A user's PreMulSum: each rank's scalar scales that rank's input (scalars may differ from rank to rank),
-  // so every sender passes its scalar along with its rows; scalars[s * esize] holds rank s's.
+  // A user's PreMulSum: each rank's scalar scales that rank's input (scalars may differ from rank to rank), so
+  // every sender passes its scalar along with its rows; scalars[s * esize] holds rank s's.
   bool rankScaled = false;
   uint64_t ownScalar = 0;  // ResolvedRedOp::scalarBits, the source of the sends unless the scalar is a pointer
   std::vector<char> scalars;
-
-  char* row(int peer) const { return rows + size_t(peer < rank ? peer : peer - 1) * mine * esize; }
-  char* reducedPart() const { return rows + size_t(nRanks - 1) * mine * esize; }
 };
-
-// Slice j of `count` elements cut into n: the first count % n slices hold one element more.
-size_t sliceOff(size_t count, int n, int j) { return (count / n) * j + std::min<size_t>(j, count % n); }
-size_t sliceLen(size_t count, int n, int j) { return count / n + (size_t(j) < count % n ? 1 : 0); }
 
 Task p2pTask(const DetCall& c, ncclFunc_t func, int peer, const void* send, void* recv, size_t elems) {
   Task p;
@@ -61,73 +61,178 @@ Task p2pTask(const DetCall& c, ncclFunc_t func, int peer, const void* send, void
   p.datatype = ncclUint8;
   p.root = peer;
   p.stream = c.task.stream;
+  p.internal = true;
   return p;
 }
 
-// Phase 2: this rank's part, reduced in the fixed order from its own input (in[rank]) and the peers' rows into
-// out.
-void partPointers(const DetCall& c, const void** in, void** out) {
-  const Task& t = c.task;
-  const size_t es = c.esize;
-  const char* own = static_cast<const char*>(t.sendbuff) +
-                    (t.func == ncclFuncReduceScatter ? size_t(c.rank) * t.count : c.mineOff) * es;
-  for (int s = 0; s < c.nRanks; ++s) in[s] = s == c.rank ? own : c.row(s);
-  *out = t.func == ncclFuncReduceScatter ? t.recvbuff
-         : (t.func == ncclFuncReduce && c.rank != t.root)
-             ? static_cast<void*>(c.reducedPart())
-             : static_cast<void*>(static_cast<char*>(t.recvbuff) + c.mineOff * es);
+// An AllGather of `elems` elements per rank, a step of the call (NCCL_ALGO / NCCL_PROTO do not apply).
+Task allGatherTask(const DetCall& c, const void* send, void* recv, size_t elems) {
+  Task g;
+  g.func = ncclFuncAllGather;
+  g.comm = c.task.comm;
+  g.sendbuff = send;
+  g.recvbuff = recv;
+  g.count = elems * c.esize;
+  g.datatype = ncclUint8;
+  g.stream = c.task.stream;
+  g.internal = true;
+  return g;
 }
 
-// Device backends: phase 2 as a local symmetric step (sym.h, SymPeers::local) the collective kernel runs.
-ncclResult_t buildLocalStep(DetCall* c) {
+ncclResult_t allocScratch(DetCall* c, size_t bytes) {
+  if (bytes == 0) return ncclSuccess;
+  ncclComm* comm = c->task.comm;
+  if (comm->backend == Backend::Host) {
+    c->owned.reset(static_cast<char*>(std::malloc(bytes)));
+    if (!c->owned)
+      TUTTI_FAIL(ncclSystemError, "rank {}: deterministic {}: cannot allocate {} bytes of scratch rows", c->rank,
+                 funcName(c->task.func), bytes);
+    c->scratch = c->owned.get();
+    return ncclSuccess;
+  }
+  void* p = nullptr;
+  TUTTI_CHECK(commScratch(comm, bytes, &p));
+  c->scratch = static_cast<char*>(p);
+  return ncclSuccess;
+}
+
+// One-shot (small calls): an AllGather of every rank's whole input into n rows, then this rank reduces what it
+// outputs from them. One collective, no second exchange.
+ncclResult_t buildOneShot(DetCall* c) {
+  const Task& t = c->task;
+  const int n = c->nRanks, r = c->rank;
+  const size_t es = c->esize;
+  const size_t rowElems = t.func == ncclFuncReduceScatter ? t.count * n : t.count;
+  TUTTI_CHECK(allocScratch(c, size_t(n) * rowElems * es));
+  c->exchange.push_back(allGatherTask(*c, t.sendbuff, c->scratch, rowElems));
+  if (t.func == ncclFuncReduce && r != t.root) return ncclSuccess;
+  DetPart part;
+  const size_t at = t.func == ncclFuncReduceScatter ? size_t(r) * t.count : 0;
+  for (int s = 0; s < n; ++s) part.in.push_back(c->scratch + (size_t(s) * rowElems + at) * es);
+  part.out = t.recvbuff;
+  part.len = t.count;
+  c->parts.push_back(std::move(part));
+  return ncclSuccess;
+}
+
+// Exchange: rank j reduces slice j (AllReduce, Reduce: the count cut into n slices of q = count / n, the last
+// count % n elements, the tail, reduced by every rank; ReduceScatter: block j). Phase 1 sends each peer its
+// slice (and the tail) of this rank's input; phase 3 is an in-place AllGather of the slices (AllReduce) or
+// their point-to-point gather at the root (Reduce).
+ncclResult_t buildExchange(DetCall* c) {
+  const Task& t = c->task;
+  const int n = c->nRanks, r = c->rank;
+  const size_t es = c->esize;
+  const bool rs = t.func == ncclFuncReduceScatter;
+  const size_t q = rs ? t.count : t.count / n;
+  const size_t tail = rs ? 0 : t.count % n;
+  const bool leaf = t.func == ncclFuncReduce && r != t.root;
+  // Rows: the peers' slices for this rank (n - 1 of q), their tails (n - 1 of `tail`), and on a Reduce leaf
+  // the reduced slice it sends the root.
+  const size_t sliceRows = size_t(n - 1) * q, tailRows = size_t(n - 1) * tail;
+  TUTTI_CHECK(allocScratch(c, (sliceRows + tailRows + (leaf ? q : 0)) * es));
+  auto idx = [&](int s) { return size_t(s < r ? s : s - 1); };
+  auto sliceRow = [&](int s) { return c->scratch + idx(s) * q * es; };
+  auto tailRow = [&](int s) { return c->scratch + (sliceRows + idx(s) * tail) * es; };
+  const char* send = static_cast<const char*>(t.sendbuff);
+  char* recv = static_cast<char*>(t.recvbuff);
+  const size_t tailAt = size_t(n) * q;  // AllReduce / Reduce: where the tail starts
+
+  c->rankScaled = c->op.kind == RedOpKind::PreMulSum && c->op.op != ncclAvg;
+  if (c->rankScaled) {
+    c->ownScalar = c->op.scalarBits;
+    c->scalars.assign(size_t(n) * es, 0);
+  }
+  const void* ownScalar = c->op.scalarIsPtr ? c->op.scalarPtr : static_cast<const void*>(&c->ownScalar);
+  const bool moves = q > 0 || tail > 0;
+  for (int d = 1; d < n; ++d) {
+    const int to = (r + d) % n, from = (r + n - d) % n;
+    if (moves) {
+      if (c->rankScaled) c->exchange.push_back(p2pTask(*c, ncclFuncSend, to, ownScalar, nullptr, 1));
+      if (q > 0) c->exchange.push_back(p2pTask(*c, ncclFuncSend, to, send + size_t(to) * q * es, nullptr, q));
+      if (tail > 0) c->exchange.push_back(p2pTask(*c, ncclFuncSend, to, send + tailAt * es, nullptr, tail));
+      if (c->rankScaled)
+        c->exchange.push_back(p2pTask(*c, ncclFuncRecv, from, nullptr, c->scalars.data() + size_t(from) * es, 1));
+      if (q > 0) c->exchange.push_back(p2pTask(*c, ncclFuncRecv, from, nullptr, sliceRow(from), q));
+      if (tail > 0) c->exchange.push_back(p2pTask(*c, ncclFuncRecv, from, nullptr, tailRow(from), tail));
+    }
+  }
+  if (q > 0) {
+    DetPart part;
+    for (int s = 0; s < n; ++s) part.in.push_back(s == r ? send + size_t(r) * q * es : sliceRow(s));
+    part.out = rs ? recv : leaf ? c->scratch + (sliceRows + tailRows) * es : recv + size_t(r) * q * es;
+    part.len = q;
+    c->parts.push_back(std::move(part));
+  }
+  if (tail > 0 && !leaf) {
+    DetPart part;
+    for (int s = 0; s < n; ++s) part.in.push_back(s == r ? send + tailAt * es : tailRow(s));
+    part.out = recv + tailAt * es;
+    part.len = tail;
+    c->parts.push_back(std::move(part));
+  }
+  if (q == 0 || n == 1) return ncclSuccess;
+  if (t.func == ncclFuncAllReduce) {
+    c->gather.push_back(allGatherTask(*c, recv + size_t(r) * q * es, recv, q));
+  } else if (t.func == ncclFuncReduce) {
+    if (leaf) {
+      c->gather.push_back(p2pTask(*c, ncclFuncSend, t.root, c->scratch + (sliceRows + tailRows) * es, nullptr, q));
+    } else {
+      for (int d = 1; d < n; ++d) {
+        const int from = (r + n - d) % n;
+        c->gather.push_back(p2pTask(*c, ncclFuncRecv, from, nullptr, recv + size_t(from) * q * es, q));
+      }
+    }
+  }
+  return ncclSuccess;
+}
+
+// Device backends: each part as a local symmetric step (sym.h, SymPeers::local) the collective kernel runs.
+ncclResult_t buildLocalSteps(DetCall* c) {
   const Task& t = c->task;
   if (c->nRanks > kSymMaxRanks)
     TUTTI_FAIL(ncclInvalidUsage, "rank {}: deterministic {} on the {} backend takes at most {} ranks (this "
                "communicator has {})", c->rank, funcName(t.func), backendName(t.comm->backend), kSymMaxRanks,
                c->nRanks);
-  if (c->rankScaled)
-    TUTTI_FAIL(ncclInvalidUsage, "rank {}: deterministic {} with a ncclRedOpCreatePreMulSum op runs on the host "
-               "backend only for now (each rank's scalar scales its own input; the {} backend's kernels take one "
-               "scalar)", c->rank, funcName(t.func), backendName(t.comm->backend));
-  auto peers = std::make_shared<SymPeers>();
-  const void* in[kSymMaxRanks];
-  void* out = nullptr;
-  partPointers(*c, in, &out);
-  for (int s = 0; s < c->nRanks; ++s) peers->send[s] = const_cast<char*>(static_cast<const char*>(in[s]));
-  peers->recv[0] = static_cast<char*>(out);
-  peers->local = true;
-  auto plan = std::make_shared<CollPlan>();
-  plan->task = t;
-  plan->task.func = ncclFuncReduceScatter;
-  plan->task.count = c->mine;
-  plan->task.api = {};
-  plan->task.prof = {};
-  plan->op = c->op;
-  plan->eltSize = c->esize;
-  plan->algorithm = kAlgoSymmetric;
-  plan->protocol = TUTTI_PROTO_SIMPLE;
-  plan->nBytes = c->mine * c->esize;
-  plan->decider = "deterministic";
-  plan->sym = std::move(peers);
-  plan->local = true;
-  const int nb = static_cast<int>(std::clamp<size_t>(divUp(plan->nBytes, kMinBytesPerChannel), 1,
-                                                     std::min(t.comm->nChannels, kSymMaxBlocks)));
-  const size_t align = std::max<size_t>(1, 64 / c->esize);
-  const size_t perBlock = alignUp(divUp(c->mine, nb), align);
-  for (int b = 0; b < nb; ++b) {
-    CollWork w{};
-    w.func = ncclFuncReduceScatter;
-    w.nRanks = c->nRanks;
-    w.ringIx = 0;
-    w.count = c->mine;
-    w.chOffset = std::min(c->mine, perBlock * b);
-    w.chCount = std::min(perBlock, c->mine - w.chOffset);
-    w.chunkCount = w.chCount;
-    w.align = align;
-    plan->work.push_back(w);
+  for (const DetPart& part : c->parts) {
+    auto peers = std::make_shared<SymPeers>();
+    for (int s = 0; s < c->nRanks; ++s) peers->send[s] = const_cast<char*>(static_cast<const char*>(part.in[s]));
+    peers->recv[0] = static_cast<char*>(part.out);
+    peers->local = true;
+    auto plan = std::make_shared<CollPlan>();
+    plan->task = t;
+    plan->task.func = ncclFuncReduceScatter;
+    plan->task.count = part.len;
+    plan->task.api = {};
+    plan->task.prof = {};
+    plan->op = c->op;
+    plan->eltSize = c->esize;
+    plan->algorithm = kAlgoSymmetric;
+    plan->protocol = TUTTI_PROTO_SIMPLE;
+    plan->nBytes = part.len * c->esize;
+    plan->decider = "deterministic";
+    plan->sym = std::move(peers);
+    plan->local = true;
+    const int nb = static_cast<int>(std::clamp<size_t>(divUp(plan->nBytes, kMinBytesPerChannel), 1,
+                                                       std::min(t.comm->nChannels, kSymMaxBlocks)));
+    const size_t align = std::max<size_t>(1, 64 / c->esize);
+    const size_t perBlock = alignUp(divUp(part.len, nb), align);
+    for (int b = 0; b < nb; ++b) {
+      CollWork w{};
+      w.func = ncclFuncReduceScatter;
+      w.nRanks = c->nRanks;
+      w.ringIx = 0;
+      w.count = part.len;
+      w.chOffset = std::min(part.len, perBlock * b);
+      w.chCount = std::min(perBlock, part.len - w.chOffset);
+      w.chunkCount = w.chCount;
+      w.align = align;
+      plan->work.push_back(w);
+    }
+    Task step = plan->task;
+    step.plan = std::move(plan);
+    c->local.push_back(std::move(step));
   }
-  c->local = plan->task;
-  c->local.plan = std::move(plan);
   return ncclSuccess;
 }
 
@@ -138,92 +243,44 @@ ncclResult_t buildCall(const Task& t, DetCall* c) {
   c->nRanks = comm->nRanks;
   c->esize = dataTypeSize(t.datatype);
   TUTTI_CHECK(comm->redOps->resolve(t.op, t.datatype, &c->op, funcName(t.func)));
-  const int n = c->nRanks, r = c->rank;
-  const char* send = static_cast<const char*>(t.sendbuff);
-  char* recv = static_cast<char*>(t.recvbuff);
-  const size_t es = c->esize;
-  if (t.func == ncclFuncReduceScatter) {
-    c->mine = t.count;
-    c->mineOff = 0;
-  } else {
-    c->mine = sliceLen(t.count, n, r);
-    c->mineOff = sliceOff(t.count, n, r);
+  // NCCL_ALGO: the fixed order is a ring-class path (it moves data only with AllGather and point-to-point
+  // operations); a filter that forbids the ring for this collective forbids it.
+  if (comm->tuners && t.func < kNumTunedFuncs) {
+    const AlgoProtoFilter& f = comm->tuners->filter();
+    bool ring = false;
+    for (int p = 0; p < NCCL_NUM_PROTOCOLS; ++p) ring |= f.allows(t.func, NCCL_ALGO_RING, p);
+    if (!ring)
+      TUTTI_FAIL(ncclInvalidUsage, "rank {}: deterministic {}: NCCL_ALGO=\"{}\" / NCCL_PROTO=\"{}\" rule out the ring, "
+                 "and the other algorithms cannot follow the fixed reduction order (allow Ring for {}, or turn "
+                 "determinism off)", c->rank, funcName(t.func), paramString("NCCL_ALGO"), paramString("NCCL_PROTO"),
+                 funcName(t.func));
   }
-  const bool reduceLeaf = t.func == ncclFuncReduce && r != t.root;
-  const size_t rows = size_t(n - 1) + (reduceLeaf ? 1 : 0);
-  if (rows > 0 && c->mine > 0) {
-    const size_t bytes = rows * c->mine * es;
-    if (comm->backend == Backend::Host) {
-      c->owned.reset(static_cast<char*>(std::malloc(bytes)));
-      if (!c->owned)
-        TUTTI_FAIL(ncclSystemError, "rank {}: deterministic {}: cannot allocate {} bytes of scratch rows", r,
-                   funcName(t.func), bytes);
-      c->rows = c->owned.get();
-    } else {
-      void* p = nullptr;
-      TUTTI_CHECK(commScratch(comm, bytes, &p));
-      c->rows = static_cast<char*>(p);
-    }
-  }
-  c->rankScaled = c->op.kind == RedOpKind::PreMulSum && c->op.op != ncclAvg;
-  if (c->rankScaled) {
-    c->ownScalar = c->op.scalarBits;
-    c->scalars.assign(size_t(n) * es, 0);
-  }
-  const void* ownScalar = c->op.scalarIsPtr ? c->op.scalarPtr : static_cast<const void*>(&c->ownScalar);
-  for (int d = 1; d < n; ++d) {
-    const int to = (r + d) % n, from = (r + n - d) % n;
-    // What `to` reduces of this rank's input.
-    const size_t toOff = t.func == ncclFuncReduceScatter ? size_t(to) * t.count : sliceOff(t.count, n, to);
-    const size_t toLen = t.func == ncclFuncReduceScatter ? t.count : sliceLen(t.count, n, to);
-    if (toLen > 0) {
-      if (c->rankScaled) c->exchange.push_back(p2pTask(*c, ncclFuncSend, to, ownScalar, nullptr, 1));
-      c->exchange.push_back(p2pTask(*c, ncclFuncSend, to, send + toOff * es, nullptr, toLen));
-    }
-    if (c->mine > 0) {
-      if (c->rankScaled)
-        c->exchange.push_back(p2pTask(*c, ncclFuncRecv, from, nullptr, c->scalars.data() + size_t(from) * es, 1));
-      c->exchange.push_back(p2pTask(*c, ncclFuncRecv, from, nullptr, c->row(from), c->mine));
-    }
-  }
-  if (comm->backend != Backend::Host && c->mine > 0) TUTTI_CHECK(buildLocalStep(c));
-  if (t.func == ncclFuncAllReduce) {
-    for (int d = 1; d < n; ++d) {
-      const int to = (r + d) % n, from = (r + n - d) % n;
-      if (c->mine > 0) c->gather.push_back(p2pTask(*c, ncclFuncSend, to, recv + c->mineOff * es, nullptr, c->mine));
-      const size_t fromLen = sliceLen(t.count, n, from);
-      if (fromLen > 0)
-        c->gather.push_back(
-            p2pTask(*c, ncclFuncRecv, from, nullptr, recv + sliceOff(t.count, n, from) * es, fromLen));
-    }
-  } else if (t.func == ncclFuncReduce) {
-    if (reduceLeaf && c->mine > 0) {
-      c->gather.push_back(p2pTask(*c, ncclFuncSend, t.root, c->reducedPart(), nullptr, c->mine));
-    } else if (!reduceLeaf) {
-      for (int from = 0; from < n; ++from) {
-        const size_t fromLen = sliceLen(t.count, n, from);
-        if (from != r && fromLen > 0)
-          c->gather.push_back(
-              p2pTask(*c, ncclFuncRecv, from, nullptr, recv + sliceOff(t.count, n, from) * es, fromLen));
-      }
-    }
+  const size_t inBytes = (t.func == ncclFuncReduceScatter ? t.count * c->nRanks : t.count) * c->esize;
+  const bool rankScaled = c->op.kind == RedOpKind::PreMulSum && c->op.op != ncclAvg;
+  c->oneShot = c->nRanks > 1 && !rankScaled &&
+               inBytes * size_t(c->nRanks) <= static_cast<size_t>(std::max<int64_t>(0, paramInt("TUTTI_DET_ONESHOT_BYTES")));
+  TUTTI_CHECK(c->oneShot ? buildOneShot(c) : buildExchange(c));
+  if (comm->backend != Backend::Host) {
+    if (c->rankScaled)
+      TUTTI_FAIL(ncclInvalidUsage, "rank {}: deterministic {} with a ncclRedOpCreatePreMulSum op runs on the host "
+                 "backend only for now (each rank's scalar scales its own input; the {} backend's kernels take one "
+                 "scalar)", c->rank, funcName(t.func), backendName(comm->backend));
+    TUTTI_CHECK(buildLocalSteps(c));
   }
   return ncclSuccess;
 }
 
 // Phase 2 on the host backend, on the calling thread (stream NULL) or the stream's.
 void reduceLocal(const DetCall& c) {
-  if (c.mine == 0) return;
-  const size_t es = c.esize;
-  std::vector<const void*> in(c.nRanks);
-  void* out = nullptr;
-  partPointers(c, in.data(), &out);
   if (c.rankScaled) {
     // This rank's own scalar, read now (a "device" scalar is read when the call runs, as the kernels do).
     const void* own = c.op.scalarIsPtr ? c.op.scalarPtr : static_cast<const void*>(&c.ownScalar);
-    std::memcpy(const_cast<char*>(c.scalars.data()) + size_t(c.rank) * es, own, es);
+    std::memcpy(const_cast<char*>(c.scalars.data()) + size_t(c.rank) * c.esize, own, c.esize);
   }
-  hostDetReduceCopy(c.op, c.nRanks, in.data(), 1, &out, c.mine, c.rankScaled ? c.scalars.data() : nullptr);
+  for (const DetPart& part : c.parts) {
+    void* out = part.out;
+    hostDetReduceCopy(c.op, c.nRanks, part.in.data(), 1, &out, part.len, c.rankScaled ? c.scalars.data() : nullptr);
+  }
 }
 
 // Runs `fn` after the work queued so far on the call's stream, or now when it has none.
@@ -244,20 +301,19 @@ ncclResult_t runRound(std::vector<std::shared_ptr<DetCall>>& calls, const DetLau
   for (auto& c : calls) phase.insert(phase.end(), c->exchange.begin(), c->exchange.end());
   if (!phase.empty()) TUTTI_CHECK(launch(phase.data(), phase.size()));
   for (auto& c : calls) {
-    if (c->task.comm->backend != Backend::Host) continue;
+    if (c->task.comm->backend != Backend::Host || c->parts.empty()) continue;
     TUTTI_CHECK(onStream(c->task, [c]() {
       reduceLocal(*c);
       return ncclSuccess;
     }));
   }
   phase.clear();
-  for (auto& c : calls)
-    if (c->local.plan) phase.push_back(c->local);
+  for (auto& c : calls) phase.insert(phase.end(), c->local.begin(), c->local.end());
   if (!phase.empty()) TUTTI_CHECK(launch(phase.data(), phase.size()));
   phase.clear();
   for (auto& c : calls) phase.insert(phase.end(), c->gather.begin(), c->gather.end());
   if (!phase.empty()) TUTTI_CHECK(launch(phase.data(), phase.size()));
-  // Queued work: the scratch rows stay until the call's last phase has run.
+  // Queued work on the host backend: the scratch rows (and the scalar) stay until the call's last phase ran.
   for (auto& c : calls) {
     if (c->task.stream && c->task.comm->backend == Backend::Host)
       TUTTI_CHECK(onStream(c->task, [c]() { return ncclSuccess; }));
@@ -289,22 +345,30 @@ ncclResult_t detLaunchGroup(const Task* tasks, size_t nTasks, const DetLaunchFn&
     }
     perComm[ci].push_back(&t);
   }
-  if (!plain.empty()) TUTTI_CHECK(launch(plain.data(), plain.size()));
+  // Every call is checked (and its scratch found) before anything moves: a bad one fails the group whole.
+  std::vector<std::vector<std::shared_ptr<DetCall>>> rounds;
   for (size_t k = 0;; ++k) {
     std::vector<std::shared_ptr<DetCall>> calls;
     for (const auto& list : perComm) {
       if (k >= list.size()) continue;
       auto c = std::make_shared<DetCall>();
       TUTTI_CHECK(buildCall(*list[k], c.get()));
-      if (logEnabled(NCCL_LOG_INFO, NCCL_COLL)) {
-        const Task& t = c->task;
-        TUTTI_INFO(NCCL_COLL, "{}: count {} datatype {} op {} root {} comm {} [nranks={}] deterministic exchange "
-                   "(rank {} reduces {} elements)", funcName(t.func), t.count, dataTypeName(t.datatype),
-                   static_cast<int>(t.op), t.root, static_cast<void*>(t.comm), c->nRanks, c->rank, c->mine);
-      }
       calls.push_back(std::move(c));
     }
     if (calls.empty()) break;
+    rounds.push_back(std::move(calls));
+  }
+  if (!plain.empty()) TUTTI_CHECK(launch(plain.data(), plain.size()));
+  for (auto& calls : rounds) {
+    for (const auto& c : calls) {
+      if (!logEnabled(NCCL_LOG_INFO, NCCL_COLL)) break;
+      const Task& t = c->task;
+      size_t mine = 0;
+      for (const DetPart& p : c->parts) mine += p.len;
+      TUTTI_INFO(NCCL_COLL, "{}: count {} datatype {} op {} root {} comm {} [nranks={}] deterministic {} (rank {} "
+                 "reduces {} elements)", funcName(t.func), t.count, dataTypeName(t.datatype), static_cast<int>(t.op),
+                 t.root, static_cast<void*>(t.comm), c->nRanks, c->oneShot ? "one-shot" : "exchange", c->rank, mine);
+    }
     TUTTI_CHECK(runRound(calls, launch));
   }
   return ncclSuccess;

@@ -1,13 +1,17 @@
 // Deterministic reductions (tutti.h, tuttiCommSetDeterministic): AllReduce, ReduceScatter and Reduce of
-// floating types on a deterministic communicator run as a direct exchange instead of a ring or tree, so
-// the arithmetic follows the fixed order of device/common/det_reduce.h whatever the size or position:
-//   1. exchange: every rank sends each peer the part of its input that peer reduces (AllReduce, Reduce:
-//      the count cut into n slices, slice j reduced by rank j; ReduceScatter: block j) and receives the
-//      peers' inputs for its own part, as grouped point-to-point operations over the usual transports;
-//   2. local reduction: the n rows, in rank order, through hostDetReduceCopy;
-//   3. AllReduce: every rank sends its reduced slice to every peer (a direct AllGather); Reduce: to the root.
-// Each rank sends and receives (n-1)/n of the data per phase, as a ring does. The phases of one call run in
-// order on its stream (host streams) or before the call returns (stream NULL).
+// floating types on a deterministic communicator do not run the ring or tree reductions; they move raw inputs
+// and reduce them locally in the fixed order of device/common/det_reduce.h, so the arithmetic is the same
+// whatever the size or position:
+//   one-shot (input x ranks <= TUTTI_DET_ONESHOT_BYTES): an AllGather of every rank's whole input into n rows,
+//     then each rank reduces what it outputs;
+//   exchange (larger): 1. every rank sends each peer its slice of this rank's input (AllReduce, Reduce: the
+//     count cut into n slices of count / n, the last count % n elements reduced by every rank; ReduceScatter:
+//     block j), point-to-point over the usual transports; 2. the local reduction of the n rows; 3. AllReduce:
+//     an in-place AllGather of the reduced slices; Reduce: the slices sent to the root.
+// The local reduction is hostDetReduceCopy on the host backend and, on the sim and cuda backends, a local step
+// of the symmetric kernel (sym.h, SymPeers::local). The phases of one call run in order on its stream, or
+// before the call returns (stream NULL on the host backend). The AllGathers and point-to-point operations are
+// steps of the call (Task::internal): NCCL_ALGO / NCCL_PROTO do not restrict them.
 #pragma once
 
 #include "comm/task.h"

@@ -29,6 +29,9 @@ struct Task {
   // Set: the collective runs this plan as it is instead of being planned (the local step of a deterministic
   // reduction, comm/det_coll.h). The plan's own task leaves it unset.
   std::shared_ptr<const CollPlan> plan;
+  // A step of another call (the data movement of a deterministic reduction): NCCL_ALGO / NCCL_PROTO, which
+  // the user set for calls of their own, do not restrict it.
+  bool internal = false;
 };
 
 const char* funcName(ncclFunc_t func);

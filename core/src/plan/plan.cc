@@ -91,7 +91,7 @@ ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out) {
   int nc = static_cast<int>(std::clamp<size_t>(divUp(std::max<size_t>(totalBytes, 1), kMinBytesPerChannel),
                                                1, comm->nChannels));
   TuningDecision tuning;
-  TUTTI_CHECK(tuningSelect(comm, task.func, totalBytes, nc, &tuning));
+  TUTTI_CHECK(tuningSelect(comm, task.func, totalBytes, nc, &tuning, !task.internal));
   plan.algorithm = tuning.algorithm;
   plan.protocol = tuning.protocol;
   plan.nBytes = totalBytes;

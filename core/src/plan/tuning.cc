@@ -180,7 +180,7 @@ void TunerChain::addOverrides(const std::vector<TuningRule>& rules) {
 }
 
 ncclResult_t TunerChain::select(ncclFunc_t f, size_t nBytes, const bool (&supported)[kA][kP], int coreChannels,
-                                int maxChannels, TuningDecision* out) const {
+                                int maxChannels, TuningDecision* out, bool filtered) const {
   if (f < 0 || f >= kNumTunedFuncs) TUTTI_FAIL(ncclInternalError, "tuning asked for non-collective {}", int(f));
   float table[kA][kP];
   const std::string* writer[kA][kP];
@@ -238,7 +238,7 @@ ncclResult_t TunerChain::select(ncclFunc_t f, size_t nBytes, const bool (&suppor
   int bestA = NCCL_ALGO_UNDEF, bestP = NCCL_PROTO_UNDEF;
   for (int a = 0; a < kA; ++a) {
     for (int p = 0; p < kP; ++p) {
-      if (!supported[a][p] || !filter_.allows(f, a, p)) continue;
+      if (!supported[a][p] || (filtered && !filter_.allows(f, a, p))) continue;
       anyAllowed = true;
       const float c = table[a][p];
       if (!(c >= 0)) continue;  // -1 (or NaN): unavailable
@@ -302,15 +302,16 @@ ncclResult_t tunerChainCreate(ncclComm* comm) {
   return ncclSuccess;
 }
 
-ncclResult_t tuningSelect(ncclComm* comm, ncclFunc_t f, size_t nBytes, int coreChannels, TuningDecision* out) {
+ncclResult_t tuningSelect(ncclComm* comm, ncclFunc_t f, size_t nBytes, int coreChannels, TuningDecision* out,
+                          bool filtered) {
   bool supported[kA][kP];
   engineSupport(f, comm->ll128, supported);
   TuningDecision d;
   if (comm->tuners) {
-    TUTTI_CHECK(comm->tuners->select(f, nBytes, supported, coreChannels, comm->nChannels, &d));
+    TUTTI_CHECK(comm->tuners->select(f, nBytes, supported, coreChannels, comm->nChannels, &d, filtered));
   } else {
     TunerChain bare(comm->nRanks, comm->nNodes);
-    TUTTI_CHECK(bare.select(f, nBytes, supported, coreChannels, comm->nChannels, &d));
+    TUTTI_CHECK(bare.select(f, nBytes, supported, coreChannels, comm->nChannels, &d, filtered));
   }
   TUTTI_INFO(NCCL_TUNING, "{}: {} bytes -> algo {} proto {} channels {} decider {} (channels by {}) time {} us",
              tunedFuncName(f), nBytes, tunedAlgoName(d.algorithm), tunedProtoName(d.protocol), d.nChannels,

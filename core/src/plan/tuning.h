@@ -82,13 +82,15 @@ class TunerChain {
   // Appends the YAML rules as the last tuner (no-op when `rules` is empty).
   void addOverrides(const std::vector<TuningRule>& rules);
   void setFilter(const AlgoProtoFilter& f) { filter_ = f; }
+  const AlgoProtoFilter& filter() const { return filter_; }
   const std::vector<TunerEntry>& entries() const { return entries_; }
 
   // Chooses for a collective of `nBytes`. `supported` marks what the engine can run for `f`;
   // `coreChannels` is the core's own channel count, `maxChannels` the most it can use. Fails (naming the
-  // collective) when no supported, allowed entry remains.
+  // collective) when no supported, allowed entry remains. `filtered` false: NCCL_ALGO / NCCL_PROTO do not
+  // apply (a step another call takes internally, which moves data only).
   ncclResult_t select(ncclFunc_t f, size_t nBytes, const bool (&supported)[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS],
-                      int coreChannels, int maxChannels, TuningDecision* out) const;
+                      int coreChannels, int maxChannels, TuningDecision* out, bool filtered = true) const;
 
  private:
   int nRanks_, nNodes_;
@@ -106,7 +108,8 @@ void engineSupport(ncclFunc_t f, bool ll128, bool (&supported)[NCCL_NUM_ALGORITH
 // NCCL_ALGO / NCCL_PROTO. Fails on a bad filter or on a `required` tuner that cannot load or init.
 ncclResult_t tunerChainCreate(ncclComm* comm);
 
-// The decision for one collective task of comm, logged at INFO TUNING.
-ncclResult_t tuningSelect(ncclComm* comm, ncclFunc_t f, size_t nBytes, int coreChannels, TuningDecision* out);
+// The decision for one collective task of comm, logged at INFO TUNING (`filtered`: as in TunerChain::select).
+ncclResult_t tuningSelect(ncclComm* comm, ncclFunc_t f, size_t nBytes, int coreChannels, TuningDecision* out,
+                          bool filtered = true);
 
 }  // namespace tutti

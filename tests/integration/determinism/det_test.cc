@@ -357,6 +357,23 @@ TEST(DetSim, UserPreMulSumIsRefused) {
   for (auto& f : failed) ADD_FAILURE() << f;
 }
 
+// A forced algorithm that cannot follow the fixed order is an error, not silently different bits; integer
+// reductions (exact in any order) still take it.
+TEST(DetForced, TreeForAllReduceIsAClearError) {
+  tutti::itest::ScopedEnv algo("NCCL_ALGO", "Tree");
+  auto failed = onThreads(2, [](ncclComm_t comm, int) -> std::string {
+    float in[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[8];
+    const ncclResult_t res = ncclAllReduce(in, out, 8, ncclFloat32, ncclSum, comm, nullptr);
+    const std::string msg = ncclGetLastError(comm);
+    if (res != ncclInvalidUsage) return std::string("float AllReduce under NCCL_ALGO=Tree: ") + ncclGetErrorString(res);
+    if (msg.find("fixed reduction order") == std::string::npos) return "unclear message: " + msg;
+    int32_t a[8] = {1, 2, 3, 4, 5, 6, 7, 8}, b[8];
+    DET_OK(ncclAllReduce(a, b, 8, ncclInt32, ncclSum, comm, nullptr));
+    return b[7] == 16 ? std::string() : "int32 AllReduce gave " + std::to_string(b[7]);
+  });
+  for (auto& f : failed) ADD_FAILURE() << f;
+}
+
 // ---- The switch ------------------------------------------------------------------------------------------
 
 int deterministicOfNewComm(std::string* err) {
