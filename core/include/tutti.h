@@ -61,8 +61,8 @@ ncclResult_t tuttiGraphDestroy(tuttiGraph_t graph);
  *
  * The order: ranks are cut into blocks by the binary digits of n, largest first (n = 7: ranks 0-3, 4-5, 6);
  * each block is a perfect binary tree over its ranks in rank order, ((x0 + x1) + (x2 + x3)); the block
- * results combine from the last backwards, B0 + (B1 + B2). Inputs are widened exactly to double (fp64) or
- * float (every other floating type), the tree runs there, and the result is rounded once to the datatype
+ * results combine from the last backwards, B0 + (B1 + B2). Inputs are widened exactly to double (fp64, fp32)
+ * or float (fp16, bf16, fp8), the tree runs there, and the result is rounded once to the datatype
  * (fp8 saturating). PreMulSum multiplies each widened input by the widened scalar first; Avg divides the
  * sum by n in the wide type.
  *

@@ -199,6 +199,8 @@ std::vector<std::string> onThreads(int n, const std::function<std::string(ncclCo
   return failed;
 }
 
+double errorMean[2];  // DetError: the last mean error measured with the switch off [0] and on [1]
+
 class DetThreads : public ::testing::TestWithParam<int> {};
 
 TEST_P(DetThreads, EveryTypeOpAndCountMatchesTheReference) {
@@ -355,6 +357,61 @@ TEST(DetSim, UserPreMulSumIsRefused) {
     return out[3] == 8.0f ? std::string() : "AllReduce after the refusal gave " + std::to_string(out[3]);
   });
   for (auto& f : failed) ADD_FAILURE() << f;
+}
+
+// Numerical error against the exactly rounded sum (each element's inputs summed in double with compensation,
+// then rounded once to the type), with the switch off and on: how many elements differ from it and the mean
+// absolute error in units of the type's last place. The fixed order (a tree, half types accumulated in float and
+// rounded once) must not be worse than the default path's. Deterministic data, so the figures are too.
+template <typename T>
+void errorOf(int det, int n, ncclDataType_t type, const char* name) {
+  constexpr size_t N = 1 << 18;
+  const Inputs<T> in(n, N, 11);
+  std::vector<std::vector<T>> out(n, std::vector<T>(N));
+  auto failed = onThreads(
+      n,
+      [&](ncclComm_t comm, int r) -> std::string {
+        DET_OK(ncclAllReduce(in.rank[r].data(), out[r].data(), N, type, ncclSum, comm, nullptr));
+        return {};
+      },
+      det);
+  for (auto& f : failed) ADD_FAILURE() << f;
+  size_t inexact = 0;
+  double ulps = 0;
+  for (size_t i = 0; i < N; ++i) {
+    double sum = 0, comp = 0;  // Neumaier
+    for (int r = 0; r < n; ++r) {
+      const double x = double(tutti::toCompute(in.rank[r][i]));
+      const double t = sum + x;
+      comp += std::abs(sum) >= std::abs(x) ? (sum - t) + x : (x - t) + sum;
+      sum = t;
+    }
+    const double exact = sum + comp;
+    const T rounded = tutti::fromCompute<T>(exact);
+    const double got = double(tutti::toCompute(out[0][i]));
+    if (std::memcmp(&rounded, &out[0][i], sizeof(T)) != 0) ++inexact;
+    // One unit in the last place of the correctly rounded result (float: 2^-23 relative; bfloat16: 2^-7).
+    const int mant = std::is_same_v<T, float> ? 23 : 7;
+    int e = 0;
+    std::frexp(double(tutti::toCompute(rounded)), &e);
+    ulps += std::abs(got - exact) / std::ldexp(1.0, e - 1 - mant);
+  }
+  std::printf("error n=%d %-8s deterministic %d: %7zu of %zu elements not the exactly rounded sum, mean %.4f ulp\n", n,
+              name, det, inexact, N, ulps / N);
+  ::testing::Test::RecordProperty(std::string("ulp_") + name + "_n" + std::to_string(n) + "_det" + std::to_string(det),
+                                  std::to_string(ulps / N));
+  errorMean[det] = ulps / N;
+}
+
+TEST(DetError, NoWorseThanTheDefaultPath) {
+  for (int n : {4, 8}) {
+    errorOf<float>(0, n, ncclFloat32, "float32");
+    errorOf<float>(1, n, ncclFloat32, "float32");
+    EXPECT_LE(errorMean[1], errorMean[0]) << "float32, " << n << " ranks";
+    errorOf<tutti::BFloat16>(0, n, ncclBfloat16, "bfloat16");
+    errorOf<tutti::BFloat16>(1, n, ncclBfloat16, "bfloat16");
+    EXPECT_LE(errorMean[1], errorMean[0]) << "bfloat16, " << n << " ranks";
+  }
 }
 
 // A forced algorithm that cannot follow the fixed order is an error, not silently different bits; integer

@@ -74,11 +74,14 @@ std::vector<T> reduce(const std::vector<std::vector<T>>& in, const ResolvedRedOp
 }
 
 TEST(DetReduce, FollowsTheTreeNotTheRankSequence) {
-  // (1e8 + 1) + (-1e8 + 1): each pair rounds to +-1e8 in float, so 0; left to right gives 1.
-  const std::vector<std::vector<float>> in{{1e8f}, {1.0f}, {-1e8f}, {1.0f}};
-  const float sequential = ((1e8f + 1.0f) + -1e8f) + 1.0f;
-  ASSERT_EQ(sequential, 1.0f);
-  EXPECT_EQ(reduce(in, builtin(ncclSum, ncclFloat32, 4))[0], 0.0f);
+  // (1e17 + 1) + (-1e17 + 1): each pair rounds to +-1e17 in double, so 0; left to right gives 1.
+  const std::vector<std::vector<double>> in{{1e17}, {1.0}, {-1e17}, {1.0}};
+  const double sequential = ((1e17 + 1.0) + -1e17) + 1.0;
+  ASSERT_EQ(sequential, 1.0);
+  EXPECT_EQ(reduce(in, builtin(ncclSum, ncclFloat64, 4))[0], 0.0);
+  // The same with fp32 inputs, which accumulate in double: 2^60 and 1 do not fit one double.
+  const float big = 1152921504606846976.0f;  // 2^60
+  EXPECT_EQ(reduce<float>({{big}, {1.0f}, {-big}, {1.0f}}, builtin(ncclSum, ncclFloat32, 4))[0], 0.0f);
 }
 
 TEST(DetReduce, HalfTypesAccumulateInFloatAndRoundOnce) {
@@ -92,6 +95,10 @@ TEST(DetReduce, HalfTypesAccumulateInFloatAndRoundOnce) {
   const std::vector<std::vector<BFloat16>> bin{{BFloat16::fromFloat(256.0f)}, {BFloat16::fromFloat(1.0f)},
                                                {BFloat16::fromFloat(1.0f)}, {BFloat16::fromFloat(1.0f)}};
   EXPECT_EQ(reduce(bin, builtin(ncclSum, ncclBfloat16, 4))[0].bits, BFloat16::fromFloat(259.0f).bits);
+  // fp32 accumulates in double: 2^24 + 1 + 1 is 2^24 + 2, where float steps would stay at 2^24.
+  const float f24 = 16777216.0f;
+  ASSERT_EQ(f24 + 1.0f, f24);
+  EXPECT_EQ(reduce<float>({{f24}, {1.0f}, {1.0f}}, builtin(ncclSum, ncclFloat32, 3))[0], 16777218.0f);
 }
 
 TEST(DetReduce, AvgPreMulSumAndIntegers) {

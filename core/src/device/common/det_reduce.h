@@ -8,8 +8,8 @@
 // block results combine from the last one backwards, B0 + (B1 + B2). A rank's value joins the tree as
 // soon as it is known, keeping at most log2(n) + 1 partial results, so a reducer can walk the inputs once.
 //
-// Arithmetic: each input is widened exactly to the accumulator (double for fp64, float for every other
-// floating type), the tree runs in the accumulator and the result is narrowed once (fp8 saturating, as
+// Arithmetic: each input is widened exactly to the accumulator (double for fp64 and fp32, float for the half
+// and fp8 types), the tree runs in the accumulator and the result is narrowed once (fp8 saturating, as
 // everywhere else). Sum, Prod, Max, Min combine; PreMulSum multiplies each input by the scalar (widened)
 // first; floating Avg divides the sum by n in the accumulator; integer Avg divides the wrapped sum by n,
 // truncating toward zero. Integers wrap (unsigned arithmetic), so their order never mattered.
@@ -43,9 +43,9 @@ TUTTI_HOST_DEVICE V detTreeFold(int n, Leaf&& leaf, Combine&& combine) {
   return acc;
 }
 
-// The accumulator of T: double for fp64, float for the other floating types, T itself for integers.
+// The accumulator of T: double for fp64 and fp32, float for the half and fp8 types, T itself for integers.
 template <typename T>
-using DetAcc = std::conditional_t<std::is_same_v<T, double>, double,
+using DetAcc = std::conditional_t<std::is_same_v<T, double> || std::is_same_v<T, float>, double,
                                   std::conditional_t<IsFloatingType<T>, float, T>>;
 
 // One deterministic reduction, resolved for element type T.
