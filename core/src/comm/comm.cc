@@ -429,6 +429,8 @@ ncclResult_t commFree(ncclComm* comm) {
     else std::free(p);
   }
   comm->scratch.clear();
+  for (auto [p, bytes] : comm->detScratchFree) std::free(p);
+  comm->detScratchFree.clear();
   {
     std::lock_guard<std::mutex> lock(comm->connMutex);
     for (auto& [key, c] : comm->connections) {

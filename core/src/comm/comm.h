@@ -158,6 +158,10 @@ struct ncclComm {
   // queued or captured work may still read them.
   std::mutex scratchMutex;
   std::vector<std::pair<void*, size_t>> scratch;
+  // Host backend: scratch rows of deterministic reductions (comm/det_coll.h) that no call holds, kept for the
+  // next ones (a fresh large allocation costs a page fault per page on every call).
+  std::mutex detScratchMutex;
+  std::vector<std::pair<void*, size_t>> detScratchFree;
   int64_t timeoutNs = 0;
   int spinCount = 2000;
   // Reductions of floating types in the fixed order of device/common/det_reduce.h (comm/det_coll.h):

@@ -37,19 +37,37 @@ struct DetCall {
   std::vector<Task> exchange, gather;  // phases 1 and 3 (tasks of any kind, launched as a group each)
   std::vector<DetPart> parts;          // phase 2
   std::vector<Task> local;             // device backends: phase 2 as collectives of their own (Task::plan)
-  // Scratch: host memory the call owns (host backend), or the communicator's (device backends, whose calls
-  // run one after another on the communicator's internal stream).
+  // Scratch: host memory the call holds until its last phase ran (host backend; from and back to the
+  // communicator's pool), or the communicator's scratch (device backends, whose calls run one after another on
+  // the communicator's internal stream).
   char* scratch = nullptr;
-  struct Free {
-    void operator()(char* p) const { std::free(p); }
-  };
-  std::unique_ptr<char, Free> owned;
+  size_t held = 0;  // host backend: bytes of `scratch`, returned to the pool by the destructor
+  DetCall() = default;
+  DetCall(const DetCall&) = delete;
+  DetCall& operator=(const DetCall&) = delete;
+  ~DetCall();
   // A user's PreMulSum: each rank's scalar scales that rank's input (scalars may differ from rank to rank), so
   // every sender passes its scalar along with its rows; scalars[s * esize] holds rank s's.
   bool rankScaled = false;
   uint64_t ownScalar = 0;  // ResolvedRedOp::scalarBits, the source of the sends unless the scalar is a pointer
   std::vector<char> scalars;
 };
+
+// Host pool: at most this many free buffers stay with a communicator; the largest are kept.
+constexpr size_t kDetPoolBuffers = 4;
+
+DetCall::~DetCall() {
+  if (!held) return;
+  ncclComm* comm = task.comm;
+  std::lock_guard<std::mutex> lock(comm->detScratchMutex);
+  auto& pool = comm->detScratchFree;
+  pool.emplace_back(scratch, held);
+  if (pool.size() > kDetPoolBuffers) {
+    auto smallest = std::min_element(pool.begin(), pool.end(), [](auto& a, auto& b) { return a.second < b.second; });
+    std::free(smallest->first);
+    pool.erase(smallest);
+  }
+}
 
 Task p2pTask(const DetCall& c, ncclFunc_t func, int peer, const void* send, void* recv, size_t elems) {
   Task p;
@@ -83,11 +101,25 @@ ncclResult_t allocScratch(DetCall* c, size_t bytes) {
   if (bytes == 0) return ncclSuccess;
   ncclComm* comm = c->task.comm;
   if (comm->backend == Backend::Host) {
-    c->owned.reset(static_cast<char*>(std::malloc(bytes)));
-    if (!c->owned)
+    {
+      // The smallest free buffer that fits.
+      std::lock_guard<std::mutex> lock(comm->detScratchMutex);
+      auto& pool = comm->detScratchFree;
+      auto best = pool.end();
+      for (auto it = pool.begin(); it != pool.end(); ++it)
+        if (it->second >= bytes && (best == pool.end() || it->second < best->second)) best = it;
+      if (best != pool.end()) {
+        c->scratch = static_cast<char*>(best->first);
+        c->held = best->second;
+        pool.erase(best);
+        return ncclSuccess;
+      }
+    }
+    c->scratch = static_cast<char*>(std::malloc(bytes));
+    if (!c->scratch)
       TUTTI_FAIL(ncclSystemError, "rank {}: deterministic {}: cannot allocate {} bytes of scratch rows", c->rank,
                  funcName(c->task.func), bytes);
-    c->scratch = c->owned.get();
+    c->held = bytes;
     return ncclSuccess;
   }
   void* p = nullptr;
@@ -289,6 +321,7 @@ ncclResult_t onStream(const Task& t, host::WorkItem fn) {
   auto alive = std::make_shared<CommOpsGuard>(t.comm);
   host::HostStream::fromHandle(t.stream)->enqueue([fn = std::move(fn), alive]() mutable {
     ncclResult_t res = fn();
+    fn = nullptr;  // what it holds (a call's scratch goes back to the communicator) before the communicator may go
     alive.reset();
     return res;
   });
