@@ -101,7 +101,7 @@ run_asan() {
 
 # --- ThreadSanitizer ---------------------------------------------------------------------------------------
 # Only what runs several threads over shared state in one process:
-tsan_labels='^(unit|integration|sdk)$'
+tsan_labels='^(unit|integration|sdk|determinism)$'
 tsan_skip=(
   'Processes/|ranks as forked processes: each process is single-threaded per rank; the thread suites cover it'
   '^multiproc\.|network-namespace nodes: forked processes, as above'
@@ -122,17 +122,22 @@ tsan_skip=(
   '^sdk_examples_out_of_tree$|builds uninstrumented examples out of tree; run under ASan'
   '^profiler_trace\.e2e_procs$|forked ranks; the threads variant runs'
   '^config\.|tutti-info on config files: single-threaded parsing; run under ASan'
+  '^Det(Table|Error|ThreadsLarge)\.|deterministic reductions of millions of elements: the synchronisation of
+                                     the DetThreads runs with more copying; run under ASan'
+  'DetThreads\..*/6$|deterministic reductions on 16 ranks: the synchronisation of the 2- to 8-rank runs;
+                                     run under ASan'
+  '^DetProcesses\.|deterministic reductions between forked ranks; the thread variants run'
 )
 
 # The multi-threaded suites, the only ones built under TSan (the others run under ASan): ranks as threads of
 # one process (collectives, groups, send/recv, nonblocking and abort, call checks), the host executor and
 # waits, the primitives' stress test, bootstrap and net-socket threads, host streams, profilers, the device
 # runtime's streams, events and capture replay, one-sided windows and signals, collectives on symmetric
-# windows, growing a communicator.
+# windows, growing a communicator, deterministic reductions.
 tsan_targets=(test_collectives_matrix test_collectives_grouped test_collectives_variants test_sendrecv
   test_reliability test_callcheck_threads test_host_wait test_prims_tsan test_bootstrap test_net_socket
   test_comm_registry test_host_streams test_profiler_events profiler_trace_test test_simulate all_reduce_perf
-  test_device_runtime test_rma test_sym test_grow)
+  test_device_runtime test_rma test_sym test_grow test_determinism)
 
 run_tsan() {
   local dir=$prefix-tsan-ci exclude_re ids

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <chrono>
@@ -195,6 +196,99 @@ TEST(Gpu, CollectivesOnManagedMemory) {
 
 INSTANTIATE_TEST_SUITE_P(OneGpu, GpuRanks, ::testing::Values(1, 2, 3, 4),
                          [](const auto& info) { return std::to_string(info.param) + "ranks"; });
+
+// Deterministic reductions on the device (tuttiCommSetDeterministic): AllReduce, ReduceScatter and Reduce of
+// wide-range float, bfloat16 and half data, one-shot and exchanged sizes, every element's bits against the host
+// reference tuttiDeterministicReduce: the same bits on CPU and GPU.
+uint32_t detMix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return uint32_t((x ^ (x >> 31)) >> 8);
+}
+
+// Bits of element i of rank r's input: a random sign and mantissa, an exponent within a range the type holds.
+template <typename Bits>
+Bits detInput(int r, size_t i, ncclDataType_t type) {
+  const uint32_t h = detMix((uint64_t(r) << 40) ^ i);
+  if (type == ncclFloat32) {
+    const uint32_t exp = 127 - 20 + (h >> 24) % 41;  // 2^-20 .. 2^20
+    return Bits((h & 0x807fffffu) | (exp << 23));
+  }
+  if (type == ncclBfloat16) {
+    const uint32_t exp = 127 - 8 + (h >> 24) % 17;
+    return Bits(((h >> 16) & 0x807f) | (exp << 7));
+  }
+  const uint32_t exp = 15 - 4 + (h >> 24) % 9;  // half
+  return Bits(((h >> 16) & 0x83ff) | (exp << 10));
+}
+
+template <typename Bits>
+void runDeterministic(int nRanks, ncclDataType_t type, ncclRedOp_t op) {
+  Env env(simMode() ? "sim" : "cuda");
+  Backend b;
+  std::vector<ncclComm_t> comms = initComms(nRanks);
+  ASSERT_EQ(static_cast<int>(comms.size()), nRanks);
+  std::vector<std::string> failures(nRanks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < nRanks; ++r) {
+    threads.emplace_back([&, r] {
+      if (!b.sim) cudaSetDevice(0);
+      if (tuttiCommSetDeterministic(comms[r], 1) != ncclSuccess) {
+        failures[r] = "tuttiCommSetDeterministic failed";
+        return;
+      }
+      cudaStream_t s = b.stream();
+      for (size_t count : {size_t(1), size_t(1001), size_t(300007)}) {  // one-shot, one-shot, exchange
+        const size_t total = count * nRanks;
+        auto* in = static_cast<Bits*>(b.alloc(total * sizeof(Bits), Mem::Device));
+        auto* out = static_cast<Bits*>(b.alloc(total * sizeof(Bits), Mem::Device));
+        std::vector<std::vector<Bits>> all(nRanks, std::vector<Bits>(total));
+        for (int k = 0; k < nRanks; ++k)
+          for (size_t i = 0; i < total; ++i) all[k][i] = detInput<Bits>(k, i, type);
+        b.toDevice(in, all[r].data(), total * sizeof(Bits));
+        std::vector<Bits> want(total), got(total);
+        std::vector<const void*> ins(nRanks);
+        for (int k = 0; k < nRanks; ++k) ins[k] = all[k].data();
+        tuttiDeterministicReduce(ins.data(), nRanks, want.data(), total, type, op, nullptr);
+        auto check = [&](const char* what, size_t n, size_t from) {
+          b.toHost(got.data(), out, n * sizeof(Bits));
+          for (size_t i = 0; i < n; ++i)
+            if (got[i] != want[from + i]) {
+              failures[r] += std::string(what) + " count " + std::to_string(count) + ": element " +
+                             std::to_string(i) + " differs from the host reference; ";
+              return;
+            }
+        };
+        auto run = [&](const char* what, ncclResult_t res) {
+          if (res != ncclSuccess || b.sync(s) != ncclSuccess)
+            failures[r] += std::string(what) + " failed: " + ncclGetLastError(comms[r]) + "; ";
+        };
+        run("AllReduce", ncclAllReduce(in, out, count, type, op, comms[r], s));
+        check("AllReduce", count, 0);
+        run("ReduceScatter", ncclReduceScatter(in, out, count, type, op, comms[r], s));
+        check("ReduceScatter", count, size_t(r) * count);
+        run("Reduce", ncclReduce(in, out, count, type, op, nRanks - 1, comms[r], s));
+        if (r == nRanks - 1) check("Reduce", count, 0);
+        b.free(in, Mem::Device);
+        b.free(out, Mem::Device);
+      }
+      b.destroy(s);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < nRanks; ++r) EXPECT_TRUE(failures[r].empty()) << "rank " << r << ": " << failures[r];
+  for (ncclComm_t c : comms) ncclCommDestroy(c);
+}
+
+TEST_P(GpuRanks, DeterministicReductionsHaveTheHostBits) {
+  SKIP_WITHOUT_DEVICE();
+  if (GetParam() < 2) GTEST_SKIP() << "one rank has nothing to order";
+  runDeterministic<uint32_t>(GetParam(), ncclFloat32, ncclSum);
+  runDeterministic<uint16_t>(GetParam(), ncclBfloat16, ncclSum);
+  runDeterministic<uint16_t>(GetParam(), ncclFloat16, ncclAvg);
+  runDeterministic<uint32_t>(GetParam(), ncclFloat32, ncclProd);
+}
 
 // A send to and receive from the rank itself is a device copy in stream order: it sees the output of the
 // collective queued before it on the same stream, and, captured, it copies again at each replay.

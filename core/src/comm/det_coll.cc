@@ -69,7 +69,9 @@ DetCall::~DetCall() {
   }
 }
 
-Task p2pTask(const DetCall& c, ncclFunc_t func, int peer, const void* send, void* recv, size_t elems) {
+// A step of the call (NCCL_ALGO / NCCL_PROTO do not apply) on its stream: a send to or receive from `peer`, or an
+// AllGather, of `elems` elements, counted in bytes.
+Task stepTask(const DetCall& c, ncclFunc_t func, int peer, const void* send, void* recv, size_t elems) {
   Task p;
   p.func = func;
   p.comm = c.task.comm;
@@ -83,18 +85,12 @@ Task p2pTask(const DetCall& c, ncclFunc_t func, int peer, const void* send, void
   return p;
 }
 
-// An AllGather of `elems` elements per rank, a step of the call (NCCL_ALGO / NCCL_PROTO do not apply).
+Task p2pTask(const DetCall& c, ncclFunc_t func, int peer, const void* send, void* recv, size_t elems) {
+  return stepTask(c, func, peer, send, recv, elems);
+}
+
 Task allGatherTask(const DetCall& c, const void* send, void* recv, size_t elems) {
-  Task g;
-  g.func = ncclFuncAllGather;
-  g.comm = c.task.comm;
-  g.sendbuff = send;
-  g.recvbuff = recv;
-  g.count = elems * c.esize;
-  g.datatype = ncclUint8;
-  g.stream = c.task.stream;
-  g.internal = true;
-  return g;
+  return stepTask(c, ncclFuncAllGather, 0, send, recv, elems);
 }
 
 ncclResult_t allocScratch(DetCall* c, size_t bytes) {

@@ -13,6 +13,7 @@
 
 #include "../common/forked_ranks.h"
 #include "../common/harness.h"
+#include "../common/thread_ranks.h"
 #include "device/common/dtypes.h"
 
 #include <algorithm>
@@ -37,22 +38,7 @@ namespace {
                                     ncclGetLastError(nullptr);                                            \
   } while (0)
 
-uint64_t mix(uint64_t x) {  // splitmix64
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-// Element i of rank r's input.
-template <typename T>
-T wideInput(int r, size_t i, int seed) {
-  const uint64_t h = mix((uint64_t(r) << 40) ^ (uint64_t(seed) << 56) ^ i);
-  const double mant = double(int64_t(h >> 11) - (int64_t(1) << 52)) / double(int64_t(1) << 52);
-  const int span = std::is_same_v<T, double> ? 40 : (std::is_same_v<T, float> ? 20 : 4);
-  const int e = int((h & 0xff) % (2 * span + 1)) - span;
-  return tutti::fromCompute<T>(std::ldexp(mant, e));
-}
+using tutti::itest::wideInput;
 
 // The ops of the suite; kPreMulSum stands for a ncclRedOpCreatePreMulSum op whose scalar differs from rank to
 // rank (0.5, 0.75, 1.25: exact in every type).
@@ -123,6 +109,10 @@ std::string checkCase(ncclComm_t comm, int r, int n, ncclDataType_t type, int op
   const size_t shift = count >= 3 ? 3 : 0;
   DET_OK(ncclAllReduce(mine + shift, shifted.data(), count - shift, type, op, comm, stream));
   DET_OK(ncclAllReduce(inPlace.data(), inPlace.data(), count, type, op, comm, stream));
+  // Buffers at odd byte addresses (1 and 3 bytes past an element boundary).
+  std::vector<char> oddIn(count * sizeof(T) + 8), oddOut(count * sizeof(T) + 8);
+  if (count) std::memcpy(oddIn.data() + 1, mine, count * sizeof(T));
+  DET_OK(ncclAllReduce(oddIn.data() + 1, oddOut.data() + 3, count, type, op, comm, stream));
   DET_OK(ncclReduceScatter(mine, block.data(), count, type, op, comm, stream));
   const int root = (n - 1 + int(count)) % n;
   DET_OK(ncclReduce(mine, reduced.data(), count, type, op, root, comm, stream));
@@ -136,6 +126,11 @@ std::string checkCase(ncclComm_t comm, int r, int n, ncclDataType_t type, int op
   if (e.empty()) e = firstDiff(outBig.data(), want.data(), count, "AllReduce of 3N+5, first N");
   if (e.empty()) e = firstDiff(shifted.data(), want.data() + shift, count - shift, "AllReduce shifted by 3");
   if (e.empty()) e = firstDiff(inPlace.data(), want.data(), count, "in-place AllReduce");
+  if (e.empty()) {
+    std::vector<T> odd(count);
+    if (count) std::memcpy(odd.data(), oddOut.data() + 3, count * sizeof(T));
+    e = firstDiff(odd.data(), want.data(), count, "AllReduce at odd byte addresses");
+  }
   if (e.empty()) e = firstDiff(block.data(), wantBlock.data(), count, "ReduceScatter");
   if (e.empty() && r == root) e = firstDiff(reduced.data(), want.data(), count, "Reduce at the root");
   if (e.empty()) e = firstDiff(g1.data(), want.data(), count, "grouped AllReduce");
@@ -177,26 +172,11 @@ std::string checkAll(ncclComm_t comm, int r, int n, const std::vector<size_t>& c
 // Runs body(comm, rank) on n threads, each with its own communicator, deterministic (det = 1), not (0), or as
 // created (-1).
 std::vector<std::string> onThreads(int n, const std::function<std::string(ncclComm_t, int)>& body, int det = 1) {
-  ncclUniqueId id;
-  if (ncclGetUniqueId(&id) != ncclSuccess) return {"ncclGetUniqueId failed"};
-  std::vector<std::string> errors(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      ncclComm_t comm = nullptr;
-      if (ncclCommInitRank(&comm, n, id, r) != ncclSuccess) {
-        errors[r] = std::string("init: ") + ncclGetLastError(nullptr);
-        return;
-      }
-      if (det >= 0 && tuttiCommSetDeterministic(comm, det) != ncclSuccess) errors[r] = "tuttiCommSetDeterministic failed";
-      else errors[r] = body(comm, r);
-      if (ncclCommDestroy(comm) != ncclSuccess && errors[r].empty()) errors[r] = "ncclCommDestroy failed";
-    });
-  for (auto& t : threads) t.join();
-  std::vector<std::string> failed;
-  for (int r = 0; r < n; ++r)
-    if (!errors[r].empty()) failed.push_back("rank " + std::to_string(r) + ": " + errors[r]);
-  return failed;
+  if (det < 0) return tutti::itest::onThreadRanks(n, body);
+  return tutti::itest::onThreadRanks(n, body, [det](ncclComm_t comm, int) -> std::string {
+    DET_OK(tuttiCommSetDeterministic(comm, det));
+    return {};
+  });
 }
 
 double errorMean[2];  // DetError: the last mean error measured with the switch off [0] and on [1]

@@ -11,6 +11,7 @@
 #include <tutti.h>
 
 #include "../common/forked_ranks.h"
+#include "../common/thread_ranks.h"
 #include "device/common/det_reduce.h"
 
 #include <unistd.h>
@@ -222,25 +223,7 @@ class CollLog {
 };
 
 std::vector<std::string> onThreads(int n, const std::function<std::string(ncclComm_t, int)>& body) {
-  ncclUniqueId id;
-  if (ncclGetUniqueId(&id) != ncclSuccess) return {"ncclGetUniqueId failed"};
-  std::vector<std::string> errors(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      ncclComm_t comm = nullptr;
-      if (ncclCommInitRank(&comm, n, id, r) != ncclSuccess) {
-        errors[r] = std::string("init: ") + ncclGetLastError(nullptr);
-        return;
-      }
-      errors[r] = body(comm, r);
-      if (ncclCommDestroy(comm) != ncclSuccess && errors[r].empty()) errors[r] = "ncclCommDestroy failed";
-    });
-  for (auto& t : threads) t.join();
-  std::vector<std::string> failed;
-  for (int r = 0; r < n; ++r)
-    if (!errors[r].empty()) failed.push_back("rank " + std::to_string(r) + ": " + errors[r]);
-  return failed;
+  return tutti::itest::onThreadRanks(n, body);
 }
 
 class SymThreads : public ::testing::TestWithParam<int> {};
@@ -259,22 +242,7 @@ INSTANTIATE_TEST_SUITE_P(Ranks, SymThreads, ::testing::Values(2, 3, 5, 8));
 
 // ---- Bits: the reductions follow the deterministic order (device/common/det_reduce.h) ------------------
 
-uint64_t mix(uint64_t x) {  // splitmix64
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-// Element i of rank r's input: both signs, a wide exponent range for the type, so sums cancel and round.
-template <typename T>
-T wideInput(int r, size_t i) {
-  const uint64_t h = mix((uint64_t(r) << 40) ^ i);
-  const double mant = double(int64_t(h >> 11) - (int64_t(1) << 52)) / double(int64_t(1) << 52);
-  const int span = std::is_same_v<T, double> ? 40 : (std::is_same_v<T, float> ? 20 : 4);
-  const int e = int((h & 0xff) % (2 * span + 1)) - span;
-  return tutti::fromCompute<T>(std::ldexp(mant, e));
-}
+using tutti::itest::wideInput;
 
 // AllReduce and ReduceScatter of wide-range data on a symmetric window: every element's bits equal the
 // deterministic reduction of the ranks' inputs, an AllReduce that starts 3 elements later gives the same bits
