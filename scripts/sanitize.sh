@@ -124,7 +124,7 @@ tsan_skip=(
   '^config\.|tutti-info on config files: single-threaded parsing; run under ASan'
   '^Det(Table|Error|ThreadsLarge)\.|deterministic reductions of millions of elements: the synchronisation of
                                      the DetThreads runs with more copying; run under ASan'
-  'DetThreads\..*/6$|deterministic reductions on 16 ranks: the synchronisation of the 2- to 8-rank runs;
+  'DetThreads\..*/16$|deterministic reductions on 16 ranks: the synchronisation of the 2- to 8-rank runs;
                                      run under ASan'
   '^DetProcesses\.|deterministic reductions between forked ranks; the thread variants run'
 )
