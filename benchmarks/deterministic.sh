@@ -118,7 +118,7 @@ for c in colls.split():
                 lines.append(f"| {human(s)} | {d0[s]:.1f} | {d1[s]:.1f} | {r:.2f} |")
             lines.append("")
             summary.append(f"| {c} | {tr} | {np_} | {worst:.2f} |")
-lines[7:7] = ["## Worst ratio per row", "", "| collective | transport | ranks | worst ratio |", "|---|---|---:|---:|"] + summary + [""]
+lines[8:8] = ["## Worst ratio per row", "", "| collective | transport | ranks | worst ratio |", "|---|---|---:|---:|"] + summary + [""]
 err = [l.rstrip() for l in open(f"{raw}/det-error.txt") if l.startswith("error n=")]
 lines += ["## Numerical error against the exactly rounded sum", "",
           "`test_determinism --gtest_filter=DetError.*`: 2^18 float sums of wide-range data (the inputs of the",
