@@ -211,7 +211,8 @@ ncclResult_t launchGroupPlain(const Task* tasks, size_t nTasks) {
   return res;
 }
 
-// A group: deterministic reductions (comm/det_coll.h) become phases of point-to-point launches.
+// A group: deterministic reductions (comm/det_coll.h) run after the other tasks, as phases of launches of their
+// own steps (point-to-point, AllGather, local reduction).
 ncclResult_t launchGroup(const Task* tasks, size_t nTasks) {
   for (size_t i = 0; i < nTasks; ++i) {
     if (detTask(tasks[i])) [[unlikely]] return detLaunchGroup(tasks, nTasks, launchGroupPlain);
