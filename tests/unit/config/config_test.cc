@@ -114,7 +114,8 @@ TEST(ConfigBuiltin, ShippedExamplesParse) {
 }
 
 TEST(ConfigBuiltin, SchemaTableDrivesKeys) {
-  EXPECT_EQ(configChildKeys(""), (std::vector<std::string>{"version", "device", "plugins", "params", "tuning"}));
+  EXPECT_EQ(configChildKeys(""),
+            (std::vector<std::string>{"version", "device", "deterministic", "plugins", "params", "tuning"}));
   EXPECT_EQ(configChildKeys("plugins.*[]"), (std::vector<std::string>{"name", "path", "options", "required"}));
 }
 
