@@ -235,28 +235,11 @@ ncclResult_t buildLocalSteps(DetCall* c) {
     plan->task.prof = {};
     plan->op = c->op;
     plan->eltSize = c->esize;
-    plan->algorithm = kAlgoSymmetric;
-    plan->protocol = TUTTI_PROTO_SIMPLE;
     plan->nBytes = part.len * c->esize;
     plan->decider = "deterministic";
     plan->sym = std::move(peers);
     plan->local = true;
-    const int nb = static_cast<int>(std::clamp<size_t>(divUp(plan->nBytes, kMinBytesPerChannel), 1,
-                                                       std::min(t.comm->nChannels, kSymMaxBlocks)));
-    const size_t align = std::max<size_t>(1, 64 / c->esize);
-    const size_t perBlock = alignUp(divUp(part.len, nb), align);
-    for (int b = 0; b < nb; ++b) {
-      CollWork w{};
-      w.func = ncclFuncReduceScatter;
-      w.nRanks = c->nRanks;
-      w.ringIx = 0;
-      w.count = part.len;
-      w.chOffset = std::min(part.len, perBlock * b);
-      w.chCount = std::min(perBlock, part.len - w.chOffset);
-      w.chunkCount = w.chCount;
-      w.align = align;
-      plan->work.push_back(w);
-    }
+    symmetricBlocks(t.comm, ncclFuncReduceScatter, part.len, /*ringIx=*/0, /*inPlace=*/false, plan.get());
     Task step = plan->task;
     step.plan = std::move(plan);
     c->local.push_back(std::move(step));

@@ -40,32 +40,36 @@ bool planSymmetric(ncclComm* comm, const Task& task, CollPlan* plan, size_t coun
       static_cast<const char*>(task.sendbuff) == static_cast<const char*>(task.recvbuff) + comm->rank * bytes)
     for (int r = 0; r < k; ++r) peers->send[r] = peers->recv[r] + r * bytes;
   const size_t total = task.func == ncclFuncAllReduce ? bytes : bytes * k;
-  const int nb = static_cast<int>(std::clamp<size_t>(divUp(total, kMinBytesPerChannel), 1,
+  plan->nBytes = total;
+  plan->decider = "symmetric windows";
+  plan->sym = std::move(peers);
+  symmetricBlocks(comm, task.func, count, comm->rank, task.sendbuff == task.recvbuff, plan);
+  return true;
+}
+
+}  // namespace
+
+void symmetricBlocks(const ncclComm* comm, ncclFunc_t func, size_t count, int ringIx, bool inPlace, CollPlan* plan) {
+  const int nb = static_cast<int>(std::clamp<size_t>(divUp(plan->nBytes, kMinBytesPerChannel), 1,
                                                      std::min(comm->nChannels, kSymMaxBlocks)));
   const size_t align = std::max<size_t>(1, 64 / plan->eltSize);
   const size_t perBlock = alignUp(divUp(count, nb), align);
   plan->algorithm = kAlgoSymmetric;
   plan->protocol = TUTTI_PROTO_SIMPLE;
-  plan->nBytes = total;
-  plan->decider = "symmetric windows";
-  plan->sym = std::move(peers);
   for (int b = 0; b < nb; ++b) {
     CollWork w{};
-    w.func = task.func;
-    w.nRanks = k;
-    w.ringIx = comm->rank;
+    w.func = func;
+    w.nRanks = comm->nRanks;
+    w.ringIx = ringIx;
     w.count = count;
     w.chOffset = std::min(count, perBlock * b);
     w.chCount = std::min(perBlock, count - w.chOffset);
     w.chunkCount = w.chCount;
     w.align = align;
-    w.inPlace = task.sendbuff == task.recvbuff;
+    w.inPlace = inPlace;
     plan->work.push_back(w);
   }
-  return true;
 }
-
-}  // namespace
 
 ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out) {
   const int k = comm->nRanks;

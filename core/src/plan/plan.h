@@ -56,4 +56,9 @@ inline size_t treeChunkBytes(size_t slotBytes, size_t shareBytes, int depth) {
 
 ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out);
 
+// A symmetric plan's work (sym.h): `count` elements cut into blocks of whole 64-byte lines, as many as
+// plan->nBytes fills at kMinBytesPerChannel each (at most the channels and kSymMaxBlocks); sets the
+// algorithm and protocol. ringIx is the rank itself, or 0 for a deterministic reduction's local step.
+void symmetricBlocks(const ncclComm* comm, ncclFunc_t func, size_t count, int ringIx, bool inPlace, CollPlan* plan);
+
 }  // namespace tutti
