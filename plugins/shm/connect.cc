@@ -1,6 +1,7 @@
 #include "connect.h"
 
 #include <fcntl.h>
+#include <sanitizer/asan_interface.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,6 +18,13 @@ namespace tutti::shm {
 ncclDebugLogger_t gLogger = nullptr;
 
 namespace {
+
+// A new mapping is fresh memory whatever AddressSanitizer's shadow remembers of the range (in a child forked
+// from a multi-threaded parent it may still mark the redzones of a parent thread's unmapped stack there).
+void* freshMapping(void* p, size_t len) {
+  if (p != MAP_FAILED) ASAN_UNPOISON_MEMORY_REGION(p, len);
+  return p;
+}
 
 constexpr uint64_t kInfoMagic = 0x7475747469736d31ull;  // "tuttism1"
 constexpr size_t kCtrlBytes = 4096;                     // control block page; buffers start page-aligned
@@ -117,7 +125,7 @@ ncclResult_t recvSetup(const tuttiConnectRequest_t* req, const tuttiPeerInfo_t* 
     freeEnd(e);
     return ncclSystemError;
   }
-  e->base = mmap(nullptr, e->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  e->base = freshMapping(mmap(nullptr, e->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), e->bytes);
   close(fd);
   if (e->base == MAP_FAILED) {
     SHM_WARN("shm: mmap of %s failed: %s", e->name, std::strerror(errno));
@@ -181,7 +189,7 @@ ncclResult_t sendConnect(void* res, const void* peerInfo, tuttiConnector_t* conn
     close(fd);
     return ncclInternalError;
   }
-  e->base = mmap(nullptr, i.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  e->base = freshMapping(mmap(nullptr, i.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), i.bytes);
   close(fd);
   if (e->base == MAP_FAILED) {
     e->base = nullptr;

@@ -19,6 +19,7 @@
 #endif
 
 #include <fcntl.h>
+#include <sanitizer/asan_interface.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -44,6 +45,15 @@ const char* memKindName(MemKind k) {
 }
 
 namespace {
+
+// A new mapping is fresh memory, whatever AddressSanitizer remembers of the range: in a process forked
+// from a multi-threaded parent, the C library unmaps the stacks of the threads that did not come along,
+// and ASan's shadow still marks their frames' redzones, so the first write to a mapping placed there was
+// reported (and the report itself aborted). No-op without ASan.
+void* freshMapping(void* p, size_t len) {
+  if (p != MAP_FAILED) ASAN_UNPOISON_MEMORY_REGION(p, len);
+  return p;
+}
 
 using host::HostStream;
 using host::StreamEvent;
@@ -100,7 +110,7 @@ class SimRuntime final : public Runtime {
       close(fd);
       TUTTI_FAIL(ncclSystemError, "sim runtime: cannot size a {}-byte device allocation: {}", bytes, strerror(err));
     }
-    void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    void* p = freshMapping(mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), len);
     if (p == MAP_FAILED) {
       const int err = errno;
       close(fd);
@@ -179,7 +189,7 @@ class SimRuntime final : public Runtime {
     if (fd < 0)
       TUTTI_FAIL(ncclSystemError, "sim runtime: cannot import device memory of process {} (fd {}): {}", h.pid, h.fd,
                  error);
-    void* p = mmap(nullptr, h.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    void* p = freshMapping(mmap(nullptr, h.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), h.bytes);
     const int err = errno;
     close(fd);  // the mapping keeps the pages
     if (p == MAP_FAILED)
