@@ -198,8 +198,9 @@ INSTANTIATE_TEST_SUITE_P(OneGpu, GpuRanks, ::testing::Values(1, 2, 3, 4),
                          [](const auto& info) { return std::to_string(info.param) + "ranks"; });
 
 // Deterministic reductions on the device (tuttiCommSetDeterministic): AllReduce, ReduceScatter and Reduce of
-// wide-range float, bfloat16 and half data, one-shot and exchanged sizes, every element's bits against the host
-// reference tuttiDeterministicReduce: the same bits on CPU and GPU.
+// wide-range float, bfloat16 and half data (and a float PreMulSum with another scalar on each rank), one-shot
+// and exchanged sizes, every element's bits against the host reference tuttiDeterministicReduce: the same bits
+// on CPU and GPU.
 uint32_t detMix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -223,8 +224,9 @@ Bits detInput(int r, size_t i, ncclDataType_t type) {
   return Bits(((h >> 16) & 0x83ff) | (exp << 10));
 }
 
+// premul: a ncclRedOpCreatePreMulSum op (float32) with another scalar on each rank, in place of `op`.
 template <typename Bits>
-void runDeterministic(int nRanks, ncclDataType_t type, ncclRedOp_t op) {
+void runDeterministic(int nRanks, ncclDataType_t type, ncclRedOp_t op, bool premul = false) {
   Env env(simMode() ? "sim" : "cuda");
   Backend b;
   std::vector<ncclComm_t> comms = initComms(nRanks);
@@ -239,6 +241,14 @@ void runDeterministic(int nRanks, ncclDataType_t type, ncclRedOp_t op) {
         return;
       }
       cudaStream_t s = b.stream();
+      std::vector<float> scalars(nRanks);
+      for (int k = 0; k < nRanks; ++k) scalars[k] = 0.5f + 0.25f * float(k);
+      ncclRedOp_t callOp = op;
+      if (premul &&
+          ncclRedOpCreatePreMulSum(&callOp, &scalars[r], ncclFloat32, ncclScalarHostImmediate, comms[r]) != ncclSuccess) {
+        failures[r] = "ncclRedOpCreatePreMulSum failed";
+        return;
+      }
       for (size_t count : {size_t(1), size_t(1001), size_t(300007)}) {  // one-shot, one-shot, exchange
         const size_t total = count * nRanks;
         auto* in = static_cast<Bits*>(b.alloc(total * sizeof(Bits), Mem::Device));
@@ -250,7 +260,7 @@ void runDeterministic(int nRanks, ncclDataType_t type, ncclRedOp_t op) {
         std::vector<Bits> want(total), got(total);
         std::vector<const void*> ins(nRanks);
         for (int k = 0; k < nRanks; ++k) ins[k] = all[k].data();
-        tuttiDeterministicReduce(ins.data(), nRanks, want.data(), total, type, op, nullptr);
+        tuttiDeterministicReduce(ins.data(), nRanks, want.data(), total, type, op, premul ? scalars.data() : nullptr);
         auto check = [&](const char* what, size_t n, size_t from) {
           b.toHost(got.data(), out, n * sizeof(Bits));
           for (size_t i = 0; i < n; ++i)
@@ -264,15 +274,16 @@ void runDeterministic(int nRanks, ncclDataType_t type, ncclRedOp_t op) {
           if (res != ncclSuccess || b.sync(s) != ncclSuccess)
             failures[r] += std::string(what) + " failed: " + ncclGetLastError(comms[r]) + "; ";
         };
-        run("AllReduce", ncclAllReduce(in, out, count, type, op, comms[r], s));
+        run("AllReduce", ncclAllReduce(in, out, count, type, callOp, comms[r], s));
         check("AllReduce", count, 0);
-        run("ReduceScatter", ncclReduceScatter(in, out, count, type, op, comms[r], s));
+        run("ReduceScatter", ncclReduceScatter(in, out, count, type, callOp, comms[r], s));
         check("ReduceScatter", count, size_t(r) * count);
-        run("Reduce", ncclReduce(in, out, count, type, op, nRanks - 1, comms[r], s));
+        run("Reduce", ncclReduce(in, out, count, type, callOp, nRanks - 1, comms[r], s));
         if (r == nRanks - 1) check("Reduce", count, 0);
         b.free(in, Mem::Device);
         b.free(out, Mem::Device);
       }
+      if (premul) ncclRedOpDestroy(callOp, comms[r]);
       b.destroy(s);
     });
   }
@@ -288,6 +299,7 @@ TEST_P(GpuRanks, DeterministicReductionsHaveTheHostBits) {
   runDeterministic<uint16_t>(GetParam(), ncclBfloat16, ncclSum);
   runDeterministic<uint16_t>(GetParam(), ncclFloat16, ncclAvg);
   runDeterministic<uint32_t>(GetParam(), ncclFloat32, ncclProd);
+  runDeterministic<uint32_t>(GetParam(), ncclFloat32, ncclSum, /*premul=*/true);
 }
 
 // A send to and receive from the rank itself is a device copy in stream order: it sees the output of the

@@ -1,6 +1,7 @@
 #include "comm/det_coll.h"
 
 #include "comm/comm.h"
+#include "comm/profiler.h"
 #include "device/common/dtypes.h"
 #include "device/common/protocols.h"
 #include "device/host/det_reduce_copy.h"
@@ -34,6 +35,7 @@ struct DetCall {
   int rank = 0, nRanks = 1;
   size_t esize = 1;
   bool oneShot = false;
+  std::vector<Task> prelude;           // device backends, per-rank PreMulSum scalars: storing this rank's
   std::vector<Task> exchange, gather;  // phases 1 and 3 (tasks of any kind, launched as a group each)
   std::vector<DetPart> parts;          // phase 2
   std::vector<Task> local;             // device backends: phase 2 as collectives of their own (Task::plan)
@@ -51,6 +53,9 @@ struct DetCall {
   bool rankScaled = false;
   uint64_t ownScalar = 0;  // ResolvedRedOp::scalarBits, the source of the sends unless the scalar is a pointer
   std::vector<char> scalars;
+  // Device backends: the n scalars in the scratch (device memory); this rank's is stored there by a kernel step
+  // (the prelude), which the sends read and which works under capture as well.
+  char* devScalars = nullptr;
 };
 
 // Host pool: at most this many free buffers stay with a communicator; the largest are kept.
@@ -158,7 +163,12 @@ ncclResult_t buildExchange(DetCall* c) {
   // Rows: the peers' slices for this rank (n - 1 of q), their tails (n - 1 of `tail`), and on a Reduce leaf
   // the reduced slice it sends the root.
   const size_t sliceRows = size_t(n - 1) * q, tailRows = size_t(n - 1) * tail;
-  TUTTI_CHECK(allocScratch(c, (sliceRows + tailRows + (leaf ? q : 0)) * es));
+  const size_t rowBytes = (sliceRows + tailRows + (leaf ? q : 0)) * es;
+  const size_t scalarsAt = (rowBytes + 15) / 16 * 16;
+  c->rankScaled = c->op.kind == RedOpKind::PreMulSum && c->op.op != ncclAvg;
+  const bool devScalars = c->rankScaled && t.comm->backend != Backend::Host && (q > 0 || tail > 0);
+  TUTTI_CHECK(allocScratch(c, devScalars ? scalarsAt + size_t(n) * es : rowBytes));
+  if (devScalars) c->devScalars = c->scratch + scalarsAt;
   auto idx = [&](int s) { return size_t(s < r ? s : s - 1); };
   auto sliceRow = [&](int s) { return c->scratch + idx(s) * q * es; };
   auto tailRow = [&](int s) { return c->scratch + (sliceRows + idx(s) * tail) * es; };
@@ -166,12 +176,14 @@ ncclResult_t buildExchange(DetCall* c) {
   char* recv = static_cast<char*>(t.recvbuff);
   const size_t tailAt = size_t(n) * q;  // AllReduce / Reduce: where the tail starts
 
-  c->rankScaled = c->op.kind == RedOpKind::PreMulSum && c->op.op != ncclAvg;
-  if (c->rankScaled) {
+  if (c->rankScaled && !c->devScalars) {
     c->ownScalar = c->op.scalarBits;
     c->scalars.assign(size_t(n) * es, 0);
   }
-  const void* ownScalar = c->op.scalarIsPtr ? c->op.scalarPtr : static_cast<const void*>(&c->ownScalar);
+  const void* ownScalar = c->devScalars     ? c->devScalars + size_t(r) * es
+                          : c->op.scalarIsPtr ? c->op.scalarPtr
+                                              : static_cast<const void*>(&c->ownScalar);
+  auto scalarOf = [&](int s) { return (c->devScalars ? c->devScalars : c->scalars.data()) + size_t(s) * es; };
   const bool moves = q > 0 || tail > 0;
   for (int d = 1; d < n; ++d) {
     const int to = (r + d) % n, from = (r + n - d) % n;
@@ -180,7 +192,7 @@ ncclResult_t buildExchange(DetCall* c) {
       if (q > 0) c->exchange.push_back(p2pTask(*c, ncclFuncSend, to, send + size_t(to) * q * es, nullptr, q));
       if (tail > 0) c->exchange.push_back(p2pTask(*c, ncclFuncSend, to, send + tailAt * es, nullptr, tail));
       if (c->rankScaled)
-        c->exchange.push_back(p2pTask(*c, ncclFuncRecv, from, nullptr, c->scalars.data() + size_t(from) * es, 1));
+        c->exchange.push_back(p2pTask(*c, ncclFuncRecv, from, nullptr, scalarOf(from), 1));
       if (q > 0) c->exchange.push_back(p2pTask(*c, ncclFuncRecv, from, nullptr, sliceRow(from), q));
       if (tail > 0) c->exchange.push_back(p2pTask(*c, ncclFuncRecv, from, nullptr, tailRow(from), tail));
     }
@@ -215,34 +227,47 @@ ncclResult_t buildExchange(DetCall* c) {
   return ncclSuccess;
 }
 
-// Device backends: each part as a local symmetric step (sym.h, SymPeers::local) the collective kernel runs.
+// A local symmetric step (sym.h, SymPeers::local) of `len` elements, which the collective kernel runs.
+Task localStep(const DetCall& c, std::shared_ptr<SymPeers> peers, size_t len) {
+  const Task& t = c.task;
+  peers->local = true;
+  auto plan = std::make_shared<CollPlan>();
+  plan->task = t;
+  plan->task.func = ncclFuncReduceScatter;
+  plan->task.count = len;
+  plan->task.api = {};
+  plan->task.prof = {};
+  plan->op = c.op;
+  plan->eltSize = c.esize;
+  plan->nBytes = len * c.esize;
+  plan->decider = "deterministic";
+  plan->sym = std::move(peers);
+  plan->local = true;
+  symmetricBlocks(t.comm, ncclFuncReduceScatter, len, /*ringIx=*/0, /*inPlace=*/false, plan.get());
+  Task step = plan->task;
+  step.plan = std::move(plan);
+  return step;
+}
+
+// Device backends: each part as a local step; with per-rank scalars, first the step that stores this rank's.
 ncclResult_t buildLocalSteps(DetCall* c) {
   const Task& t = c->task;
   if (c->nRanks > kSymMaxRanks)
     TUTTI_FAIL(ncclInvalidUsage, "rank {}: deterministic {} on the {} backend takes at most {} ranks (this "
                "communicator has {})", c->rank, funcName(t.func), backendName(t.comm->backend), kSymMaxRanks,
                c->nRanks);
+  if (c->devScalars) {
+    auto peers = std::make_shared<SymPeers>();
+    peers->recv[0] = c->devScalars + size_t(c->rank) * c->esize;
+    peers->storeScalar = true;
+    c->prelude.push_back(localStep(*c, std::move(peers), 1));
+  }
   for (const DetPart& part : c->parts) {
     auto peers = std::make_shared<SymPeers>();
     for (int s = 0; s < c->nRanks; ++s) peers->send[s] = const_cast<char*>(static_cast<const char*>(part.in[s]));
     peers->recv[0] = static_cast<char*>(part.out);
-    peers->local = true;
-    auto plan = std::make_shared<CollPlan>();
-    plan->task = t;
-    plan->task.func = ncclFuncReduceScatter;
-    plan->task.count = part.len;
-    plan->task.api = {};
-    plan->task.prof = {};
-    plan->op = c->op;
-    plan->eltSize = c->esize;
-    plan->nBytes = part.len * c->esize;
-    plan->decider = "deterministic";
-    plan->sym = std::move(peers);
-    plan->local = true;
-    symmetricBlocks(t.comm, ncclFuncReduceScatter, part.len, /*ringIx=*/0, /*inPlace=*/false, plan.get());
-    Task step = plan->task;
-    step.plan = std::move(plan);
-    c->local.push_back(std::move(step));
+    peers->scalars = c->devScalars;
+    c->local.push_back(localStep(*c, std::move(peers), part.len));
   }
   return ncclSuccess;
 }
@@ -271,13 +296,7 @@ ncclResult_t buildCall(const Task& t, DetCall* c) {
   c->oneShot = c->nRanks > 1 && !rankScaled &&
                inBytes * size_t(c->nRanks) <= static_cast<size_t>(std::max<int64_t>(0, paramInt("TUTTI_DET_ONESHOT_BYTES")));
   TUTTI_CHECK(c->oneShot ? buildOneShot(c) : buildExchange(c));
-  if (comm->backend != Backend::Host) {
-    if (c->rankScaled)
-      TUTTI_FAIL(ncclInvalidUsage, "rank {}: deterministic {} with a ncclRedOpCreatePreMulSum op runs on the host "
-                 "backend only for now (each rank's scalar scales its own input; the {} backend's kernels take one "
-                 "scalar)", c->rank, funcName(t.func), backendName(comm->backend));
-    TUTTI_CHECK(buildLocalSteps(c));
-  }
+  if (comm->backend != Backend::Host) TUTTI_CHECK(buildLocalSteps(c));
   return ncclSuccess;
 }
 
@@ -288,10 +307,12 @@ void reduceLocal(const DetCall& c) {
     const void* own = c.op.scalarIsPtr ? c.op.scalarPtr : static_cast<const void*>(&c.ownScalar);
     std::memcpy(const_cast<char*>(c.scalars.data()) + size_t(c.rank) * c.esize, own, c.esize);
   }
+  ProfEvent* ch = c.task.prof ? profKernelChStart(c.task.prof.get(), 0) : nullptr;
   for (const DetPart& part : c.parts) {
     void* out = part.out;
     hostDetReduceCopy(c.op, c.nRanks, part.in.data(), 1, &out, part.len, c.rankScaled ? c.scalars.data() : nullptr);
   }
+  if (ch) [[unlikely]] profKernelChStop(ch);
 }
 
 // Runs `fn` after the work queued so far on the call's stream, or now when it has none.
@@ -310,6 +331,9 @@ ncclResult_t onStream(const Task& t, host::WorkItem fn) {
 // One round: the k-th deterministic call of each communicator of the group, phase by phase.
 ncclResult_t runRound(std::vector<std::shared_ptr<DetCall>>& calls, const DetLaunchFn& launch) {
   std::vector<Task> phase;
+  for (auto& c : calls) phase.insert(phase.end(), c->prelude.begin(), c->prelude.end());
+  if (!phase.empty()) TUTTI_CHECK(launch(phase.data(), phase.size()));
+  phase.clear();
   for (auto& c : calls) phase.insert(phase.end(), c->exchange.begin(), c->exchange.end());
   if (!phase.empty()) TUTTI_CHECK(launch(phase.data(), phase.size()));
   for (auto& c : calls) {
@@ -380,6 +404,15 @@ ncclResult_t detLaunchGroup(const Task* tasks, size_t nTasks, const DetLaunchFn&
       TUTTI_INFO(NCCL_COLL, "{}: count {} datatype {} op {} root {} comm {} [nranks={}] deterministic {} (rank {} "
                  "reduces {} elements)", funcName(t.func), t.count, dataTypeName(t.datatype), static_cast<int>(t.op),
                  t.root, static_cast<void*>(t.comm), c->nRanks, c->oneShot ? "one-shot" : "exchange", c->rank, mine);
+    }
+    // Profiling: one Coll event per call (algo "Deterministic"), the parent of its steps' channel and proxy events.
+    for (auto& c : calls) {
+      ncclComm* comm = c->task.comm;
+      if (!comm->profiler) [[likely]] continue;
+      ProfRef group(profGroupStart(comm));
+      profDetCollStart(&c->task, group.get(), comm->collOpCount);
+      for (std::vector<Task>* steps : {&c->prelude, &c->exchange, &c->local, &c->gather})
+        for (Task& step : *steps) step.prof = c->task.prof;
     }
     TUTTI_CHECK(runRound(calls, launch));
   }

@@ -107,10 +107,14 @@ ncclResult_t launchGroupPlain(const Task* tasks, size_t nTasks) {
       l.streams.push_back(t.stream);
     if (t.func == ncclFuncSend || t.func == ncclFuncRecv) {
       l.p2p.push_back(t);
-      if (l.profGroup) [[unlikely]] profP2pStart(&l.p2p.back(), l.profGroup.get());
+      // A deterministic call's steps carry the call's Coll event already (det_coll.h).
+      if (l.profGroup && !t.prof) [[unlikely]] profP2pStart(&l.p2p.back(), l.profGroup.get());
     } else {
       CollPlan plan;
-      if (t.plan) [[unlikely]] plan = *t.plan;
+      if (t.plan) [[unlikely]] {
+        plan = *t.plan;
+        plan.task.prof = t.prof;
+      }
       else TUTTI_CHECK(planCollective(t.comm, t, &plan));
       plan.opCount = t.comm->collOpCount++;
       // Checked first so the names are not even looked up when the line is off.
@@ -122,7 +126,7 @@ ncclResult_t launchGroupPlain(const Task* tasks, size_t nTasks) {
                    plan.decider);
       }
       l.colls.push_back(std::move(plan));
-      if (l.profGroup) [[unlikely]] profCollStart(&l.colls.back(), l.profGroup.get());
+      if (l.profGroup && !t.prof) [[unlikely]] profCollStart(&l.colls.back(), l.profGroup.get());
     }
   }
   for (size_t li = 0; li < used; ++li) {

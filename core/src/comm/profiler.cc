@@ -209,23 +209,36 @@ ProfEvent* profKernelLaunchStart(ncclComm* comm, ProfEvent* groupApi) {
   return profStart(comm->profiler.get(), groupApi, nullptr, &d);
 }
 
-void profCollStart(CollPlan* plan, ProfEvent* group) {
-  const Task& t = plan->task;
+namespace {
+
+// The Coll event of `t` (parent: t.api), into t.prof.
+void collStart(Task* t, ProfEvent* group, uint64_t seq, int nChannels, const char* algo, const char* proto) {
   ncclProfilerEventDescr_v6_t d{};
   d.type = ncclProfileColl;
-  d.rank = t.comm->rank;
-  d.coll.seqNumber = plan->opCount;
-  d.coll.func = funcName(t.func);
-  d.coll.sendBuff = t.sendbuff;
-  d.coll.recvBuff = t.recvbuff;
-  d.coll.count = t.count;
-  d.coll.root = t.root;
-  d.coll.datatype = dataTypeName(t.datatype);
-  d.coll.nChannels = static_cast<uint8_t>(plan->work.size());
+  d.rank = t->comm->rank;
+  d.coll.seqNumber = seq;
+  d.coll.func = funcName(t->func);
+  d.coll.sendBuff = t->sendbuff;
+  d.coll.recvBuff = t->recvbuff;
+  d.coll.count = t->count;
+  d.coll.root = t->root;
+  d.coll.datatype = dataTypeName(t->datatype);
+  d.coll.nChannels = static_cast<uint8_t>(nChannels);
   d.coll.nWarps = 0;  // host executor: no warps
-  d.coll.algo = algoName(plan->algorithm);
-  d.coll.proto = protoName(plan->protocol);
-  plan->task.prof = ProfRef(profStart(t.comm->profiler.get(), t.api.get(), group, &d));
+  d.coll.algo = algo;
+  d.coll.proto = proto;
+  t->prof = ProfRef(profStart(t->comm->profiler.get(), t->api.get(), group, &d));
+}
+
+}  // namespace
+
+void profCollStart(CollPlan* plan, ProfEvent* group) {
+  collStart(&plan->task, group, plan->opCount, static_cast<int>(plan->work.size()), algoName(plan->algorithm),
+            protoName(plan->protocol));
+}
+
+void profDetCollStart(Task* task, ProfEvent* group, uint64_t seq) {
+  collStart(task, group, seq, 1, "Deterministic", "Simple");
 }
 
 void profP2pStart(Task* t, ProfEvent* group) {

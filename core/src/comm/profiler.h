@@ -105,6 +105,9 @@ ProfEvent* profGroupStart(ncclComm* comm);
 ProfEvent* profKernelLaunchStart(ncclComm* comm, ProfEvent* groupApi);
 // Starts the Coll event of a planned collective into plan->task.prof (parent: plan->task.api).
 void profCollStart(CollPlan* plan, ProfEvent* group);
+// Starts the Coll event of a deterministic call (comm/det_coll.h) into task->prof: algo "Deterministic"; its steps'
+// channel and proxy events are its children. `seq`: the collective count its first step takes.
+void profDetCollStart(Task* task, ProfEvent* group, uint64_t seq);
 // Starts the P2p event of a send/recv task into task->prof (parent: task->api).
 void profP2pStart(Task* task, ProfEvent* group);
 // KernelCh of `channel` under `parent` (a Coll or P2p event); stopped with profKernelChStop. `timerNs`: when it

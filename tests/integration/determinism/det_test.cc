@@ -143,18 +143,10 @@ std::string checkCase(ncclComm_t comm, int r, int n, ncclDataType_t type, int op
   return {};
 }
 
-// The sim backend (ctest suffix .sim) runs the local step in the collective kernel, which takes one PreMulSum
-// scalar: a user's PreMulSum op is refused there (DetSim.UserPreMulSumIsRefused).
-bool onSim() {
-  const char* d = std::getenv("TUTTI_DEVICE");
-  return d && std::string(d) == "sim";
-}
-
 std::string checkAll(ncclComm_t comm, int r, int n, const std::vector<size_t>& counts, cudaStream_t stream,
                      bool allOps = true) {
   std::vector<int> ops = allOps ? std::vector<int>{ncclSum, ncclProd, ncclAvg, kPreMulSum, ncclMax, ncclMin}
                                 : std::vector<int>{ncclSum, ncclAvg};
-  if (onSim()) ops.erase(std::remove(ops.begin(), ops.end(), kPreMulSum), ops.end());
   for (size_t count : counts) {
     for (int op : ops) {
       std::string e = checkCase<double>(comm, r, n, ncclFloat64, op, count, stream);
@@ -321,20 +313,81 @@ TEST(DetTable, IssueRowsAreZeroWithTheSwitchOn) {
   }
 }
 
-TEST(DetSim, UserPreMulSumIsRefused) {
-  if (!onSim()) GTEST_SKIP() << "the host backend runs every op (DetThreads); this checks the sim backend's refusal";
-  auto failed = onThreads(2, [](ncclComm_t comm, int r) -> std::string {
-    float scalar = 0.5f + r, in[4] = {1, 2, 3, 4}, out[4];
+// A PreMulSum scalar in device memory (ncclScalarDevice), another on each rank, is read when the call runs:
+// changed between two calls on a stream, each call has its own scalars' bits. On the sim backend (.sim) the
+// kernel stores it where the exchange sends it from.
+TEST(DetSim, PerRankDeviceScalarsAreReadWhenTheCallRuns) {
+  constexpr int n = 3;
+  constexpr size_t count = 70001;  // the exchange (a PreMulSum with per-rank scalars never runs one-shot)
+  const Inputs<float> in(n, count, 5);
+  auto failed = onThreads(n, [&](ncclComm_t comm, int r) -> std::string {
+    cudaStream_t stream = nullptr;
+    DET_OK(tuttiStreamCreate(&stream));
+    void* dev = nullptr;
+    DET_OK(ncclMemAlloc(&dev, 2 * sizeof(float)));
+    float* scalar = static_cast<float*>(dev);
+    scalar[0] = 0.25f + float(r);
     ncclRedOp_t op;
-    DET_OK(ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat32, ncclScalarHostImmediate, comm));
-    const ncclResult_t res = ncclAllReduce(in, out, 4, ncclFloat32, op, comm, nullptr);
-    const std::string msg = ncclGetLastError(comm);
+    DET_OK(ncclRedOpCreatePreMulSum(&op, scalar, ncclFloat32, ncclScalarDevice, comm));
+    std::vector<float> out1(count), out2(count);
+    // The second call's scalar is written in stream order between the calls.
+    DET_OK(ncclAllReduce(in.rank[r].data(), out1.data(), count, ncclFloat32, op, comm, stream));
+    scalar[1] = 3.0f - float(r);
+    DET_OK(tuttiLaunchHostFunc(stream, [](void* p) { static_cast<float*>(p)[0] = static_cast<float*>(p)[1]; }, scalar));
+    DET_OK(ncclAllReduce(in.rank[r].data(), out2.data(), count, ncclFloat32, op, comm, stream));
+    DET_OK(tuttiStreamSynchronize(stream));
+    std::string e;
+    for (int call = 0; call < 2 && e.empty(); ++call) {
+      std::vector<float> scalars(n), want(count);
+      for (int s = 0; s < n; ++s) scalars[s] = call == 0 ? 0.25f + float(s) : 3.0f - float(s);
+      std::vector<const void*> ins(n);
+      for (int s = 0; s < n; ++s) ins[s] = in.rank[s].data();
+      DET_OK(tuttiDeterministicReduce(ins.data(), n, want.data(), count, ncclFloat32, ncclSum, scalars.data()));
+      e = firstDiff((call == 0 ? out1 : out2).data(), want.data(), count, call == 0 ? "first call" : "second call");
+    }
     DET_OK(ncclRedOpDestroy(op, comm));
-    if (res != ncclInvalidUsage) return std::string("AllReduce with a PreMulSum op: ") + ncclGetErrorString(res);
-    if (msg.find("host backend only") == std::string::npos) return "unclear message: " + msg;
-    // The communicator still works.
-    DET_OK(ncclAllReduce(in, out, 4, ncclFloat32, ncclSum, comm, nullptr));
-    return out[3] == 8.0f ? std::string() : "AllReduce after the refusal gave " + std::to_string(out[3]);
+    DET_OK(ncclMemFree(dev));
+    DET_OK(tuttiStreamDestroy(stream));
+    return e;
+  });
+  for (auto& f : failed) ADD_FAILURE() << f;
+}
+
+// A captured call with per-rank host scalars replays with them (sim: the scalar is stored by a kernel step, not
+// copied from host memory the graph would outlive). The host backend captures nothing.
+TEST(DetSim, CapturedPerRankScalarsReplay) {
+  const char* dev = std::getenv("TUTTI_DEVICE");
+  if (!dev || std::string(dev) != "sim") GTEST_SKIP() << "capture runs on the sim backend (ctest suffix .sim)";
+  constexpr int n = 2;
+  constexpr size_t count = 40000;
+  const Inputs<float> in(n, count, 9);
+  auto failed = onThreads(n, [&](ncclComm_t comm, int r) -> std::string {
+    cudaStream_t stream = nullptr;
+    DET_OK(tuttiStreamCreate(&stream));
+    ncclRedOp_t op;
+    {
+      float scalar = 1.5f + float(r);  // gone before the replays: the op keeps its bits
+      DET_OK(ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat32, ncclScalarHostImmediate, comm));
+    }
+    std::vector<float> out(count), want(count);
+    tuttiGraph_t graph = nullptr;
+    DET_OK(tuttiStreamBeginCapture(stream));
+    DET_OK(ncclAllReduce(in.rank[r].data(), out.data(), count, ncclFloat32, op, comm, stream));
+    DET_OK(tuttiStreamEndCapture(stream, &graph));
+    const float scalars[n] = {1.5f, 2.5f};
+    const void* ins[n] = {in.rank[0].data(), in.rank[1].data()};
+    DET_OK(tuttiDeterministicReduce(ins, n, want.data(), count, ncclFloat32, ncclSum, scalars));
+    std::string e;
+    for (int replay = 0; replay < 2 && e.empty(); ++replay) {
+      std::fill(out.begin(), out.end(), 0.0f);
+      DET_OK(tuttiGraphLaunch(graph, stream));
+      DET_OK(tuttiStreamSynchronize(stream));
+      e = firstDiff(out.data(), want.data(), count, replay == 0 ? "first replay" : "second replay");
+    }
+    DET_OK(tuttiGraphDestroy(graph));
+    DET_OK(ncclRedOpDestroy(op, comm));
+    DET_OK(tuttiStreamDestroy(stream));
+    return e;
   });
   for (auto& f : failed) ADD_FAILURE() << f;
 }

@@ -297,6 +297,38 @@ TEST_P(ProfilerAbi, GroupedSendRecv) {
 INSTANTIATE_TEST_SUITE_P(Versions, ProfilerAbi, ::testing::Values("4", "5", "6"),
                          [](const auto& info) { return "v" + info.param; });
 
+// A deterministic AllReduce (one-shot, then exchanged) is one Coll event each, algo "Deterministic", under its
+// CollApi: the channel events of its steps (the AllGather, the sends and receives, the local reduction) are its
+// children, and the steps get no Coll or P2p events of their own.
+TEST(ProfilerDeterministic, OneCollEventPerCallWithItsStepsBelow) {
+  ProfilerConfig cfg({"6"});
+  ScopedEnv det("TUTTI_DETERMINISTIC", "1");
+  const Log log = runAndParse("6", [&](const CommSet& set, Report& r) {
+    allReduce(set, 1024, r);   // 8 KiB x 2 ranks: one-shot
+    allReduce(set, 70001, r);  // exchange
+  });
+  expectWellFormed(log);
+  for (int rank = 0; rank < kRanks; ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    const auto colls = log.of(kColl, rank);
+    ASSERT_EQ(colls.size(), 2u);
+    EXPECT_TRUE(log.of(kP2p, rank).empty()) << "the exchange's sends and receives are steps of the call";
+    const auto apis = log.of(kCollApi, rank);
+    ASSERT_EQ(apis.size(), 2u);
+    std::set<long> counts;
+    for (const Event* c : colls) {
+      EXPECT_EQ(c->get("func"), "AllReduce");
+      EXPECT_EQ(c->get("algo"), "Deterministic");
+      EXPECT_TRUE(c->parent == apis[0]->id || c->parent == apis[1]->id) << "parent " << c->parent;
+      counts.insert(c->num("count"));
+      // One-shot: the AllGather's channels and the local reduction; exchange: also the sends and receives.
+      const size_t chans = log.children(c->id, kKernelCh).size();
+      EXPECT_GE(chans, c->num("count") == 1024 ? 2u : 4u) << "count " << c->num("count");
+    }
+    EXPECT_EQ(counts, (std::set<long>{1024, 70001}));
+  }
+}
+
 // ---- network path: ProxyOp / ProxyStep ------------------------------------------------------------------
 
 // Ranks of one process reach each other through net-socket and the proxy thread.

@@ -57,6 +57,13 @@ struct DetOp {
   int nRanks = 1;        // Avg divisor (SumPostDiv for integers)
 };
 
+// A PreMulSum scalar of type T, widened to the accumulator (exactly).
+template <typename T>
+TUTTI_HOST_DEVICE inline DetAcc<T> detScalarOf(T s) {
+  if constexpr (IsFloatingType<T>) return DetAcc<T>(toCompute(s));
+  else return s;
+}
+
 // Builds the DetOp of a resolved op. A floating ncclAvg resolves to PreMulSum with 1/n; the deterministic
 // order divides the sum by n instead (one rounding fewer), so it is recognised by the op handle.
 template <typename T>
@@ -69,10 +76,10 @@ TUTTI_HOST_DEVICE inline DetOp<T> detOpOf(const ResolvedRedOp& r) {
       d.kind = RedOpKind::Sum;
       d.average = true;
     } else if (r.kind == RedOpKind::PreMulSum) {
-      d.scalar = DetAcc<T>(toCompute(redOpScalar<T>(r)));
+      d.scalar = detScalarOf<T>(redOpScalar<T>(r));
     }
   } else if (r.kind == RedOpKind::PreMulSum) {
-    d.scalar = redOpScalar<T>(r);
+    d.scalar = detScalarOf<T>(redOpScalar<T>(r));
   }
   return d;
 }

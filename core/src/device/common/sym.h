@@ -58,6 +58,12 @@ struct SymPeers {
   // A deterministic reduction's local step (comm/det_coll.h): a ReduceScatter of one block (ringIx 0) whose
   // "ranks' inputs" are rows in this rank's own memory (send[p] = rank p's row), into recv[0]; no barrier.
   bool local;
+  // Local steps with a user's PreMulSum, whose scalar may differ from rank to rank: `scalars` (not null) holds
+  // rank p's scalar at scalars + p * eltSize, in this rank's memory, and input p is scaled by it (else every
+  // input takes the op's). With storeScalar the step only writes this rank's own scalar (the op's) to recv[0],
+  // the device memory the exchange sends it from.
+  const char* scalars;
+  bool storeScalar;
 };
 
 // The slice of [begin, begin + n) rank r of `nRanks` owns in a symmetric AllReduce: near-equal parts,

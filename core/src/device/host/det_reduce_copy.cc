@@ -71,7 +71,7 @@ void detReduceChunks(const DetOp<T>& op, int n, const void* const* in, int nOut,
   for (size_t k = 0; k < scalars.size(); ++k) {
     T s;
     std::memcpy(&s, static_cast<const char*>(rankScalars) + k * sizeof(T), sizeof(T));
-    scalars[k] = A(toCompute(s));
+    scalars[k] = detScalarOf<T>(s);
   }
   auto scalarOf = [&](int r) { return rankScalars ? scalars[r] : op.scalar; };
   int depth = 1;  // rows the fold keeps open at most: floor(log2 n) + 1

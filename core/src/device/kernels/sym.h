@@ -53,26 +53,29 @@ TUTTI_DEVICE bool symBarrier(const SymPeers& peers, int block, int me, int n, co
 }
 
 // out[d][i] = the deterministic reduction (det_reduce.h) of in[0][i] .. in[nIn-1][i] for d < nOut, i < n; every
-// input is some rank's own. in[s] = ins[s] + inAt bytes, likewise the outputs.
+// input is some rank's own. in[s] = ins[s] + inAt bytes, likewise the outputs. scalars (PreMulSum, may be
+// null): input s's scalar at scalars + s * sizeof(T), else the op's.
 template <typename T, bool Aligned>
 TUTTI_DEVICE void symReduce(const DetOp<T>& op, char* const* ins, size_t inAt, int nIn, char* const* outs,
-                            size_t outAt, int nOut, size_t n) {
+                            size_t outAt, int nOut, size_t n, const char* scalars) {
   const int tid = simt::tid(), nt = simt::nthreads();
   for (size_t i = tid; i < n; i += nt) {
-    const T v = detReduceElement<T>(
-        op, nIn, [&](int s) { return loadElem<T, Aligned>(reinterpret_cast<const T*>(ins[s] + inAt), i); });
+    auto load = [&](int s) { return loadElem<T, Aligned>(reinterpret_cast<const T*>(ins[s] + inAt), i); };
+    const T v = scalars ? detReduceElementScaled<T>(op, nIn, load, [&](int s) {
+      return detScalarOf<T>(loadElem<T, false>(reinterpret_cast<const T*>(scalars), static_cast<size_t>(s)));
+    }) : detReduceElement<T>(op, nIn, load);
     for (int d = 0; d < nOut; ++d) storeElem<T, Aligned>(reinterpret_cast<T*>(outs[d] + outAt), i, v);
   }
 }
 
 template <typename T>
 TUTTI_DEVICE void symReduceAny(const DetOp<T>& op, char* const* ins, size_t inAt, int nIn, char* const* outs,
-                               size_t outAt, int nOut, size_t n) {
+                               size_t outAt, int nOut, size_t n, const char* scalars = nullptr) {
   uintptr_t bits = inAt | outAt;
   for (int s = 0; s < nIn; ++s) bits |= reinterpret_cast<uintptr_t>(ins[s]);
   for (int d = 0; d < nOut; ++d) bits |= reinterpret_cast<uintptr_t>(outs[d]);
-  if (bits % alignof(T) == 0) symReduce<T, true>(op, ins, inAt, nIn, outs, outAt, nOut, n);
-  else symReduce<T, false>(op, ins, inAt, nIn, outs, outAt, nOut, n);
+  if (bits % alignof(T) == 0) symReduce<T, true>(op, ins, inAt, nIn, outs, outAt, nOut, n, scalars);
+  else symReduce<T, false>(op, ins, inAt, nIn, outs, outAt, nOut, n, scalars);
 }
 
 // dst[0, bytes) = src[0, bytes): 16-byte words when both allow, else bytes.
@@ -97,6 +100,10 @@ TUTTI_DEVICE_NOINLINE ncclResult_t runSymmetric(const SymPeers& peers, const Dev
   const DetOp<T> op = detOpOf<T>(w.op);
   const int n = c.nRanks, me = c.ringIx, block = w.block;
   const size_t elt = w.eltSize;
+  if (peers.storeScalar) {
+    if (simt::tid() == 0) storeElem<T, false>(reinterpret_cast<T*>(peers.recv[0]), 0, redOpScalar<T>(w.op));
+    return stopped(env) ? ncclRemoteError : ncclSuccess;
+  }
   if (!symBarrier(peers, block, me, n, env)) return ncclRemoteError;
   switch (c.func) {
     case ncclFuncAllReduce: {
@@ -115,7 +122,7 @@ TUTTI_DEVICE_NOINLINE ncclResult_t runSymmetric(const SymPeers& peers, const Dev
     case ncclFuncReduceScatter: {
       char* const out[1] = {peers.recv[me]};
       symReduceAny<T>(op, peers.send, (static_cast<size_t>(me) * c.count + c.chOffset) * elt, n, out,
-                          c.chOffset * elt, 1, c.chCount);
+                      c.chOffset * elt, 1, c.chCount, peers.scalars);
       break;
     }
     default:
