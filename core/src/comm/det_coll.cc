@@ -4,6 +4,7 @@
 #include "comm/profiler.h"
 #include "device/common/dtypes.h"
 #include "device/common/protocols.h"
+#include "device/host/det_exchange.h"
 #include "device/host/det_reduce_copy.h"
 #include "device/host/stream.h"
 #include "plan/plan.h"
@@ -56,6 +57,11 @@ struct DetCall {
   // Device backends: the n scalars in the scratch (device memory); this rank's is stored there by a kernel step
   // (the prelude), which the sends read and which works under capture as well.
   char* devScalars = nullptr;
+  // Host backend, fused exchange of an in-place call: the reduced tail waits in the scratch until the sends of
+  // the input's tail are done, then goes to its place (with the local phase).
+  const char* tailFrom = nullptr;
+  char* tailTo = nullptr;
+  size_t tailBytes = 0;
 };
 
 // Host pool: at most this many free buffers stay with a communicator; the largest are kept.
@@ -148,6 +154,28 @@ ncclResult_t buildOneShot(DetCall* c) {
   return ncclSuccess;
 }
 
+// Phase 3 of an exchange of slices of q elements: AllReduce: an in-place AllGather of the reduced slices;
+// Reduce: each leaf sends its slice (at leafSlice) to the root, which receives them in place.
+void addGather(DetCall* c, size_t q, const char* leafSlice) {
+  const Task& t = c->task;
+  const int n = c->nRanks, r = c->rank;
+  const size_t es = c->esize;
+  char* recv = static_cast<char*>(t.recvbuff);
+  if (q == 0 || n == 1) return;
+  if (t.func == ncclFuncAllReduce) {
+    c->gather.push_back(allGatherTask(*c, recv + size_t(r) * q * es, recv, q));
+  } else if (t.func == ncclFuncReduce) {
+    if (r != t.root) {
+      c->gather.push_back(p2pTask(*c, ncclFuncSend, t.root, leafSlice, nullptr, q));
+    } else {
+      for (int d = 1; d < n; ++d) {
+        const int from = (r + n - d) % n;
+        c->gather.push_back(p2pTask(*c, ncclFuncRecv, from, nullptr, recv + size_t(from) * q * es, q));
+      }
+    }
+  }
+}
+
 // Exchange: rank j reduces slice j (AllReduce, Reduce: the count cut into n slices of q = count / n, the last
 // count % n elements, the tail, reduced by every rank; ReduceScatter: block j). Phase 1 sends each peer its
 // slice (and the tail) of this rank's input; phase 3 is an in-place AllGather of the slices (AllReduce) or
@@ -211,19 +239,61 @@ ncclResult_t buildExchange(DetCall* c) {
     part.len = tail;
     c->parts.push_back(std::move(part));
   }
-  if (q == 0 || n == 1) return ncclSuccess;
-  if (t.func == ncclFuncAllReduce) {
-    c->gather.push_back(allGatherTask(*c, recv + size_t(r) * q * es, recv, q));
-  } else if (t.func == ncclFuncReduce) {
-    if (leaf) {
-      c->gather.push_back(p2pTask(*c, ncclFuncSend, t.root, c->scratch + (sliceRows + tailRows) * es, nullptr, q));
-    } else {
-      for (int d = 1; d < n; ++d) {
-        const int from = (r + n - d) % n;
-        c->gather.push_back(p2pTask(*c, ncclFuncRecv, from, nullptr, recv + size_t(from) * q * es, q));
-      }
-    }
+  addGather(c, q, c->scratch + (sliceRows + tailRows) * es);
+  return ncclSuccess;
+}
+
+// The fused exchange on the host backend (device/host/det_exchange.h): phases 1 and 2 in one step that reduces
+// the peers' slices straight from the connections; phase 3 as in buildExchange.
+ncclResult_t buildFused(DetCall* c) {
+  const Task& t = c->task;
+  const int n = c->nRanks, r = c->rank;
+  const size_t es = c->esize;
+  const bool rs = t.func == ncclFuncReduceScatter;
+  const size_t q = rs ? t.count : t.count / n;
+  const size_t tail = rs ? 0 : t.count % n;
+  const bool leaf = t.func == ncclFuncReduce && r != t.root;
+  char* recv = static_cast<char*>(t.recvbuff);
+  // In place, the tail is reduced while this rank may still be sending its input's tail.
+  const bool parkTail = tail > 0 && !leaf && t.sendbuff == t.recvbuff;
+  TUTTI_CHECK(allocScratch(c, ((leaf ? q : 0) + (parkTail ? tail : 0)) * es));
+  auto x = std::make_shared<DetExchange>();
+  x->rank = r;
+  x->nRanks = n;
+  x->esize = es;
+  x->op = c->op;
+  x->input = static_cast<const char*>(t.sendbuff);
+  x->q = q;
+  x->sliceStride = q;
+  x->tail = tail;
+  x->tailAt = size_t(n) * q;
+  x->sliceOut = rs ? recv : leaf ? c->scratch : recv + size_t(r) * q * es;
+  x->tailOut = leaf ? nullptr : parkTail ? c->scratch : recv + x->tailAt * es;
+  if (parkTail) {
+    c->tailFrom = c->scratch;
+    c->tailTo = recv + x->tailAt * es;
+    c->tailBytes = tail * es;
   }
+  c->rankScaled = x->rankScaled = c->op.kind == RedOpKind::PreMulSum && c->op.op != ncclAvg;
+  x->scalarPtr = c->op.scalarIsPtr ? c->op.scalarPtr : nullptr;
+  x->scalarBits = c->op.scalarBits;
+  auto plan = std::make_shared<CollPlan>();
+  plan->task = t;
+  plan->task.api = {};
+  plan->task.prof = {};
+  plan->task.internal = true;
+  plan->op = c->op;
+  plan->eltSize = es;
+  plan->algorithm = kAlgoDetExchange;
+  plan->protocol = NCCL_PROTO_SIMPLE;
+  plan->nBytes = (rs ? t.count * n : t.count) * es;
+  plan->decider = "deterministic";
+  plan->work.resize(2);  // channel 0 sends, channel 1 receives and reduces
+  plan->detx = std::move(x);
+  Task step = plan->task;
+  step.plan = std::move(plan);
+  c->exchange.push_back(std::move(step));
+  addGather(c, q, c->scratch);
   return ncclSuccess;
 }
 
@@ -295,14 +365,17 @@ ncclResult_t buildCall(const Task& t, DetCall* c) {
   const bool rankScaled = c->op.kind == RedOpKind::PreMulSum && c->op.op != ncclAvg;
   c->oneShot = c->nRanks > 1 && !rankScaled &&
                inBytes * size_t(c->nRanks) <= static_cast<size_t>(std::max<int64_t>(0, paramInt("TUTTI_DET_ONESHOT_BYTES")));
-  TUTTI_CHECK(c->oneShot ? buildOneShot(c) : buildExchange(c));
+  // The fused exchange needs two channel threads (one sends while the other receives).
+  const bool fused = comm->backend == Backend::Host && c->nRanks > 1 && comm->rings.size() >= 2 &&
+                     paramInt("TUTTI_DET_FUSED") != 0;
+  TUTTI_CHECK(c->oneShot ? buildOneShot(c) : fused ? buildFused(c) : buildExchange(c));
   if (comm->backend != Backend::Host) TUTTI_CHECK(buildLocalSteps(c));
   return ncclSuccess;
 }
 
 // Phase 2 on the host backend, on the calling thread (stream NULL) or the stream's.
 void reduceLocal(const DetCall& c) {
-  if (c.rankScaled) {
+  if (c.rankScaled && !c.parts.empty()) {
     // This rank's own scalar, read now (a "device" scalar is read when the call runs, as the kernels do).
     const void* own = c.op.scalarIsPtr ? c.op.scalarPtr : static_cast<const void*>(&c.ownScalar);
     std::memcpy(const_cast<char*>(c.scalars.data()) + size_t(c.rank) * c.esize, own, c.esize);
@@ -312,6 +385,7 @@ void reduceLocal(const DetCall& c) {
     void* out = part.out;
     hostDetReduceCopy(c.op, c.nRanks, part.in.data(), 1, &out, part.len, c.rankScaled ? c.scalars.data() : nullptr);
   }
+  if (c.tailBytes) std::memcpy(c.tailTo, c.tailFrom, c.tailBytes);
   if (ch) [[unlikely]] profKernelChStop(ch);
 }
 
@@ -337,7 +411,7 @@ ncclResult_t runRound(std::vector<std::shared_ptr<DetCall>>& calls, const DetLau
   for (auto& c : calls) phase.insert(phase.end(), c->exchange.begin(), c->exchange.end());
   if (!phase.empty()) TUTTI_CHECK(launch(phase.data(), phase.size()));
   for (auto& c : calls) {
-    if (c->task.comm->backend != Backend::Host || c->parts.empty()) continue;
+    if (c->task.comm->backend != Backend::Host || (c->parts.empty() && !c->tailBytes)) continue;
     TUTTI_CHECK(onStream(c->task, [c]() {
       reduceLocal(*c);
       return ncclSuccess;

@@ -42,6 +42,7 @@ ncclResult_t loadShared(const PluginSpec& spec, std::shared_ptr<ProfilerPlugin>*
 const char* algoName(int a) {
   static const char* const kNames[] = {"Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT"};
   if (a == kAlgoSymmetric) return "Symmetric";
+  if (a == kAlgoDetExchange) return "Deterministic";
   return a >= 0 && a < 7 ? kNames[a] : "Unknown";
 }
 const char* protoName(int p) {

@@ -18,6 +18,12 @@ namespace tutti {
 // CollPlan::algorithm of a symmetric collective (device/common/sym.h): not one of the tuner's algorithms; taken
 // before the tuner is asked, when the buffers lie in symmetric windows.
 inline constexpr int kAlgoSymmetric = 100;
+// A deterministic reduction's fused exchange on the host backend (device/host/det_exchange.h): every rank sends
+// each peer its slice point-to-point, and reduces the slices it receives in the fixed order straight from the
+// connections' slots. Channel 0 sends, channel 1 receives and reduces.
+inline constexpr int kAlgoDetExchange = 101;
+
+struct DetExchange;
 
 struct CollPlan {
   Task task;
@@ -31,6 +37,7 @@ struct CollPlan {
   std::string decider;    // the tuner whose cost made the choice ("core" when none changed it)
   std::vector<CollWork> work;  // one per channel used
   std::shared_ptr<const SymPeers> sym;  // kAlgoSymmetric: every rank's buffers and barrier block
+  std::shared_ptr<const DetExchange> detx;  // kAlgoDetExchange: what this rank sends and reduces
   bool local = false;  // a deterministic reduction's local step (sym->local): this rank alone, not call-checked
 };
 

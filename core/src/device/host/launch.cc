@@ -4,6 +4,7 @@
 #include "device/common/pat.h"
 #include "device/common/ring.h"
 #include "device/common/tree.h"
+#include "device/host/det_exchange.h"
 #include "device/host/prims.h"
 #include "device/host/reduce_copy.h"
 #include "device/host/sym.h"
@@ -52,6 +53,7 @@ bool isTree(const CollPlan& p) { return p.algorithm == NCCL_ALGO_TREE; }
 bool isPat(const CollPlan& p) { return p.algorithm == NCCL_ALGO_PAT; }
 // Symmetric collectives (sym.h) use no connection: no steps, no proxy operations.
 bool isSym(const CollPlan& p) { return p.algorithm == kAlgoSymmetric; }
+bool isDetx(const CollPlan& p) { return p.algorithm == kAlgoDetExchange; }
 
 // The connections of PAT step d on channel c (pat.h, patPeers): where it receives from and sends to.
 ncclResult_t patConns(ncclComm* comm, int channel, ncclFunc_t func, int d, HostConn** recv, HostConn** send) {
@@ -118,7 +120,7 @@ void addSteps(StepCounts* counts, HostConn* conn, uint64_t steps) {
 ncclResult_t countChannelSteps(ncclComm* comm, const std::vector<CollPlan>& colls, int c, HostConn* ringRecv,
                                StepCounts* counts) {
   for (const CollPlan& p : colls) {
-    if (c >= static_cast<int>(p.work.size()) || isSym(p)) continue;
+    if (c >= static_cast<int>(p.work.size()) || isSym(p) || isDetx(p)) continue;
     if (isTree(p)) {
       const TreeWork tw = treeWorkOf(comm, p.work[c], c);
       TreeConns tc;
@@ -198,7 +200,7 @@ ncclResult_t profileChannelProxyOps(ncclComm* comm, const std::vector<CollPlan>&
   QueuedSteps queued;
   const ChannelRing& ring = comm->rings[c];
   for (const CollPlan& p : colls) {
-    if (c >= static_cast<int>(p.work.size()) || !p.task.prof || isSym(p)) continue;
+    if (c >= static_cast<int>(p.work.size()) || !p.task.prof || isSym(p) || isDetx(p)) continue;
     ProfEvent* parent = p.task.prof.get();
     if (isTree(p)) {
       const TreeWork tw = treeWorkOf(comm, p.work[c], c);
@@ -309,6 +311,14 @@ ncclResult_t launchConnect(CommLaunch& launch) {
   if (comm->nRanks > 1) {
     for (const CollPlan& p : launch.colls) {
       if (isSym(p)) continue;
+      if (isDetx(p)) {  // point-to-point connections with every peer, both ways
+        for (int peer = 0; peer < comm->nRanks; ++peer) {
+          if (peer == comm->rank) continue;
+          wanted.push_back({0, kConnP2p, peer, true});
+          wanted.push_back({0, kConnP2p, peer, false});
+        }
+        continue;
+      }
       for (int c = 0; c < static_cast<int>(p.work.size()); ++c) {
         if (isTree(p)) {
           const TreeLinks& links = comm->trees.channelLinks(c, comm->rank);
@@ -405,6 +415,10 @@ ncclResult_t launchItems(CommLaunch& launch, std::vector<WorkItem>* items, std::
         label.whoArrived = callCheckWhoArrived;
         if (isSym(p)) {
           TUTTI_CHECK(runSymmetric(comm, p, c, wait, label));
+          continue;
+        }
+        if (isDetx(p)) {
+          TUTTI_CHECK(runDetExchange(comm, *p.detx, c, wait, label));
           continue;
         }
         if (isTree(p)) {

@@ -484,6 +484,12 @@ ncclResult_t HostPrims::run(unsigned mode, size_t in, size_t out, size_t n, bool
   return ncclSuccess;
 }
 
+void HostPrims::recvRelease() {
+  HostConn* rc = recvs_[0];
+  tuttiConnCtrl_t* ctrl = rc->conn.ctrl;
+  publish(&ctrl->head, &ctrl->headWaiters, &ctrl->headSeq, ++rc->step, rc->conn.shared);
+}
+
 void announceRecvSteps(HostConn* conn, uint64_t steps) {
   if (!conn || !conn->conn.ctrl || !steps) return;
   std::atomic_ref<uint64_t>(conn->conn.ctrl->recvWanted).fetch_add(steps);

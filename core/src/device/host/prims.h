@@ -93,6 +93,11 @@ class HostPrims {
     output_ = static_cast<char*>(output);
   }
 
+  // The fused deterministic exchange (det_exchange.h): a Simple receive step of `bytes` on connection 0, left in
+  // its slot (*data points there) until recvRelease hands the slot back.
+  ncclResult_t recvPeek(size_t bytes, const char** data) { return waitRecv(0, bytes, data); }
+  void recvRelease();
+
   // Slot capacity in elements.
   size_t slotElems() const { return slotData_ / eltSize_; }
   // Data bytes a slot of protocol `proto` carries, for connections of this geometry.

@@ -1,0 +1,136 @@
+#include "device/host/det_exchange.h"
+
+#include "comm/comm.h"
+#include "device/common/protocols.h"
+#include "device/host/det_reduce_copy.h"
+#include "util/check.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+namespace tutti::host {
+namespace {
+
+// This rank's point-to-point connection ends with every peer (null at its own rank).
+ncclResult_t peerConns(ncclComm* comm, const DetExchange& x, bool isSend, std::vector<HostConn*>* out) {
+  out->assign(x.nRanks, nullptr);
+  for (int p = 0; p < x.nRanks; ++p) {
+    if (p == x.rank) continue;
+    Connection* c = commFindConnection(comm, 0, kConnP2p, p, isSend);
+    if (!c)
+      TUTTI_FAIL(ncclInternalError, "rank {}: deterministic exchange: no point-to-point connection {} rank {}",
+                 x.rank, isSend ? "to" : "from", p);
+    (*out)[p] = &c->host;
+  }
+  return ncclSuccess;
+}
+
+// Elements per step: a Simple slot's worth (every connection of a communicator has the same geometry).
+size_t stepElems(const DetExchange& x, const std::vector<HostConn*>& conns) {
+  const HostConn* any = conns[(x.rank + 1) % x.nRanks];
+  return std::max<size_t>(1, HostPrims::slotDataBytes(any->conn, TUTTI_PROTO_SIMPLE) / x.esize);
+}
+
+uint64_t stepsOf(size_t elems, size_t per) { return (elems + per - 1) / per; }
+
+const void* ownScalar(const DetExchange& x) { return x.scalarPtr ? x.scalarPtr : &x.scalarBits; }
+
+ncclResult_t sendAll(ncclComm* comm, const DetExchange& x, const WaitContext& wait, const OpLabel& label) {
+  const int n = x.nRanks, r = x.rank;
+  const size_t es = x.esize;
+  std::vector<HostConn*> conns;
+  TUTTI_CHECK(peerConns(comm, x, true, &conns));
+  ResolvedRedOp copy{};
+  resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &copy);  // byte copy
+  auto sendStep = [&](int to, const void* src, size_t bytes) {
+    HostPrims prims(nullptr, conns[to], src, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    return prims.send(0, bytes);
+  };
+  if (x.rankScaled) {
+    for (int d = 1; d < n; ++d) TUTTI_CHECK(sendStep((r + d) % n, ownScalar(x), es));
+  }
+  const size_t per = stepElems(x, conns);
+  for (size_t at = 0; at < x.q; at += per) {
+    const size_t m = std::min(per, x.q - at);
+    for (int d = 1; d < n; ++d) {
+      const int to = (r + d) % n;
+      TUTTI_CHECK(sendStep(to, x.input + (size_t(to) * x.sliceStride + at) * es, m * es));
+    }
+  }
+  for (size_t at = 0; at < x.tail; at += per) {
+    const size_t m = std::min(per, x.tail - at);
+    for (int d = 1; d < n; ++d) TUTTI_CHECK(sendStep((r + d) % n, x.input + (x.tailAt + at) * es, m * es));
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t receiveAndReduce(ncclComm* comm, const DetExchange& x, const WaitContext& wait, const OpLabel& label) {
+  const int n = x.nRanks, r = x.rank;
+  const size_t es = x.esize;
+  std::vector<HostConn*> conns;
+  TUTTI_CHECK(peerConns(comm, x, false, &conns));
+  const size_t per = stepElems(x, conns);
+  const uint64_t steps = (x.rankScaled ? 1 : 0) + stepsOf(x.q, per) + stepsOf(x.tail, per);
+  ResolvedRedOp copy{};
+  resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &copy);
+  std::vector<std::unique_ptr<HostPrims>> prims(n);
+  for (int p = 0; p < n; ++p) {
+    if (p == r) continue;
+    announceRecvSteps(conns[p], steps);
+    prims[p] = std::make_unique<HostPrims>(conns[p], nullptr, nullptr, nullptr, 1, copy, wait, label,
+                                           TUTTI_PROTO_SIMPLE);
+  }
+  // Peers in the order they send to this rank (rank - 1 first, as each sender starts with its next rank).
+  auto eachPeer = [&](auto&& fn) -> ncclResult_t {
+    for (int d = 1; d < n; ++d) TUTTI_CHECK(fn((r + n - d) % n));
+    return ncclSuccess;
+  };
+  std::vector<char> scalars;
+  if (x.rankScaled) {
+    scalars.resize(size_t(n) * es);
+    std::memcpy(scalars.data() + size_t(r) * es, ownScalar(x), es);
+    TUTTI_CHECK(eachPeer([&](int p) -> ncclResult_t {
+      const char* data = nullptr;
+      TUTTI_CHECK(prims[p]->recvPeek(es, &data));
+      std::memcpy(scalars.data() + size_t(p) * es, data, es);
+      prims[p]->recvRelease();
+      return ncclSuccess;
+    }));
+  }
+  std::vector<const void*> rows(n);
+  // `len` elements whose own row starts at input element ownAt, reduced into out (null: dropped).
+  auto segment = [&](size_t len, size_t ownAt, char* out) -> ncclResult_t {
+    for (size_t at = 0; at < len; at += per) {
+      const size_t m = std::min(per, len - at);
+      TUTTI_CHECK(eachPeer([&](int p) -> ncclResult_t {
+        const char* data = nullptr;
+        TUTTI_CHECK(prims[p]->recvPeek(m * es, &data));
+        rows[p] = data;
+        return ncclSuccess;
+      }));
+      rows[r] = x.input + (ownAt + at) * es;
+      if (out) {
+        void* dst = out + at * es;
+        hostDetReduceCopy(x.op, n, rows.data(), 1, &dst, m, x.rankScaled ? scalars.data() : nullptr);
+      }
+      for (int p = 0; p < n; ++p)
+        if (p != r) prims[p]->recvRelease();
+    }
+    return ncclSuccess;
+  };
+  TUTTI_CHECK(segment(x.q, size_t(r) * x.sliceStride, x.sliceOut));
+  TUTTI_CHECK(segment(x.tail, x.tailAt, x.tailOut));
+  return ncclSuccess;
+}
+
+}  // namespace
+
+ncclResult_t runDetExchange(ncclComm* comm, const DetExchange& x, int channel, const WaitContext& wait,
+                            const OpLabel& label) {
+  if (x.nRanks < 2) return ncclSuccess;
+  return channel == 0 ? sendAll(comm, x, wait, label) : receiveAndReduce(comm, x, wait, label);
+}
+
+}  // namespace tutti::host

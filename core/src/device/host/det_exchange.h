@@ -1,0 +1,47 @@
+// The host backend's fused exchange of a deterministic reduction (comm/det_coll.h, plan kAlgoDetExchange): the
+// point-to-point exchange and the fixed-order reduction in one pass, with no copy of the received slices.
+//
+// Every rank sends each peer p the elements p reduces, as up to three segments in this order: its PreMulSum
+// scalar (one element, when each rank's scalar scales its own input), its slice for p (q elements at p's slice
+// offset) and the tail (the last `tail` elements, which every rank reduces). A segment moves in Simple steps of
+// one slot; the sender goes step by step across its peers (step k to every peer before step k + 1), and the
+// receiver waits for step k from every peer, reduces the n rows in rank order straight from the slots (its own
+// row from its input) with hostDetReduceCopy, then hands the slots back. Step-major on both sides keeps every
+// connection's FIFO moving (a peer-major sender would wait on a receiver that waits on another sender).
+// Channel 0 of the plan sends, channel 1 receives: two executor threads, as point-to-point sends and receives.
+#pragma once
+
+#include "device/common/reduce_ops.h"
+#include "device/host/prims.h"
+#include "device/host/wait.h"
+
+#include <cstddef>
+
+struct ncclComm;
+
+namespace tutti {
+
+struct DetExchange {
+  int rank = 0, nRanks = 1;
+  size_t esize = 1;
+  ResolvedRedOp op{};
+  const char* input = nullptr;  // this rank's input
+  size_t q = 0;                 // slice length: peer p's slice starts at sliceAt(p)
+  size_t sliceStride = 0;       // elements between consecutive slices (q for every collective)
+  size_t tail = 0, tailAt = 0;  // the tail's length and offset in the input
+  char* sliceOut = nullptr;     // where this rank's reduced slice goes
+  char* tailOut = nullptr;      // where the reduced tail goes (null: received and dropped, a Reduce leaf)
+  // Each rank's PreMulSum scalar scales its own rows: sent first, then applied by the receiver.
+  bool rankScaled = false;
+  const void* scalarPtr = nullptr;  // the op's scalar pointer, read when the exchange runs, or null: scalarBits
+  uint64_t scalarBits = 0;
+};
+
+namespace host {
+
+// Channel `channel` of the exchange: 0 sends, 1 receives and reduces.
+ncclResult_t runDetExchange(ncclComm* comm, const DetExchange& x, int channel, const WaitContext& wait,
+                            const OpLabel& label);
+
+}  // namespace host
+}  // namespace tutti
