@@ -288,12 +288,29 @@ ncclResult_t buildFused(DetCall* c) {
   plan->protocol = NCCL_PROTO_SIMPLE;
   plan->nBytes = (rs ? t.count * n : t.count) * es;
   plan->decider = "deterministic";
-  plan->work.resize(2);  // channel 0 sends, channel 1 receives and reduces
+  addGather(c, q, c->scratch);
+  // AllReduce: the AllGather joins the exchange's launch (one launch per call, as a ring AllReduce). Each of
+  // its channels runs after the exchange's part on that channel, and the exchange's channels wait for the
+  // reduction (DetExchange::reducedBefore); an input slice it overwrites in place was sent already (its
+  // reduced form comes from the rank that received it). Reduce's leaves send their slice in a second launch.
+  std::shared_ptr<CollPlan> gather;
+  if (t.func == ncclFuncAllReduce && !c->gather.empty()) {
+    gather = std::make_shared<CollPlan>();
+    TUTTI_CHECK(planCollective(t.comm, c->gather[0], gather.get()));
+    c->gather.clear();
+    x->reducedBefore = true;
+  }
+  // Channel 0 receives and reduces, channel 1 sends, any further channel of the AllGather waits.
+  plan->work.resize(std::max<size_t>(2, gather ? gather->work.size() : 0));
   plan->detx = std::move(x);
   Task step = plan->task;
   step.plan = std::move(plan);
   c->exchange.push_back(std::move(step));
-  addGather(c, q, c->scratch);
+  if (gather) {
+    Task g = gather->task;
+    g.plan = std::move(gather);
+    c->exchange.push_back(std::move(g));
+  }
   return ncclSuccess;
 }
 

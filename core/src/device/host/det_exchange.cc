@@ -125,12 +125,33 @@ ncclResult_t receiveAndReduce(ncclComm* comm, const DetExchange& x, const WaitCo
   return ncclSuccess;
 }
 
+// Channels other than 0, with reducedBefore: until channel 0 has reduced (it fails on its own after a timeout,
+// and signals then too), or the communicator aborts.
+ncclResult_t waitReduced(const DetExchange& x, const WaitContext& wait) {
+  static const uint32_t kOpen = 0;
+  WaitContext w = wait;
+  w.timeoutNs = 0;
+  w.shared = false;
+  w.peerGone = nullptr;
+  w.warnNs = 0;
+  const WaitStatus st = waitAtLeast(&x.reduced, &x.reducedWaiters, &x.reducedSeq, &kOpen, 1, w);
+  return st == WaitStatus::Ready && !x.reduceFailed.load(std::memory_order_acquire) ? ncclSuccess : ncclRemoteError;
+}
+
 }  // namespace
 
 ncclResult_t runDetExchange(ncclComm* comm, const DetExchange& x, int channel, const WaitContext& wait,
                             const OpLabel& label) {
-  if (x.nRanks < 2) return ncclSuccess;
-  return channel == 0 ? sendAll(comm, x, wait, label) : receiveAndReduce(comm, x, wait, label);
+  if (channel == 0) {
+    const ncclResult_t res = x.nRanks < 2 ? ncclSuccess : receiveAndReduce(comm, x, wait, label);
+    if (x.reducedBefore) {
+      if (res != ncclSuccess) x.reduceFailed.store(true, std::memory_order_release);
+      publish(&x.reduced, &x.reducedWaiters, &x.reducedSeq, 1, false);
+    }
+    return res;
+  }
+  if (channel == 1 && x.nRanks > 1) TUTTI_CHECK(sendAll(comm, x, wait, label));
+  return x.reducedBefore ? waitReduced(x, wait) : ncclSuccess;
 }
 
 }  // namespace tutti::host

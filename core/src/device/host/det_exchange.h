@@ -8,14 +8,19 @@
 // receiver waits for step k from every peer, reduces the n rows in rank order straight from the slots (its own
 // row from its input) with hostDetReduceCopy, then hands the slots back. Step-major on both sides keeps every
 // connection's FIFO moving (a peer-major sender would wait on a receiver that waits on another sender).
-// Channel 0 of the plan sends, channel 1 receives: two executor threads, as point-to-point sends and receives.
+// Channel 0 of the plan receives and reduces, channel 1 sends: two executor threads, as point-to-point sends and
+// receives. With `reducedBefore`, a collective later in the same launch reads the reduced slice (the AllGather
+// of an AllReduce): every channel but 0 then waits, after its own part, until channel 0 has reduced, so each
+// channel's share of that collective starts after the reduction.
 #pragma once
 
 #include "device/common/reduce_ops.h"
 #include "device/host/prims.h"
 #include "device/host/wait.h"
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 
 struct ncclComm;
 
@@ -35,11 +40,16 @@ struct DetExchange {
   bool rankScaled = false;
   const void* scalarPtr = nullptr;  // the op's scalar pointer, read when the exchange runs, or null: scalarBits
   uint64_t scalarBits = 0;
+  bool reducedBefore = false;
+  // Channel 0's "reduced" signal (1 once it finished, whether or not it succeeded) and whether it failed.
+  mutable uint64_t reduced = 0;
+  mutable uint32_t reducedWaiters = 0, reducedSeq = 0;
+  mutable std::atomic<bool> reduceFailed{false};
 };
 
 namespace host {
 
-// Channel `channel` of the exchange: 0 sends, 1 receives and reduces.
+// Channel `channel` of the exchange: 0 receives and reduces, 1 sends, any other waits (reducedBefore).
 ncclResult_t runDetExchange(ncclComm* comm, const DetExchange& x, int channel, const WaitContext& wait,
                             const OpLabel& label);
 
