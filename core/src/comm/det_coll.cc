@@ -57,11 +57,12 @@ struct DetCall {
   // Device backends: the n scalars in the scratch (device memory); this rank's is stored there by a kernel step
   // (the prelude), which the sends read and which works under capture as well.
   char* devScalars = nullptr;
-  // Host backend, fused exchange of an in-place call: the reduced tail waits in the scratch until the sends of
-  // the input's tail are done, then goes to its place (with the local phase).
-  const char* tailFrom = nullptr;
-  char* tailTo = nullptr;
-  size_t tailBytes = 0;
+  // Host backend, fused exchange of an in-place call: reduced elements whose input this rank may still be sending
+  // (the tail, or a one-shot call's whole output) wait in the scratch, then go to their place (local phase).
+  size_t fusedReduces = 0;  // elements the fused exchange reduces on this rank (log line)
+  const char* parkedFrom = nullptr;
+  char* parkedTo = nullptr;
+  size_t parkedBytes = 0;
 };
 
 // Host pool: at most this many free buffers stay with a communicator; the largest are kept.
@@ -244,19 +245,21 @@ ncclResult_t buildExchange(DetCall* c) {
 }
 
 // The fused exchange on the host backend (device/host/det_exchange.h): phases 1 and 2 in one step that reduces
-// the peers' slices straight from the connections; phase 3 as in buildExchange.
-ncclResult_t buildFused(DetCall* c) {
+// the peers' slices straight from the connections; phase 3 as in buildExchange. `whole` (a one-shot AllReduce):
+// every rank sends its whole input to every peer and reduces all of it, one step and no phase 3.
+ncclResult_t buildFused(DetCall* c, bool whole) {
   const Task& t = c->task;
   const int n = c->nRanks, r = c->rank;
   const size_t es = c->esize;
   const bool rs = t.func == ncclFuncReduceScatter;
-  const size_t q = rs ? t.count : t.count / n;
-  const size_t tail = rs ? 0 : t.count % n;
+  const size_t q = rs || whole ? t.count : t.count / n;
+  const size_t tail = rs || whole ? 0 : t.count % n;
   const bool leaf = t.func == ncclFuncReduce && r != t.root;
   char* recv = static_cast<char*>(t.recvbuff);
-  // In place, the tail is reduced while this rank may still be sending its input's tail.
-  const bool parkTail = tail > 0 && !leaf && t.sendbuff == t.recvbuff;
-  TUTTI_CHECK(allocScratch(c, ((leaf ? q : 0) + (parkTail ? tail : 0)) * es));
+  // In place, these elements are reduced while this rank may still be sending them.
+  const bool inPlace = t.sendbuff == t.recvbuff;
+  const size_t parked = !inPlace || leaf ? 0 : whole ? q : tail;
+  TUTTI_CHECK(allocScratch(c, ((leaf ? q : 0) + parked) * es));
   auto x = std::make_shared<DetExchange>();
   x->rank = r;
   x->nRanks = n;
@@ -264,15 +267,16 @@ ncclResult_t buildFused(DetCall* c) {
   x->op = c->op;
   x->input = static_cast<const char*>(t.sendbuff);
   x->q = q;
-  x->sliceStride = q;
+  x->sliceStride = whole ? 0 : q;
   x->tail = tail;
   x->tailAt = size_t(n) * q;
-  x->sliceOut = rs ? recv : leaf ? c->scratch : recv + size_t(r) * q * es;
-  x->tailOut = leaf ? nullptr : parkTail ? c->scratch : recv + x->tailAt * es;
-  if (parkTail) {
-    c->tailFrom = c->scratch;
-    c->tailTo = recv + x->tailAt * es;
-    c->tailBytes = tail * es;
+  c->fusedReduces = q + (leaf ? 0 : tail);
+  x->sliceOut = rs ? recv : leaf ? c->scratch : whole ? (parked ? c->scratch : recv) : recv + size_t(r) * q * es;
+  x->tailOut = leaf ? nullptr : tail && parked ? c->scratch : recv + x->tailAt * es;
+  if (parked) {
+    c->parkedFrom = c->scratch;
+    c->parkedTo = whole ? recv : recv + x->tailAt * es;
+    c->parkedBytes = parked * es;
   }
   c->rankScaled = x->rankScaled = c->op.kind == RedOpKind::PreMulSum && c->op.op != ncclAvg;
   x->scalarPtr = c->op.scalarIsPtr ? c->op.scalarPtr : nullptr;
@@ -288,7 +292,7 @@ ncclResult_t buildFused(DetCall* c) {
   plan->protocol = NCCL_PROTO_SIMPLE;
   plan->nBytes = (rs ? t.count * n : t.count) * es;
   plan->decider = "deterministic";
-  addGather(c, q, c->scratch);
+  if (!whole) addGather(c, q, c->scratch);
   // AllReduce: the AllGather joins the exchange's launch (one launch per call, as a ring AllReduce). Each of
   // its channels runs after the exchange's part on that channel, and the exchange's channels wait for the
   // reduction (DetExchange::reducedBefore); an input slice it overwrites in place was sent already (its
@@ -385,7 +389,13 @@ ncclResult_t buildCall(const Task& t, DetCall* c) {
   // The fused exchange needs two channel threads (one sends while the other receives).
   const bool fused = comm->backend == Backend::Host && c->nRanks > 1 && comm->rings.size() >= 2 &&
                      paramInt("TUTTI_DET_FUSED") != 0;
-  TUTTI_CHECK(c->oneShot ? buildOneShot(c) : fused ? buildFused(c) : buildExchange(c));
+  // Fused: a ReduceScatter always exchanges (its one step moves only the blocks each rank needs); a one-shot
+  // AllReduce sends every peer its whole input.
+  if (fused && t.func == ncclFuncReduceScatter) c->oneShot = false;
+  if (fused && (t.func != ncclFuncReduce || !c->oneShot))
+    TUTTI_CHECK(buildFused(c, c->oneShot));
+  else
+    TUTTI_CHECK(c->oneShot ? buildOneShot(c) : buildExchange(c));
   if (comm->backend != Backend::Host) TUTTI_CHECK(buildLocalSteps(c));
   return ncclSuccess;
 }
@@ -402,7 +412,7 @@ void reduceLocal(const DetCall& c) {
     void* out = part.out;
     hostDetReduceCopy(c.op, c.nRanks, part.in.data(), 1, &out, part.len, c.rankScaled ? c.scalars.data() : nullptr);
   }
-  if (c.tailBytes) std::memcpy(c.tailTo, c.tailFrom, c.tailBytes);
+  if (c.parkedBytes) std::memcpy(c.parkedTo, c.parkedFrom, c.parkedBytes);
   if (ch) [[unlikely]] profKernelChStop(ch);
 }
 
@@ -428,7 +438,7 @@ ncclResult_t runRound(std::vector<std::shared_ptr<DetCall>>& calls, const DetLau
   for (auto& c : calls) phase.insert(phase.end(), c->exchange.begin(), c->exchange.end());
   if (!phase.empty()) TUTTI_CHECK(launch(phase.data(), phase.size()));
   for (auto& c : calls) {
-    if (c->task.comm->backend != Backend::Host || (c->parts.empty() && !c->tailBytes)) continue;
+    if (c->task.comm->backend != Backend::Host || (c->parts.empty() && !c->parkedBytes)) continue;
     TUTTI_CHECK(onStream(c->task, [c]() {
       reduceLocal(*c);
       return ncclSuccess;
@@ -490,7 +500,7 @@ ncclResult_t detLaunchGroup(const Task* tasks, size_t nTasks, const DetLaunchFn&
     for (const auto& c : calls) {
       if (!logEnabled(NCCL_LOG_INFO, NCCL_COLL)) break;
       const Task& t = c->task;
-      size_t mine = 0;
+      size_t mine = c->fusedReduces;
       for (const DetPart& p : c->parts) mine += p.len;
       TUTTI_INFO(NCCL_COLL, "{}: count {} datatype {} op {} root {} comm {} [nranks={}] deterministic {} (rank {} "
                  "reduces {} elements)", funcName(t.func), t.count, dataTypeName(t.datatype), static_cast<int>(t.op),

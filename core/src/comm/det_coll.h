@@ -8,8 +8,11 @@
 //     count cut into n slices of count / n, the last count % n elements reduced by every rank; ReduceScatter:
 //     block j), point-to-point over the usual transports; 2. the local reduction of the n rows; 3. AllReduce:
 //     an in-place AllGather of the reduced slices; Reduce: the slices sent to the root.
-// The local reduction is hostDetReduceCopy on the host backend and, on the sim and cuda backends, a local step
-// of the symmetric kernel (sym.h, SymPeers::local). The phases of one call run in order on its stream, or
+// On the host backend (two channels or more; TUTTI_DET_FUSED) phases 1 and 2 are one step, the fused exchange
+// (device/host/det_exchange.h): the received slices are reduced straight from the connections' slots, and an
+// AllReduce's AllGather runs in the same launch. Elsewhere the local reduction is hostDetReduceCopy over scratch
+// rows (host backend) or, on the sim and cuda backends, a local step of the symmetric kernel (sym.h,
+// SymPeers::local). The phases of one call run in order on its stream, or
 // before the call returns (stream NULL on the host backend). The AllGathers and point-to-point operations are
 // steps of the call (Task::internal): NCCL_ALGO / NCCL_PROTO do not restrict them.
 #pragma once
