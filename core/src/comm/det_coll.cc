@@ -304,8 +304,13 @@ ncclResult_t buildFused(DetCall* c, bool whole) {
     c->gather.clear();
     x->reducedBefore = true;
   }
-  // Channel 0 receives and reduces, channel 1 sends, any further channel of the AllGather waits.
-  plan->work.resize(std::max<size_t>(2, gather ? gather->work.size() : 0));
+  // Channel 0 receives and reduces, channel 1 sends (or channel 0 both, when the steps fit in the FIFOs), any
+  // further channel of the AllGather waits.
+  const size_t per = std::max<size_t>(1, t.comm->buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS / es);
+  auto steps = [&](size_t elems) { return (elems + per - 1) / per; };
+  const uint64_t peerSteps = (x->rankScaled ? 1 : 0) + steps(q) + steps(tail);
+  x->oneThread = peerSteps <= kDetOneThreadSteps;
+  plan->work.resize(std::max<size_t>(x->oneThread ? 1 : 2, gather ? gather->work.size() : 0));
   plan->detx = std::move(x);
   Task step = plan->task;
   step.plan = std::move(plan);

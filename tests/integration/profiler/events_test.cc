@@ -321,9 +321,10 @@ TEST(ProfilerDeterministic, OneCollEventPerCallWithItsStepsBelow) {
       EXPECT_EQ(c->get("algo"), "Deterministic");
       EXPECT_TRUE(c->parent == apis[0]->id || c->parent == apis[1]->id) << "parent " << c->parent;
       counts.insert(c->num("count"));
-      // One-shot: the AllGather's channels and the local reduction; exchange: also the sends and receives.
+      // At least one channel event per step: one-shot (host: one fused step; sim: the AllGather and the local
+      // reduction), exchange (the exchange, then the AllGather).
       const size_t chans = log.children(c->id, kKernelCh).size();
-      EXPECT_GE(chans, c->num("count") == 1024 ? 2u : 4u) << "count " << c->num("count");
+      EXPECT_GE(chans, c->num("count") == 1024 ? 1u : 2u) << "count " << c->num("count");
     }
     EXPECT_EQ(counts, (std::set<long>{1024, 70001}));
   }

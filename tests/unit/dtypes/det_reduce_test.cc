@@ -244,6 +244,31 @@ void checkHostForm(ncclDataType_t d) {
       }
       std::vector<T> want(kCount);
       ASSERT_EQ(detReduceReference(src.data(), n, want.data(), kCount, r), ncclSuccess);
+      // One output (the unrolled form for fp32 / fp64 sums of up to 8 inputs), per-rank scalars for a PreMulSum.
+      std::vector<T> single(kCount), scalars(n);
+      for (int k = 0; k < n; ++k) scalars[k] = randomValue<T>(rng);
+      const bool perRank = r.kind == RedOpKind::PreMulSum;
+      void* one[1] = {single.data()};
+      hostDetReduceCopy(r, n, src.data(), 1, one, kCount, perRank ? scalars.data() : nullptr);
+      std::vector<T> wantOne(kCount);
+      ASSERT_EQ(detReduceReference(src.data(), n, wantOne.data(), kCount, r, perRank ? scalars.data() : nullptr),
+                ncclSuccess);
+      for (size_t e = 0; e < kCount; ++e)
+        ASSERT_TRUE(sameBits(single[e], wantOne[e])) << "one output: datatype " << int(d) << " op " << o << " n=" << n
+                                                     << " element " << e;
+      {  // one output that is input 0 (unaligned)
+        std::vector<char> first = in[0];
+        std::vector<const void*> src2 = src;
+        src2[0] = first.data() + 1;
+        void* self[1] = {first.data() + 1};
+        hostDetReduceCopy(r, n, src2.data(), 1, self, kCount, perRank ? scalars.data() : nullptr);
+        for (size_t e = 0; e < kCount; ++e) {
+          T got;
+          std::memcpy(&got, first.data() + 1 + e * sizeof(T), sizeof(T));
+          ASSERT_TRUE(sameBits(got, wantOne[e])) << "in place: datatype " << int(d) << " op " << o << " n=" << n
+                                                 << " element " << e;
+        }
+      }
       std::vector<T> other(kCount);
       void* dst[2] = {in[0].data() + 1, other.data()};  // in place into input 0, and a second output
       hostDetReduceCopy(r, n, src.data(), 2, dst, kCount);

@@ -22,7 +22,7 @@ ncclResult_t detReduceReference(const void* const* inputs, int n, void* out, siz
     for (size_t k = 0; k < scalars.size(); ++k) {
       T s;
       std::memcpy(&s, static_cast<const char*>(rankScalars) + k * sizeof(T), sizeof(T));
-      scalars[k] = DetAcc<T>(toCompute(s));
+      scalars[k] = detScalarOf<T>(s);
     }
     for (size_t e = 0; e < count; ++e) {
       const T v = detReduceElementScaled<T>(

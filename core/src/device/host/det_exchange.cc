@@ -143,14 +143,16 @@ ncclResult_t waitReduced(const DetExchange& x, const WaitContext& wait) {
 ncclResult_t runDetExchange(ncclComm* comm, const DetExchange& x, int channel, const WaitContext& wait,
                             const OpLabel& label) {
   if (channel == 0) {
-    const ncclResult_t res = x.nRanks < 2 ? ncclSuccess : receiveAndReduce(comm, x, wait, label);
+    ncclResult_t res = ncclSuccess;
+    if (x.nRanks > 1 && x.oneThread) res = sendAll(comm, x, wait, label);
+    if (x.nRanks > 1 && res == ncclSuccess) res = receiveAndReduce(comm, x, wait, label);
     if (x.reducedBefore) {
       if (res != ncclSuccess) x.reduceFailed.store(true, std::memory_order_release);
       publish(&x.reduced, &x.reducedWaiters, &x.reducedSeq, 1, false);
     }
     return res;
   }
-  if (channel == 1 && x.nRanks > 1) TUTTI_CHECK(sendAll(comm, x, wait, label));
+  if (channel == 1 && x.nRanks > 1 && !x.oneThread) TUTTI_CHECK(sendAll(comm, x, wait, label));
   return x.reducedBefore ? waitReduced(x, wait) : ncclSuccess;
 }
 

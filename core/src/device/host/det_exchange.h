@@ -8,7 +8,7 @@
 // receiver waits for step k from every peer, reduces the n rows in rank order straight from the slots (its own
 // row from its input) with hostDetReduceCopy, then hands the slots back. Step-major on both sides keeps every
 // connection's FIFO moving (a peer-major sender would wait on a receiver that waits on another sender).
-// Channel 0 of the plan receives and reduces, channel 1 sends: two executor threads, as point-to-point sends and
+// Channel 0 of the plan receives and reduces, channel 1 sends (or channel 0 both, oneThread): two executor threads, as point-to-point sends and
 // receives. With `reducedBefore`, a collective later in the same launch reads the reduced slice (the AllGather
 // of an AllReduce): every channel but 0 then waits, after its own part, until channel 0 has reduced, so each
 // channel's share of that collective starts after the reduction.
@@ -26,6 +26,9 @@ struct ncclComm;
 
 namespace tutti {
 
+// Most steps per peer an exchange may take on one thread (DetExchange::oneThread): half the FIFO.
+inline constexpr uint64_t kDetOneThreadSteps = TUTTI_STEPS / 2;
+
 struct DetExchange {
   int rank = 0, nRanks = 1;
   size_t esize = 1;
@@ -41,6 +44,10 @@ struct DetExchange {
   const void* scalarPtr = nullptr;  // the op's scalar pointer, read when the exchange runs, or null: scalarBits
   uint64_t scalarBits = 0;
   bool reducedBefore = false;
+  // Channel 0 sends everything, then receives: the exchange takes one thread (no hand-off to another). Only
+  // when every peer's steps fit in its FIFO with room to spare (kDetOneThreadSteps): sends then never wait on
+  // this exchange's receives, only on the peers' progress through earlier operations.
+  bool oneThread = false;
   // Channel 0's "reduced" signal (1 once it finished, whether or not it succeeded) and whether it failed.
   mutable uint64_t reduced = 0;
   mutable uint32_t reducedWaiters = 0, reducedSeq = 0;
