@@ -306,10 +306,15 @@ ncclResult_t buildFused(DetCall* c, bool whole) {
   }
   // Channel 0 receives and reduces, channel 1 sends (or channel 0 both, when the steps fit in the FIFOs), any
   // further channel of the AllGather waits.
-  const size_t per = std::max<size_t>(1, t.comm->buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS / es);
+  const size_t slot = t.comm->buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS;
+  const size_t stepBytes = static_cast<size_t>(std::max<int64_t>(1, paramInt("TUTTI_DET_STEP_BYTES")));
+  const size_t per = std::max<size_t>(1, std::min(slot, stepBytes) / es);
+  x->stepElems = per;
   auto steps = [&](size_t elems) { return (elems + per - 1) / per; };
   const uint64_t peerSteps = (x->rankScaled ? 1 : 0) + steps(q) + steps(tail);
-  x->oneThread = peerSteps <= kDetOneThreadSteps;
+  // One thread only while what it sends before receiving is small: a larger exchange overlaps the two.
+  x->oneThread = peerSteps <= kDetOneThreadSteps &&
+                 size_t(n - 1) * (q + tail) * es <= static_cast<size_t>(paramInt("TUTTI_DET_ONE_THREAD_BYTES"));
   plan->work.resize(std::max<size_t>(x->oneThread ? 1 : 2, gather ? gather->work.size() : 0));
   plan->detx = std::move(x);
   Task step = plan->task;
@@ -395,8 +400,10 @@ ncclResult_t buildCall(const Task& t, DetCall* c) {
   const bool fused = comm->backend == Backend::Host && c->nRanks > 1 && comm->rings.size() >= 2 &&
                      paramInt("TUTTI_DET_FUSED") != 0;
   // Fused: a ReduceScatter always exchanges (its one step moves only the blocks each rank needs); a one-shot
-  // AllReduce sends every peer its whole input.
+  // AllReduce sends every peer its whole input (with its scalar, if any), which on 2 ranks moves what the
+  // exchange and its AllGather move, in one step: always taken there.
   if (fused && t.func == ncclFuncReduceScatter) c->oneShot = false;
+  if (fused && t.func == ncclFuncAllReduce && (c->nRanks == 2 || (!rankScaled && c->oneShot))) c->oneShot = true;
   if (fused && (t.func != ncclFuncReduce || !c->oneShot))
     TUTTI_CHECK(buildFused(c, c->oneShot));
   else
@@ -466,8 +473,9 @@ ncclResult_t runRound(std::vector<std::shared_ptr<DetCall>>& calls, const DetLau
 }  // namespace
 
 bool detTask(const Task& t) {
+  // A call of no element has no arithmetic to order: it takes the usual (cheaper) path.
   return (t.func == ncclFuncAllReduce || t.func == ncclFuncReduceScatter || t.func == ncclFuncReduce) &&
-         t.comm->deterministic.load(std::memory_order_relaxed) && dataTypeIsFloat(t.datatype);
+         t.count > 0 && t.comm->deterministic.load(std::memory_order_relaxed) && dataTypeIsFloat(t.datatype);
 }
 
 ncclResult_t detLaunchGroup(const Task* tasks, size_t nTasks, const DetLaunchFn& launch) {

@@ -27,10 +27,11 @@ ncclResult_t peerConns(ncclComm* comm, const DetExchange& x, bool isSend, std::v
   return ncclSuccess;
 }
 
-// Elements per step: a Simple slot's worth (every connection of a communicator has the same geometry).
+// Elements per step: x.stepElems, at most a Simple slot's worth (every connection of a communicator has the same
+// geometry).
 size_t stepElems(const DetExchange& x, const std::vector<HostConn*>& conns) {
   const HostConn* any = conns[(x.rank + 1) % x.nRanks];
-  return std::max<size_t>(1, HostPrims::slotDataBytes(any->conn, TUTTI_PROTO_SIMPLE) / x.esize);
+  return std::max<size_t>(1, std::min(x.stepElems, HostPrims::slotDataBytes(any->conn, TUTTI_PROTO_SIMPLE) / x.esize));
 }
 
 uint64_t stepsOf(size_t elems, size_t per) { return (elems + per - 1) / per; }

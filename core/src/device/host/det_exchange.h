@@ -32,6 +32,7 @@ inline constexpr uint64_t kDetOneThreadSteps = TUTTI_STEPS / 2;
 struct DetExchange {
   int rank = 0, nRanks = 1;
   size_t esize = 1;
+  size_t stepElems = 1;  // elements per step (TUTTI_DET_STEP_BYTES; at most a slot's worth)
   ResolvedRedOp op{};
   const char* input = nullptr;  // this rank's input
   size_t q = 0;                 // slice length: peer p's slice starts at sliceAt(p)
