@@ -27,7 +27,7 @@ rm -f "$raw"/det-*.txt
 #        min   max   factor iters warmup repeats limit
 segments=("8    64K   8  50 10 2  60"
           "256K 4M    4  20  5 2  90"
-          "16M  $max  4   3  1 1 300")
+          "16M  $max  4   3  1 2 300")
 
 run() {
   local out=$1; shift

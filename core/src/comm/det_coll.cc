@@ -443,12 +443,14 @@ ncclResult_t onStream(const Task& t, host::WorkItem fn) {
 
 // One round: the k-th deterministic call of each communicator of the group, phase by phase.
 ncclResult_t runRound(std::vector<std::shared_ptr<DetCall>>& calls, const DetLaunchFn& launch) {
-  std::vector<Task> phase;
-  for (auto& c : calls) phase.insert(phase.end(), c->prelude.begin(), c->prelude.end());
-  if (!phase.empty()) TUTTI_CHECK(launch(phase.data(), phase.size()));
-  phase.clear();
-  for (auto& c : calls) phase.insert(phase.end(), c->exchange.begin(), c->exchange.end());
-  if (!phase.empty()) TUTTI_CHECK(launch(phase.data(), phase.size()));
+  // One phase of every call, launched as one group.
+  auto phase = [&](std::vector<Task> DetCall::*steps) -> ncclResult_t {
+    std::vector<Task> all;
+    for (auto& c : calls) all.insert(all.end(), ((*c).*steps).begin(), ((*c).*steps).end());
+    return all.empty() ? ncclSuccess : launch(all.data(), all.size());
+  };
+  TUTTI_CHECK(phase(&DetCall::prelude));
+  TUTTI_CHECK(phase(&DetCall::exchange));
   for (auto& c : calls) {
     if (c->task.comm->backend != Backend::Host || (c->parts.empty() && !c->parkedBytes)) continue;
     TUTTI_CHECK(onStream(c->task, [c]() {
@@ -456,12 +458,8 @@ ncclResult_t runRound(std::vector<std::shared_ptr<DetCall>>& calls, const DetLau
       return ncclSuccess;
     }));
   }
-  phase.clear();
-  for (auto& c : calls) phase.insert(phase.end(), c->local.begin(), c->local.end());
-  if (!phase.empty()) TUTTI_CHECK(launch(phase.data(), phase.size()));
-  phase.clear();
-  for (auto& c : calls) phase.insert(phase.end(), c->gather.begin(), c->gather.end());
-  if (!phase.empty()) TUTTI_CHECK(launch(phase.data(), phase.size()));
+  TUTTI_CHECK(phase(&DetCall::local));
+  TUTTI_CHECK(phase(&DetCall::gather));
   // Queued work on the host backend: the scratch rows (and the scalar) stay until the call's last phase ran.
   for (auto& c : calls) {
     if (c->task.stream && c->task.comm->backend == Backend::Host)
