@@ -1,5 +1,5 @@
 // runConcurrently: a lone item runs on the calling thread; several run at once (they may wait on each
-// other); the first error in time is the one returned; an escaping exception becomes ncclInternalError.
+// other); the first error reported is the one returned; an escaping exception becomes ncclInternalError.
 #include "device/host/executor.h"
 
 #include <gtest/gtest.h>
@@ -60,18 +60,33 @@ TEST(RunConcurrently, ItemsThatWaitOnEachOtherAllRun) {
   EXPECT_EQ(started.load(), kItems);
 }
 
-TEST(RunConcurrently, FirstErrorInTimeWins) {
-  std::atomic<bool> firstFailed{false};
-  std::vector<WorkItem> items;
-  items.push_back([&] {
-    firstFailed.store(true);
-    return ncclSystemError;
-  });
-  items.push_back([&] {
-    while (!firstFailed.load()) std::this_thread::yield();
-    return ncclRemoteError;  // a consequence of the first failure
-  });
-  EXPECT_EQ(runConcurrently(items), ncclSystemError);
+TEST(WorkGroup, FirstReportedErrorWins) {
+  // The items of one launch fail in a chain: one cause, then its consequences on the other channels. The
+  // group keeps the error reported first, whatever the others say after it.
+  WorkGroup group;
+  group.add(3);
+  EXPECT_FALSE(group.finished());
+  group.done(ncclSuccess);
+  group.done(ncclSystemError);
+  EXPECT_FALSE(group.finished());
+  group.done(ncclRemoteError);
+  EXPECT_TRUE(group.finished());
+  EXPECT_EQ(group.wait(), ncclSystemError);
+}
+
+TEST(RunConcurrently, AnErrorOnEitherSideIsReturned) {
+  // The error of an executor item and that of the item run on the calling thread both reach the caller.
+  for (int failing = 0; failing < 2; ++failing) {
+    std::atomic<int> ran{0};
+    std::vector<WorkItem> items;
+    for (int i = 0; i < 2; ++i)
+      items.push_back([&ran, i, failing] {
+        ran.fetch_add(1);
+        return i == failing ? ncclSystemError : ncclSuccess;
+      });
+    EXPECT_EQ(runConcurrently(items), ncclSystemError) << "item " << failing << " fails";
+    EXPECT_EQ(ran.load(), 2);
+  }
 }
 
 }  // namespace

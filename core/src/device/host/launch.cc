@@ -54,6 +54,22 @@ bool isPat(const CollPlan& p) { return p.algorithm == NCCL_ALGO_PAT; }
 // Symmetric collectives (sym.h) use no connection: no steps, no proxy operations.
 bool isSym(const CollPlan& p) { return p.algorithm == kAlgoSymmetric; }
 bool isDetx(const CollPlan& p) { return p.algorithm == kAlgoDetExchange; }
+bool isRing(const CollPlan& p) { return !isTree(p) && !isPat(p) && !isSym(p) && !isDetx(p); }
+
+// Channel c's ring connections, read only when a plan of `colls` runs a ring there. A channel that no ring
+// plan of the launch uses may be getting its ring connected by a later launch on the calling thread while
+// this one runs: its ring is not read at all.
+void ringConnsOf(const ncclComm* comm, const std::vector<CollPlan>& colls, int c, HostConn** recv, HostConn** send) {
+  *recv = *send = nullptr;
+  if (comm->nRanks == 1) return;
+  for (const CollPlan& p : colls)
+    if (c < static_cast<int>(p.work.size()) && isRing(p)) {
+      const ChannelRing& ring = comm->rings[c];
+      *recv = ring.recvConn ? &ring.recvConn->host : nullptr;
+      *send = ring.sendConn ? &ring.sendConn->host : nullptr;
+      return;
+    }
+}
 
 // The connections of PAT step d on channel c (pat.h, patPeers): where it receives from and sends to.
 ncclResult_t patConns(ncclComm* comm, int channel, ncclFunc_t func, int d, HostConn** recv, HostConn** send) {
@@ -152,9 +168,10 @@ ncclResult_t countChannelSteps(ncclComm* comm, const std::vector<CollPlan>& coll
 
 ncclResult_t announceChannelSteps(ncclComm* comm, const std::vector<CollPlan>& colls, int c) {
   if (comm->nRanks == 1) return ncclSuccess;
-  const ChannelRing& ring = comm->rings[c];
+  HostConn *recv = nullptr, *send = nullptr;
+  ringConnsOf(comm, colls, c, &recv, &send);
   StepCounts counts;
-  TUTTI_CHECK(countChannelSteps(comm, colls, c, ring.recvConn ? &ring.recvConn->host : nullptr, &counts));
+  TUTTI_CHECK(countChannelSteps(comm, colls, c, recv, &counts));
   for (int i = 0; i < counts.n; ++i) announceRecvSteps(counts.entries[i].first, counts.entries[i].second);
   return ncclSuccess;
 }
@@ -305,6 +322,9 @@ ncclResult_t launchConnect(CommLaunch& launch) {
   logSetThreadRank(comm->rank);
   std::vector<ConnRequest> wanted;
   std::set<std::tuple<int, int, bool>> seen;  // (channel, peer, isSend) of collective connections
+  // Rings this launch connects. Only these are written: a launch still running on the stream may read the
+  // ring of any channel it runs a ring plan on, and those rings are connected already.
+  std::set<int> ringsToSet;
   auto want = [&](int c, int peer, bool isSend) {
     if (seen.insert({c, peer, isSend}).second) wanted.push_back({c, kConnColl, peer, isSend});
   };
@@ -345,6 +365,7 @@ ncclResult_t launchConnect(CommLaunch& launch) {
         if (ring.sendConn && ring.recvConn) continue;
         want(c, ring.next, true);
         want(c, ring.prev, false);
+        ringsToSet.insert(c);
       }
     }
   }
@@ -352,9 +373,8 @@ ncclResult_t launchConnect(CommLaunch& launch) {
     if (t.root != comm->rank) wanted.push_back({0, kConnP2p, t.root, t.func == ncclFuncSend});
   if (wanted.empty()) return ncclSuccess;
   TUTTI_CHECK(commConnect(comm, wanted));
-  for (ChannelRing& ring : comm->rings) {
-    if (comm->nRanks == 1 || (ring.sendConn && ring.recvConn)) continue;
-    const int c = static_cast<int>(&ring - comm->rings.data());
+  for (int c : ringsToSet) {
+    ChannelRing& ring = comm->rings[c];
     ring.sendConn = commFindConnection(comm, c, kConnColl, ring.next, true);
     ring.recvConn = commFindConnection(comm, c, kConnColl, ring.prev, false);
   }
@@ -397,9 +417,8 @@ ncclResult_t launchItems(CommLaunch& launch, std::vector<WorkItem>* items, std::
   for (int c = 0; c < channels; ++c) {
     items->push_back(guarded(comm, [comm, colls, c]() -> ncclResult_t {
       const WaitContext wait = commWaitContext(comm);
-      const ChannelRing& ring = comm->rings[c];
-      HostConn* recv = comm->nRanks > 1 && ring.recvConn ? &ring.recvConn->host : nullptr;
-      HostConn* send = comm->nRanks > 1 && ring.sendConn ? &ring.sendConn->host : nullptr;
+      HostConn *recv = nullptr, *send = nullptr;
+      ringConnsOf(comm, *colls, c, &recv, &send);
       if (comm->nRanks > 1) {
         // Tell the receive sides (network proxies) how many steps this launch will take from them.
         StepCounts counts;
