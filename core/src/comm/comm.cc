@@ -304,6 +304,10 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
     std::string from, why;
     if (!deterministicOfNewComms(&det, &from, &why)) TUTTI_FAIL(ncclInvalidArgument, "rank {}: {}", rank, why);
     comm->deterministic.store(det);
+    comm->det.oneShotBytes = static_cast<size_t>(std::max<int64_t>(0, paramInt("TUTTI_DET_ONESHOT_BYTES")));
+    comm->det.fused = paramInt("TUTTI_DET_FUSED") != 0;
+    comm->det.stepBytes = static_cast<size_t>(std::max<int64_t>(1, paramInt("TUTTI_DET_STEP_BYTES")));
+    comm->det.oneThreadBytes = static_cast<size_t>(std::max<int64_t>(0, paramInt("TUTTI_DET_ONE_THREAD_BYTES")));
   }
 
   TUTTI_INFO(NCCL_INIT, "comm {} rank {} nRanks {} nNodes {} channels {} buffSize {} deterministic {} - init done",

@@ -167,6 +167,13 @@ struct ncclComm {
   // Reductions of floating types in the fixed order of device/common/det_reduce.h (comm/det_coll.h):
   // config `deterministic:`, TUTTI_DETERMINISTIC, tuttiCommSetDeterministic. Read when a group launches.
   std::atomic<bool> deterministic{false};
+  // Their tuning (TUTTI_DET_*), read once at init: calls of a few bytes cannot afford the lookups.
+  struct DetTuning {
+    size_t oneShotBytes = 0;    // TUTTI_DET_ONESHOT_BYTES
+    bool fused = true;          // TUTTI_DET_FUSED
+    size_t stepBytes = 1;       // TUTTI_DET_STEP_BYTES (at least 1)
+    size_t oneThreadBytes = 0;  // TUTTI_DET_ONE_THREAD_BYTES
+  } det;
   tutti::CommCallCheck calls;  // TUTTI_CHECK_CALLS, TUTTI_WAIT_WARN, who reached a stuck operation
 };
 

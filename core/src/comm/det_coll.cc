@@ -307,14 +307,13 @@ ncclResult_t buildFused(DetCall* c, bool whole) {
   // Channel 0 receives and reduces, channel 1 sends (or channel 0 both, when the steps fit in the FIFOs), any
   // further channel of the AllGather waits.
   const size_t slot = t.comm->buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS;
-  const size_t stepBytes = static_cast<size_t>(std::max<int64_t>(1, paramInt("TUTTI_DET_STEP_BYTES")));
-  const size_t per = std::max<size_t>(1, std::min(slot, stepBytes) / es);
+  const size_t per = std::max<size_t>(1, std::min(slot, t.comm->det.stepBytes) / es);
   x->stepElems = per;
   auto steps = [&](size_t elems) { return (elems + per - 1) / per; };
   const uint64_t peerSteps = (x->rankScaled ? 1 : 0) + steps(q) + steps(tail);
   // One thread only while what it sends before receiving is small: a larger exchange overlaps the two.
   x->oneThread = peerSteps <= kDetOneThreadSteps &&
-                 size_t(n - 1) * (q + tail) * es <= static_cast<size_t>(paramInt("TUTTI_DET_ONE_THREAD_BYTES"));
+                 size_t(n - 1) * (q + tail) * es <= t.comm->det.oneThreadBytes;
   plan->work.resize(std::max<size_t>(x->oneThread ? 1 : 2, gather ? gather->work.size() : 0));
   plan->detx = std::move(x);
   Task step = plan->task;
@@ -394,11 +393,9 @@ ncclResult_t buildCall(const Task& t, DetCall* c) {
   }
   const size_t inBytes = (t.func == ncclFuncReduceScatter ? t.count * c->nRanks : t.count) * c->esize;
   const bool rankScaled = c->op.kind == RedOpKind::PreMulSum && c->op.op != ncclAvg;
-  c->oneShot = c->nRanks > 1 && !rankScaled &&
-               inBytes * size_t(c->nRanks) <= static_cast<size_t>(std::max<int64_t>(0, paramInt("TUTTI_DET_ONESHOT_BYTES")));
+  c->oneShot = c->nRanks > 1 && !rankScaled && inBytes * size_t(c->nRanks) <= comm->det.oneShotBytes;
   // The fused exchange needs two channel threads (one sends while the other receives).
-  const bool fused = comm->backend == Backend::Host && c->nRanks > 1 && comm->rings.size() >= 2 &&
-                     paramInt("TUTTI_DET_FUSED") != 0;
+  const bool fused = comm->backend == Backend::Host && c->nRanks > 1 && comm->rings.size() >= 2 && comm->det.fused;
   // Fused: a ReduceScatter always exchanges (its one step moves only the blocks each rank needs); a one-shot
   // AllReduce sends every peer its whole input (with its scalar, if any), which on 2 ranks moves what the
   // exchange and its AllGather move, in one step: always taken there.
@@ -443,8 +440,12 @@ ncclResult_t onStream(const Task& t, host::WorkItem fn) {
 
 // One round: the k-th deterministic call of each communicator of the group, phase by phase.
 ncclResult_t runRound(std::vector<std::shared_ptr<DetCall>>& calls, const DetLaunchFn& launch) {
-  // One phase of every call, launched as one group.
+  // One phase of every call, launched as one group (a lone call's steps as they are, without a copy).
   auto phase = [&](std::vector<Task> DetCall::*steps) -> ncclResult_t {
+    if (calls.size() == 1) {
+      std::vector<Task>& own = (*calls[0]).*steps;
+      return own.empty() ? ncclSuccess : launch(own.data(), own.size());
+    }
     std::vector<Task> all;
     for (auto& c : calls) all.insert(all.end(), ((*c).*steps).begin(), ((*c).*steps).end());
     return all.empty() ? ncclSuccess : launch(all.data(), all.size());
@@ -468,6 +469,29 @@ ncclResult_t runRound(std::vector<std::shared_ptr<DetCall>>& calls, const DetLau
   return ncclSuccess;
 }
 
+// Log line and profiler events of a round's calls, then the round.
+ncclResult_t startRound(std::vector<std::shared_ptr<DetCall>>& calls, const DetLaunchFn& launch) {
+  for (const auto& c : calls) {
+    if (!logEnabled(NCCL_LOG_INFO, NCCL_COLL)) break;
+    const Task& t = c->task;
+    size_t mine = c->fusedReduces;
+    for (const DetPart& p : c->parts) mine += p.len;
+    TUTTI_INFO(NCCL_COLL, "{}: count {} datatype {} op {} root {} comm {} [nranks={}] deterministic {} (rank {} "
+               "reduces {} elements)", funcName(t.func), t.count, dataTypeName(t.datatype), static_cast<int>(t.op),
+               t.root, static_cast<void*>(t.comm), c->nRanks, c->oneShot ? "one-shot" : "exchange", c->rank, mine);
+  }
+  // Profiling: one Coll event per call (algo "Deterministic"), the parent of its steps' channel and proxy events.
+  for (auto& c : calls) {
+    ncclComm* comm = c->task.comm;
+    if (!comm->profiler) [[likely]] continue;
+    ProfRef group(profGroupStart(comm));
+    profDetCollStart(&c->task, group.get(), comm->collOpCount);
+    for (std::vector<Task>* steps : {&c->prelude, &c->exchange, &c->local, &c->gather})
+      for (Task& step : *steps) step.prof = c->task.prof;
+  }
+  return runRound(calls, launch);
+}
+
 }  // namespace
 
 bool detTask(const Task& t) {
@@ -477,6 +501,11 @@ bool detTask(const Task& t) {
 }
 
 ncclResult_t detLaunchGroup(const Task* tasks, size_t nTasks, const DetLaunchFn& launch) {
+  if (nTasks == 1) {  // the usual case: a call alone in its group
+    std::vector<std::shared_ptr<DetCall>> calls{std::make_shared<DetCall>()};
+    TUTTI_CHECK(buildCall(tasks[0], calls[0].get()));
+    return startRound(calls, launch);
+  }
   std::vector<Task> plain;
   std::vector<ncclComm*> comms;
   std::vector<std::vector<const Task*>> perComm;  // deterministic tasks of comms[i], in issue order
@@ -507,27 +536,7 @@ ncclResult_t detLaunchGroup(const Task* tasks, size_t nTasks, const DetLaunchFn&
     rounds.push_back(std::move(calls));
   }
   if (!plain.empty()) TUTTI_CHECK(launch(plain.data(), plain.size()));
-  for (auto& calls : rounds) {
-    for (const auto& c : calls) {
-      if (!logEnabled(NCCL_LOG_INFO, NCCL_COLL)) break;
-      const Task& t = c->task;
-      size_t mine = c->fusedReduces;
-      for (const DetPart& p : c->parts) mine += p.len;
-      TUTTI_INFO(NCCL_COLL, "{}: count {} datatype {} op {} root {} comm {} [nranks={}] deterministic {} (rank {} "
-                 "reduces {} elements)", funcName(t.func), t.count, dataTypeName(t.datatype), static_cast<int>(t.op),
-                 t.root, static_cast<void*>(t.comm), c->nRanks, c->oneShot ? "one-shot" : "exchange", c->rank, mine);
-    }
-    // Profiling: one Coll event per call (algo "Deterministic"), the parent of its steps' channel and proxy events.
-    for (auto& c : calls) {
-      ncclComm* comm = c->task.comm;
-      if (!comm->profiler) [[likely]] continue;
-      ProfRef group(profGroupStart(comm));
-      profDetCollStart(&c->task, group.get(), comm->collOpCount);
-      for (std::vector<Task>* steps : {&c->prelude, &c->exchange, &c->local, &c->gather})
-        for (Task& step : *steps) step.prof = c->task.prof;
-    }
-    TUTTI_CHECK(runRound(calls, launch));
-  }
+  for (auto& calls : rounds) TUTTI_CHECK(startRound(calls, launch));
   return ncclSuccess;
 }
 
