@@ -67,7 +67,10 @@ ncclResult_t sendAll(ncclComm* comm, const DetExchange& x, const WaitContext& wa
   return ncclSuccess;
 }
 
-ncclResult_t receiveAndReduce(ncclComm* comm, const DetExchange& x, const WaitContext& wait, const OpLabel& label) {
+// Receives and reduces the peers' steps; with `sendFirst` (one thread), sends this rank's first, once the receives
+// are announced (a network proxy then posts them while the sends go out).
+ncclResult_t receiveAndReduce(ncclComm* comm, const DetExchange& x, const WaitContext& wait, const OpLabel& label,
+                              bool sendFirst) {
   const int n = x.nRanks, r = x.rank;
   const size_t es = x.esize;
   std::vector<HostConn*> conns;
@@ -83,6 +86,7 @@ ncclResult_t receiveAndReduce(ncclComm* comm, const DetExchange& x, const WaitCo
     prims[p] = std::make_unique<HostPrims>(conns[p], nullptr, nullptr, nullptr, 1, copy, wait, label,
                                            TUTTI_PROTO_SIMPLE);
   }
+  if (sendFirst) TUTTI_CHECK(sendAll(comm, x, wait, label));
   // Peers in the order they send to this rank (rank - 1 first, as each sender starts with its next rank).
   auto eachPeer = [&](auto&& fn) -> ncclResult_t {
     for (int d = 1; d < n; ++d) TUTTI_CHECK(fn((r + n - d) % n));
@@ -145,8 +149,7 @@ ncclResult_t runDetExchange(ncclComm* comm, const DetExchange& x, int channel, c
                             const OpLabel& label) {
   if (channel == 0) {
     ncclResult_t res = ncclSuccess;
-    if (x.nRanks > 1 && x.oneThread) res = sendAll(comm, x, wait, label);
-    if (x.nRanks > 1 && res == ncclSuccess) res = receiveAndReduce(comm, x, wait, label);
+    if (x.nRanks > 1) res = receiveAndReduce(comm, x, wait, label, x.oneThread);
     if (x.reducedBefore) {
       if (res != ncclSuccess) x.reduceFailed.store(true, std::memory_order_release);
       publish(&x.reduced, &x.reducedWaiters, &x.reducedSeq, 1, false);
