@@ -79,13 +79,27 @@ ncclResult_t receiveAndReduce(ncclComm* comm, const DetExchange& x, const WaitCo
   const uint64_t steps = (x.rankScaled ? 1 : 0) + stepsOf(x.q, per) + stepsOf(x.tail, per);
   ResolvedRedOp copy{};
   resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &copy);
+  // Each step needs every peer's: one spin budget polls them all (pollAll), then a peer still missing is slept on
+  // at once. Waiting on each peer in turn would spend up to n - 1 budgets per step, yielding the core every few
+  // polls, which ranks that outnumber the cores pay for in context switches.
+  WaitContext sleepAtOnce = wait;
+  sleepAtOnce.spinCount = 0;
   std::vector<std::unique_ptr<HostPrims>> prims(n);
   for (int p = 0; p < n; ++p) {
     if (p == r) continue;
     announceRecvSteps(conns[p], steps);
-    prims[p] = std::make_unique<HostPrims>(conns[p], nullptr, nullptr, nullptr, 1, copy, wait, label,
+    prims[p] = std::make_unique<HostPrims>(conns[p], nullptr, nullptr, nullptr, 1, copy, sleepAtOnce, label,
                                            TUTTI_PROTO_SIMPLE);
   }
+  auto pollAll = [&] {
+    SpinPacer pacer(wait.spinCount);
+    for (int i = 0;; ++i) {
+      bool all = true;
+      for (int p = 0; p < n && all; ++p) all = p == r || prims[p]->recvReady();
+      if (all || i >= wait.spinCount) return;
+      pacer.pause();
+    }
+  };
   if (sendFirst) TUTTI_CHECK(sendAll(comm, x, wait, label));
   // Peers in the order they send to this rank (rank - 1 first, as each sender starts with its next rank).
   auto eachPeer = [&](auto&& fn) -> ncclResult_t {
@@ -96,6 +110,7 @@ ncclResult_t receiveAndReduce(ncclComm* comm, const DetExchange& x, const WaitCo
   if (x.rankScaled) {
     scalars.resize(size_t(n) * es);
     std::memcpy(scalars.data() + size_t(r) * es, ownScalar(x), es);
+    pollAll();
     TUTTI_CHECK(eachPeer([&](int p) -> ncclResult_t {
       const char* data = nullptr;
       TUTTI_CHECK(prims[p]->recvPeek(es, &data));
@@ -109,6 +124,7 @@ ncclResult_t receiveAndReduce(ncclComm* comm, const DetExchange& x, const WaitCo
   auto segment = [&](size_t len, size_t ownAt, char* out) -> ncclResult_t {
     for (size_t at = 0; at < len; at += per) {
       const size_t m = std::min(per, len - at);
+      pollAll();
       TUTTI_CHECK(eachPeer([&](int p) -> ncclResult_t {
         const char* data = nullptr;
         TUTTI_CHECK(prims[p]->recvPeek(m * es, &data));

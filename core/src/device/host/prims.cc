@@ -484,6 +484,11 @@ ncclResult_t HostPrims::run(unsigned mode, size_t in, size_t out, size_t n, bool
   return ncclSuccess;
 }
 
+bool HostPrims::recvReady() const {
+  const HostConn* rc = recvs_[0];
+  return std::atomic_ref<uint64_t>(rc->conn.ctrl->tail).load(std::memory_order_acquire) >= rc->step + 1;
+}
+
 void HostPrims::recvRelease() {
   HostConn* rc = recvs_[0];
   tuttiConnCtrl_t* ctrl = rc->conn.ctrl;

@@ -97,6 +97,8 @@ class HostPrims {
   // its slot (*data points there) until recvRelease hands the slot back.
   ncclResult_t recvPeek(size_t bytes, const char** data) { return waitRecv(0, bytes, data); }
   void recvRelease();
+  // Whether the step recvPeek would wait for is complete (Simple), without waiting.
+  bool recvReady() const;
 
   // Slot capacity in elements.
   size_t slotElems() const { return slotData_ / eltSize_; }
