@@ -145,8 +145,10 @@ bool sameRule(const TuningRule& a, const TuningRule& b) {
          a.channels == b.channels;
 }
 
-// yaml-cpp reads bytes that are not UTF-8 as they are but its emitter writes U+FFFD for them, so only
-// configs whose strings are all UTF-8 can be compared after a round trip.
+// yaml-cpp reads bytes that are not UTF-8 as they are but its emitter writes U+FFFD for them, and it decodes
+// an overlong form (E0 8F 8D for U+03CD) and writes the shortest one: only configs whose strings are all
+// well-formed UTF-8 (RFC 3629: shortest forms, no surrogates, at most U+10FFFF) can be compared after a round
+// trip.
 bool utf8(const std::string& s) {
   for (size_t i = 0; i < s.size();) {
     const unsigned char c = s[i];
@@ -154,6 +156,14 @@ bool utf8(const std::string& s) {
     if (n < 0 || i + n >= s.size()) return false;
     for (int k = 1; k <= n; ++k)
       if ((static_cast<unsigned char>(s[i + k]) >> 6) != 2) return false;
+    if (n > 0) {
+      const unsigned char c1 = s[i + 1];
+      if (c == 0xC0 || c == 0xC1) return false;                // overlong 2-byte form
+      if (c == 0xE0 && c1 < 0xA0) return false;                // overlong 3-byte form
+      if (c == 0xED && c1 >= 0xA0) return false;               // UTF-16 surrogates
+      if (c == 0xF0 && c1 < 0x90) return false;                // overlong 4-byte form
+      if (c > 0xF4 || (c == 0xF4 && c1 >= 0x90)) return false;  // beyond U+10FFFF
+    }
     i += n + 1;
   }
   return true;
