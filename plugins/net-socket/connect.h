@@ -88,6 +88,10 @@ struct Comm {
   std::atomic<int> error{ncclSuccess};  // first failure; every later call on the comm reports it
   std::deque<Request*> ctrlQueue;       // requests whose header/inline phase is not finished, in post order
   uint32_t pollsSincePeerCheck = 0;     // test() calls on unfinished sends since the last peerGone()
+  // Receive side: bytes read from the control socket ahead of the request that needs them, [rxBegin, rxEnd) of
+  // rxBuf. One recv then takes a small message's header and payload together (and whatever follows).
+  std::unique_ptr<char[]> rxBuf;
+  size_t rxBegin = 0, rxEnd = 0;
   std::vector<std::unique_ptr<Worker>> workers;  // started on the first chunked message
   Request requests[NCCL_NET_MAX_REQUESTS];
 };

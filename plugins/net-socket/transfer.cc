@@ -120,6 +120,46 @@ ncclResult_t dispatchChunks(Comm* comm, Request* r) {
   return ncclSuccess;
 }
 
+// Read-ahead buffer of a receiving comm's control socket, and the size from which a payload bypasses it.
+constexpr size_t kRxBufBytes = 64 * 1024;
+constexpr size_t kRxDirectBytes = 16 * 1024;
+
+// Receives bytes [*offset, size) of buf from the control socket of a receiving comm: from what an earlier recv
+// read ahead first, then from the socket. A short remainder is read through the buffer (one recv takes whatever
+// has arrived, the next messages' headers included); a long one goes straight into buf.
+Io recvCtrl(Comm* comm, void* buf, size_t size, size_t* offset, ncclResult_t* code) {
+  char* p = static_cast<char*>(buf);
+  while (*offset < size) {
+    if (comm->rxBegin < comm->rxEnd) {
+      const size_t n = std::min(size - *offset, comm->rxEnd - comm->rxBegin);
+      std::memcpy(p + *offset, comm->rxBuf.get() + comm->rxBegin, n);
+      comm->rxBegin += n;
+      *offset += n;
+      continue;
+    }
+    if (size - *offset >= kRxDirectBytes) return progressIo(comm->ctrlFd, false, buf, size, offset, code);
+    if (!comm->rxBuf) comm->rxBuf = std::make_unique<char[]>(kRxBufBytes);
+    // One recv, not a loop until EAGAIN: what it returns is usually all that has arrived.
+    const ssize_t n = ::recv(comm->ctrlFd, comm->rxBuf.get(), kRxBufBytes, MSG_DONTWAIT);
+    if (n > 0) {
+      comm->rxBegin = 0;
+      comm->rxEnd = static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Io::Again;
+    const int err = n == 0 ? 0 : errno;
+    if (n == 0) {
+      SOCK_WARN("NET/Socket : peer closed the connection (%zu of %zu bytes received)", *offset, size);
+    } else {
+      SOCK_WARN("NET/Socket : recv failed: %s", std::strerror(err));
+    }
+    *code = n == 0 || err == ECONNRESET || err == ETIMEDOUT || err == EHOSTUNREACH ? ncclRemoteError : ncclSystemError;
+    return Io::Error;
+  }
+  return Io::Done;
+}
+
 // Fills the header of a send: small messages (or comms without data sockets) go inline.
 void prepareHeader(Comm* comm, Request* r) {
   r->hdr.marker = kMsgMarker;
@@ -152,7 +192,8 @@ ncclResult_t progressCtrl(Comm* comm) {
       continue;
     }
     if (r->hdrOffset < sizeof r->hdr) {
-      Io io = progressIo(comm->ctrlFd, comm->isSend, &r->hdr, sizeof r->hdr, &r->hdrOffset, &code);
+      Io io = comm->isSend ? progressIo(comm->ctrlFd, true, &r->hdr, sizeof r->hdr, &r->hdrOffset, &code)
+                           : recvCtrl(comm, &r->hdr, sizeof r->hdr, &r->hdrOffset, &code);
       if (io == Io::Error) return failComm(comm, code);
       if (io == Io::Again) return ncclSuccess;
       if (!comm->isSend) {
@@ -170,7 +211,8 @@ ncclResult_t progressCtrl(Comm* comm) {
       }
     }
     if (r->hdr.flags & kMsgInline) {
-      Io io = progressIo(comm->ctrlFd, comm->isSend, r->data, r->size, &r->inlineOffset, &code);
+      Io io = comm->isSend ? progressIo(comm->ctrlFd, true, r->data, r->size, &r->inlineOffset, &code)
+                           : recvCtrl(comm, r->data, r->size, &r->inlineOffset, &code);
       if (io == Io::Error) return failComm(comm, code);
       if (io == Io::Again) return ncclSuccess;
       r->pendingTasks.store(0, std::memory_order_relaxed);

@@ -351,8 +351,11 @@ void commCancelOps(ncclComm* comm) {
   if (uint32_t* word = comm->rmaAbortWord.load(std::memory_order_acquire)) __atomic_store_n(word, 1u, __ATOMIC_RELEASE);
   std::lock_guard<std::mutex> lock(comm->connMutex);
   for (auto& [key, c] : comm->connections)
-    if (c->host.conn.ctrl)
+    if (c->host.conn.ctrl) {
       host::closeEnd(c->host.conn.ctrl, c->isSend, c->host.conn.shared, comm->failure.load());
+      // A network end its rank drove is closed by whoever progresses it next: here, or the proxy thread.
+      if (c->host.proxyTask) proxyRelease(c->host.proxyTask);
+    }
 }
 
 void commSignalAbort(ncclComm* comm) {

@@ -164,6 +164,10 @@ ncclResult_t commConnect(ncclComm* comm, const std::vector<ConnRequest>& wanted)
                    c.transport->name(), p.req.peer, p.req.channel);
       // Device backends: the kernels reach the connection's host memory (FIFOs, staging, control block).
       if (comm->backend != Backend::Host) TUTTI_CHECK(device::registerConnection(comm, &c));
+      // A host rank sends and receives on its own network ends (no proxy wake-up on the critical path), except
+      // the one-sided service's, which its service thread polls without driving.
+      if (comm->backend == Backend::Host && p.req.connIndex != kConnRma && netTransportIs(api))
+        c.host.proxyTask = netProxyTaskOf(c.res);
       connected[i] = true;
       progressed = true;
       --left;

@@ -130,6 +130,7 @@ struct NetEnd {
   bool handleCopied = false;
   // Proxy state: steps handed to the plugin and steps completed; requests of outstanding steps.
   uint64_t posted = 0, done = 0;
+  bool failed = false;  // a plugin call failed: the end is closed and moves nothing more
   void* requests[TUTTI_STEPS] = {};
   std::shared_ptr<NetProxyTask> task;
   // Profiling: ProxyOps the ranks queued (under profMutex, in step order) and the ProxyStep of each slot in
@@ -251,7 +252,10 @@ ncclResult_t NetProxyTask::progress(bool* active) {
   NetState* net = loadNet();
   const ncclNet_v12_t& api = net->plugin->net;
   tuttiConnCtrl_t* ctrl = e->ctrl();
+  // A failed end stays failed: the rank driving it may poll it again before the proxy thread drops it.
+  if (e->failed) return ncclRemoteError;
   auto fail = [&](const char* what) {
+    e->failed = true;
     TUTTI_WARN("net: {} {} rank {} failed (see the plugin's message above)", what, e->recv ? "from" : "to", e->peer);
     markClosed(e);
     return ncclRemoteError;
@@ -534,6 +538,7 @@ void drainSends(NetEnd* e) {
   tuttiConnCtrl_t* ctrl = e->ctrl();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (std::chrono::steady_clock::now() < deadline) {
+    proxyRelease(e->task.get());  // a rank may have driven this end: whatever is left is the proxy's now
     const uint64_t tail = std::atomic_ref<uint64_t>(ctrl->tail).load(std::memory_order_acquire);
     const uint64_t head = std::atomic_ref<uint64_t>(ctrl->head).load(std::memory_order_acquire);
     if (head >= tail || std::atomic_ref<uint32_t>(ctrl->senderClosed).load() ||
@@ -593,6 +598,8 @@ void netProfilePost(void* res, ProfEvent* op, uint64_t firstStep, uint64_t nStep
   }
   e->profiled.store(true, std::memory_order_release);
 }
+
+ProxyTask* netProxyTaskOf(void* res) { return static_cast<NetEnd*>(res)->task.get(); }
 
 const char* netTransportPluginName() { return loadNet()->name.c_str(); }
 

@@ -22,6 +22,11 @@ bool netTransportIs(const tuttiTransport_v1_t& api);
 // its phases, and stops the op after its last step. Ops of one end are posted in step order.
 void netProfilePost(void* res, ProfEvent* op, uint64_t firstStep, uint64_t nSteps);
 
+class ProxyTask;
+
+// The proxy task that moves the network end `res` (a rank may drive it itself: proxy.h, proxyProgressInline).
+ProxyTask* netProxyTaskOf(void* res);
+
 // Name of the net plugin in use ("" when none could be loaded), loading the config's nets on first call.
 const char* netTransportPluginName();
 

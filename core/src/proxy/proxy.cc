@@ -23,6 +23,10 @@
 namespace tutti {
 namespace {
 
+// Threads between proxyHandOffBegin and proxyHandOffEnd, and whether any task was ever driven inline.
+std::atomic<int> gSleepers{0};
+std::atomic<bool> gAnyDriven{false};
+
 class Proxy {
  public:
   void add(const std::shared_ptr<ProxyTask>& task) {
@@ -93,15 +97,26 @@ class Proxy {
           continue;
         }
       }
+      // Read before the round: a ring during the round (work posted after a task was looked at) keeps the
+      // thread from sleeping after it.
+      const uint32_t rung = doorbell_.load(std::memory_order_seq_cst);
+      // Tasks their ranks drive (proxyProgressInline) are left to them unless a rank sleeps or handed one over.
+      const bool takeOver = gSleepers.load(std::memory_order_seq_cst) > 0;
       bool active = false, busy = false;
       for (auto& t : snapshot) {
-        bool moved = false;
-        if (t->progress(&moved) != ncclSuccess) {
+        if (t->driven() && !takeOver && !t->handedOver()) continue;
+        bool moved = false, taskBusy = false;
+        ncclResult_t res = ncclSuccess;
+        if (!t->tryRun(&moved, &taskBusy, &res)) {
+          busy = true;  // a rank is in it right now: look again soon
+          continue;
+        }
+        if (res != ncclSuccess) {
           TUTTI_INFO(NCCL_PROXY | NCCL_NET, "proxy: a network connection failed and stops being progressed");
           proxyDrop(t.get());
         }
         active |= moved;
-        busy |= t->busy();
+        busy |= taskBusy;
       }
       if (active) {
         idleRounds = 0;
@@ -115,7 +130,7 @@ class Proxy {
         if (++idleRounds >= kSpinRounds) {
           if (idleSince == 0) idleSince = nowNs();
           if (nowNs() - idleSince > kNapAfterNs) {
-            sleepUntilRung(kNapNs);
+            sleepUntilRung(kNapNs, rung);
           } else {
             sched_yield();
           }
@@ -124,13 +139,12 @@ class Proxy {
         idleSince = 0;
         if (++idleRounds > 256) {
           // Nothing in flight: sleep until a rank rings (or a while passes, as a safety net).
-          sleepUntilRung(kIdleSleepNs);
+          sleepUntilRung(kIdleSleepNs, rung);
           idleRounds = 0;
         }
       }
     }
   }
-
   // Polls of a busy, silent proxy before it starts yielding; how long it yields before napping; the nap.
   static constexpr int kSpinRounds = 8;
   static constexpr int64_t kNapAfterNs = 10'000'000;  // beyond a scheduler tick or two: the peer is late
@@ -144,8 +158,8 @@ class Proxy {
     return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
   }
 
-  void sleepUntilRung(int64_t ns) {
-    const uint32_t seen = doorbell_.load(std::memory_order_acquire);
+  // Sleeps unless the doorbell moved since it read `seen`.
+  void sleepUntilRung(int64_t ns, uint32_t seen) {
     sleeping_.store(true, std::memory_order_seq_cst);
     // Re-check after announcing the sleep: a ring between the load above and here bumped the doorbell.
     if (doorbell_.load(std::memory_order_seq_cst) == seen) {
@@ -186,6 +200,47 @@ Proxy& proxy() {
 }
 
 }  // namespace
+
+bool ProxyTask::tryRun(bool* active, bool* busy, ncclResult_t* res) {
+  // Test before taking: a rank and the proxy polling the same task should not bounce the line on every poll.
+  if (running_.load(std::memory_order_relaxed) || running_.exchange(true, std::memory_order_acquire)) return false;
+  // Cleared before the run and set again only if work is left: a hand-over made while we run (by a rank that
+  // found the task taken) is never lost.
+  const bool wasHandedOver = handedOver_.exchange(false, std::memory_order_acq_rel);
+  *res = progress(active);
+  *busy = *res == ncclSuccess && this->busy();
+  if (*busy && wasHandedOver) handedOver_.store(true, std::memory_order_release);
+  running_.store(false, std::memory_order_release);
+  return true;
+}
+
+void proxyProgressInline(ProxyTask* task) {
+  if (!task->driven_.load(std::memory_order_relaxed)) {
+    task->driven_.store(true, std::memory_order_relaxed);
+    gAnyDriven.store(true, std::memory_order_seq_cst);
+  }
+  bool moved = false, busy = false;
+  ncclResult_t res = ncclSuccess;
+  // Not run (the proxy or another rank is in it): what it read may predate our post. Ring so that the proxy
+  // thread, if it is the one, does not go to sleep on a stale look. A failed task is the proxy's to drop.
+  if (!task->tryRun(&moved, &busy, &res) || res != ncclSuccess) proxyRing();
+}
+
+void proxyRelease(ProxyTask* task) {
+  bool moved = false, busy = false;
+  ncclResult_t res = ncclSuccess;
+  const bool ran = task->tryRun(&moved, &busy, &res);
+  if (ran && res == ncclSuccess && !busy) return;
+  task->handedOver_.store(true, std::memory_order_release);
+  proxyRing();
+}
+
+void proxyHandOffBegin() {
+  gSleepers.fetch_add(1, std::memory_order_seq_cst);
+  if (gAnyDriven.load(std::memory_order_relaxed)) proxyRing();
+}
+
+void proxyHandOffEnd() { gSleepers.fetch_sub(1, std::memory_order_relaxed); }
 
 void proxyAdd(const std::shared_ptr<ProxyTask>& task) { proxy().add(task); }
 void proxyRemove(ProxyTask* task) { proxy().remove(task); }

@@ -9,6 +9,7 @@
 
 #include "proxy/affinity.h"
 
+#include <atomic>
 #include <memory>
 
 namespace tutti {
@@ -22,6 +23,23 @@ class ProxyTask {
   // True while the task has work in flight (posted receives, unsent or incomplete sends): the proxy thread
   // then keeps polling instead of sleeping.
   virtual bool busy() const = 0;
+
+  // Runs progress() then busy() unless another thread is running them (the proxy thread, or a rank driving
+  // its own connection: proxyProgressInline). False when it did not run. A task found idle is no longer
+  // handed over (see handedOver).
+  bool tryRun(bool* active, bool* busy, ncclResult_t* res);
+  // Whether ranks drive this task themselves (proxyProgressInline was called on it): the proxy thread then
+  // progresses it only while a rank has handed its work over (proxyHandOffBegin).
+  bool driven() const { return driven_.load(std::memory_order_relaxed); }
+  // A driven task its rank left with work in flight (proxyRelease): the proxy thread finishes it.
+  bool handedOver() const { return handedOver_.load(std::memory_order_acquire); }
+
+ private:
+  friend void proxyProgressInline(ProxyTask* task);
+  friend void proxyRelease(ProxyTask* task);
+  std::atomic<bool> running_{false};
+  std::atomic<bool> driven_{false};
+  std::atomic<bool> handedOver_{false};
 };
 
 // Starts the proxy thread on first use. Thread-safe.
@@ -31,6 +49,23 @@ void proxyRemove(ProxyTask* task);
 // Wakes the proxy thread if it sleeps: called after posting work on a proxied connection. Costs one atomic
 // load while the proxy is awake.
 void proxyRing();
+
+// Progresses `task` on the calling thread, now: a host rank sends and receives on its own network connections,
+// so a small message pays no wake-up of the proxy thread on either side. Marks the task driven (see
+// ProxyTask::driven): from then on the proxy thread leaves it to its rank, except while that rank sleeps, so
+// every thread that progresses a task inline must call proxyHandOffBegin before it sleeps. Rings the proxy
+// when another thread was in the task or the task failed (the proxy then drops it).
+void proxyProgressInline(ProxyTask* task);
+
+// A rank stops driving `task` for now (its primitives are done with the connection): what is still in flight
+// (a send the plugin has not completed) is handed to the proxy thread.
+void proxyRelease(ProxyTask* task);
+
+// A thread that may leave inline-driven network work unfinished (it is about to sleep) hands it to the proxy
+// thread, which progresses every busy task until the matching proxyHandOffEnd. Cheap in a process that never
+// drove a task inline: one atomic increment, no system call.
+void proxyHandOffBegin();
+void proxyHandOffEnd();
 
 // Where the proxy thread will run (affinity.h): takes effect if the thread has not started yet (it starts
 // with the process's first network connection and lives as long as the process). Thread-safe.

@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 
+#include <algorithm>
 #include <atomic>
 
 namespace nstest {
@@ -158,6 +159,61 @@ TEST_F(NetSocket, BackToBackMessagesKeepOrder) {
     int got = -1;
     ASSERT_EQ(transfer(src.data(), size, dst.data(), size, &got), ncclSuccess) << "round " << round;
     ASSERT_EQ(src, dst) << "round " << round;
+  }
+}
+
+// The receiver reads its control socket ahead (one recv takes a small message's header and payload, and
+// whatever follows): messages already queued back to back must still come out one per receive, each with its
+// own size, into receives posted larger than the message; one of 17000 bytes is read partly from what was read
+// ahead and partly straight into its buffer, and a chunked one still takes the data sockets.
+TEST_F(NetSocket, ReadAheadKeepsMessageBoundaries) {
+  connectPair();
+  const size_t sizes[] = {5, 0, 17000, 3, 65535, 1, 200000, 8, 40000, 2};
+  constexpr int kN = sizeof sizes / sizeof sizes[0];
+  std::vector<std::vector<char>> src(kN), dst(kN);
+  std::vector<void*> sreq(kN), rreq(kN);
+  std::vector<int> sdone(kN, 0);
+  for (int i = 0; i < kN; i++) {
+    src[i].resize(sizes[i]);
+    fillPattern(src[i], 40 + i);
+    dst[i].assign(sizes[i] + 100, 0);
+    ASSERT_EQ(n->isend(sendComm, src[i].data(), sizes[i], 0, nullptr, nullptr, &sreq[i]), ncclSuccess);
+  }
+  // Let the sends reach the socket before any receive is posted, so the first recv finds several messages.
+  for (int round = 0; round < 100; round++) {
+    for (int j = 0; j < kN; j++) {
+      if (!sdone[j]) {
+        ASSERT_EQ(n->test(sreq[j], &sdone[j], nullptr), ncclSuccess);
+      }
+    }
+  }
+  for (int i = 0; i < kN; i++) {
+    void* d = dst[i].data();
+    size_t cap = dst[i].size();
+    int tag = 0;
+    ASSERT_EQ(n->irecv(recvComm, 1, &d, &cap, &tag, nullptr, nullptr, &rreq[i]), ncclSuccess);
+  }
+  for (int i = 0; i < kN; i++) {
+    int got = -1, rdone = 0;
+    const auto deadline = Clock::now() + std::chrono::seconds(20);
+    while (!rdone && Clock::now() < deadline) {
+      ASSERT_EQ(n->test(rreq[i], &rdone, &got), ncclSuccess) << "recv " << i;
+      for (int j = 0; j < kN; j++) {
+        if (!sdone[j]) {
+          ASSERT_EQ(n->test(sreq[j], &sdone[j], nullptr), ncclSuccess);
+        }
+      }
+    }
+    ASSERT_TRUE(rdone) << "recv " << i << " did not complete";
+    EXPECT_EQ(static_cast<size_t>(got), sizes[i]) << "message " << i;
+    EXPECT_TRUE(std::equal(src[i].begin(), src[i].end(), dst[i].begin())) << "message " << i;
+    EXPECT_TRUE(std::all_of(dst[i].begin() + sizes[i], dst[i].end(), [](char c) { return c == 0; }))
+        << "message " << i << " wrote past its size";
+  }
+  for (int j = 0; j < kN; j++) {
+    if (!sdone[j]) {
+      ASSERT_EQ(waitRequest(n->test, sreq[j]), ncclSuccess) << "send " << j;
+    }
   }
 }
 

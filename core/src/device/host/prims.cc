@@ -57,6 +57,8 @@ HostPrims::HostPrims(HostConn* const* recvs, int nRecv, HostConn* const* sends, 
   nSend_ = std::min(nSend, kMaxPrimsPeers);
   for (int i = 0; i < nRecv_; ++i) recvs_[i] = recvs[i];
   for (int i = 0; i < nSend_; ++i) sends_[i] = sends[i];
+  for (int i = 0; i < nRecv_ + nSend_; ++i)
+    if (ProxyTask* t = (i < nRecv_ ? recvs_[i] : sends_[i - nRecv_])->proxyTask) drive_[nDrive_++] = t;
   // Every connection of a communicator has the same slot geometry (buffer size / NCCL_STEPS).
   const HostConn* c = nSend_ ? sends_[0] : nRecv_ ? recvs_[0] : nullptr;
   slotData_ = c ? slotDataBytes(c->conn, proto_) : 0;
@@ -66,6 +68,11 @@ HostPrims::HostPrims(HostConn* const* recvs, int nRecv, HostConn* const* sends, 
       if (tStaging.recv[i].size() < slotData_) tStaging.recv[i].resize(slotData_);
     if (tStaging.send.size() < slotData_) tStaging.send.resize(slotData_);
   }
+}
+
+HostPrims::~HostPrims() {
+  for (int i = 0; i < nSend_; ++i)
+    if (sends_[i]->proxyTask) proxyRelease(sends_[i]->proxyTask);
 }
 
 ncclResult_t HostPrims::waitFailed(WaitStatus st, const HostConn* c, bool sending, uint64_t step) const {
@@ -126,6 +133,8 @@ WaitContext HostPrims::connWait(const HostConn* c, const SlowWait* slow) const {
   WaitContext w = wait_;
   w.shared = c->conn.shared != 0;
   w.peerGone = c->peerGone;
+  w.drive = drive_;
+  w.nDrive = nDrive_;
   if (w.warnNs > 0) {
     w.onSlow = &HostPrims::warnSlowWait;
     w.slowCtx = slow;
@@ -472,7 +481,10 @@ ncclResult_t HostPrims::run(unsigned mode, size_t in, size_t out, size_t n, bool
       if (proto_ == TUTTI_PROTO_LL) llWrite(sendSlots[i], tStaging.send.data(), bytes, sc->step);
       if (proto_ == TUTTI_PROTO_LL128) ll128Write(sendSlots[i], tStaging.send.data(), bytes, sc->step);
       publish(&ctrl->tail, &ctrl->tailWaiters, &ctrl->tailSeq, ++sc->step, sc->conn.shared);
-      if (sc->conn.flags & TUTTI_CONN_PROXIED) proxyRing();
+      // A network send leaves now, from this thread; a proxy thread that may be asleep is rung only for ends
+      // the rank does not drive.
+      if (sc->proxyTask) proxyProgressInline(sc->proxyTask);
+      else if (sc->conn.flags & TUTTI_CONN_PROXIED) proxyRing();
     }
     for (int i = 0; i < nRecv; ++i) {
       HostConn* rc = recvs_[i];
@@ -486,6 +498,7 @@ ncclResult_t HostPrims::run(unsigned mode, size_t in, size_t out, size_t n, bool
 
 bool HostPrims::recvReady() const {
   const HostConn* rc = recvs_[0];
+  if (rc->proxyTask) proxyProgressInline(rc->proxyTask);
   return std::atomic_ref<uint64_t>(rc->conn.ctrl->tail).load(std::memory_order_acquire) >= rc->step + 1;
 }
 
@@ -498,7 +511,9 @@ void HostPrims::recvRelease() {
 void announceRecvSteps(HostConn* conn, uint64_t steps) {
   if (!conn || !conn->conn.ctrl || !steps) return;
   std::atomic_ref<uint64_t>(conn->conn.ctrl->recvWanted).fetch_add(steps);
-  if (conn->conn.flags & TUTTI_CONN_PROXIED) proxyRing();
+  // A driven end posts its receives now; the rank's waits poll it from there on.
+  if (conn->proxyTask) proxyProgressInline(conn->proxyTask);
+  else if (conn->conn.flags & TUTTI_CONN_PROXIED) proxyRing();
 }
 
 ncclResult_t HostPrims::localCopy(size_t in, size_t out, size_t n) {

@@ -26,6 +26,9 @@ struct HostConn {
   uint64_t headSeen = 0;  // send end: the receiver's head as last read (it only grows), saves re-reading it
   int peer = -1;
   const std::atomic<uint8_t>* peerGone = nullptr;  // another process on this host: its lifeline (WaitContext)
+  // A network end the rank drives itself (proxy.h, proxyProgressInline); null for ends the proxy thread alone
+  // moves (intra-node transports, device backends, one-sided service connections).
+  ProxyTask* proxyTask = nullptr;
 };
 
 // Describes the running operation for error messages ("rank 3 AllReduce opCount 7 channel 1").
@@ -64,6 +67,10 @@ class HostPrims {
   HostPrims(HostConn* const* recvs, int nRecv, HostConn* const* sends, int nSend, const void* input, void* output,
             size_t eltSize, const ResolvedRedOp& op, const WaitContext& wait, const OpLabel& label,
             int proto = TUTTI_PROTO_SIMPLE);
+  // Hands what its network sends still have in flight to the proxy thread (proxyRelease).
+  ~HostPrims();
+  HostPrims(const HostPrims&) = delete;
+  HostPrims& operator=(const HostPrims&) = delete;
 
   ncclResult_t send(size_t in, size_t n) { return run(kSrcInput | kSend, in, 0, n, false); }
   ncclResult_t recv(size_t out, size_t n) { return run(kRecv | kDstOutput, 0, out, n, false); }
@@ -130,6 +137,8 @@ class HostPrims {
   HostConn* recvs_[kMaxPrimsPeers] = {};
   HostConn* sends_[kMaxPrimsPeers] = {};
   int nRecv_ = 0, nSend_ = 0;
+  ProxyTask* drive_[2 * kMaxPrimsPeers] = {};  // the proxyTasks of recvs_ and sends_ (WaitContext::drive)
+  int nDrive_ = 0;
   const char* input_;
   char* output_;
   size_t eltSize_;

@@ -1,5 +1,7 @@
 #include "device/host/wait.h"
 
+#include "proxy/proxy.h"
+
 #include <linux/futex.h>
 #include <sched.h>
 #include <sys/syscall.h>
@@ -40,6 +42,10 @@ WaitStatus waitAtLeast(uint64_t* counter, uint32_t* waiters, uint32_t* seq, cons
   if (value.load(std::memory_order_acquire) >= target) return WaitStatus::Ready;
   SpinPacer pacer(ctx.spinCount);
   for (int i = 0; i < ctx.spinCount; ++i) {
+    if (ctx.nDrive > 0) {
+      for (int t = 0; t < ctx.nDrive; ++t) proxyProgressInline(ctx.drive[t]);
+      if (value.load(std::memory_order_acquire) >= target) return WaitStatus::Ready;
+    }
     const bool yielded = pacer.pause();
     if (value.load(std::memory_order_acquire) >= target) return WaitStatus::Ready;
     if (!yielded) continue;
@@ -48,6 +54,11 @@ WaitStatus waitAtLeast(uint64_t* counter, uint32_t* waiters, uint32_t* seq, cons
     if (closed && std::atomic_ref<const uint32_t>(*closed).load(std::memory_order_acquire))
       return value.load(std::memory_order_acquire) >= target ? WaitStatus::Ready : WaitStatus::PeerClosed;
   }
+  // Asleep, this thread drives no network connection: the proxy thread takes over until it wakes.
+  struct HandOff {
+    HandOff() { proxyHandOffBegin(); }
+    ~HandOff() { proxyHandOffEnd(); }
+  } handOff;
   std::atomic_ref<uint32_t> nWaiters(*waiters);
   std::atomic_ref<uint32_t> seqWord(*seq);
   const int64_t deadline = ctx.timeoutNs > 0 ? nowNs() + ctx.timeoutNs : 0;

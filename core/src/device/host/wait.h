@@ -9,6 +9,10 @@
 #include <atomic>
 #include <cstdint>
 
+namespace tutti {
+class ProxyTask;
+}
+
 namespace tutti::host {
 
 // What a wait needs besides the counter: how long to spin, when to give up, and what stops it.
@@ -26,6 +30,10 @@ struct WaitContext {
   std::atomic<uint64_t>* warnedOp = nullptr;
   void (*onSlow)(const void* slowCtx, int64_t waitedNs) = nullptr;
   const void* slowCtx = nullptr;
+  // Network connections the waiting thread drives itself (proxy.h, proxyProgressInline): progressed on every
+  // poll while it spins. Whatever the wait, a thread about to sleep hands such work to the proxy thread.
+  ProxyTask* const* drive = nullptr;
+  int nDrive = 0;
 };
 
 enum class WaitStatus { Ready, Aborted, TimedOut, PeerClosed };
