@@ -121,8 +121,8 @@ struct ncclComm {
   std::vector<tutti::ChannelRing> rings;  // per channel
   tutti::DoubleTree trees;                // channel c follows tree c % kTreeCount
   size_t buffSizes[TUTTI_NUM_PROTOCOLS] = {};
-  bool ll128 = false;
-  size_t p2pLLThreshold = 0;  // send/recv of at most this many bytes use LL (NCCL_P2P_LL_THRESHOLD)  // every pair's transport guarantees LL128 ordering (same answer on every rank)
+  bool ll128 = false;  // every pair's transport guarantees LL128 ordering (same answer on every rank)
+  int64_t p2pLLThreshold = -1;  // send/recv of at most this many bytes use LL (NCCL_P2P_LL_THRESHOLD); -1: none
 
   // (channel, connIndex, peer, isSend) -> connection, created lazily on first use.
   std::map<std::tuple<int, int, int, bool>, std::unique_ptr<tutti::Connection>> connections;

@@ -177,7 +177,8 @@ ncclResult_t announceChannelSteps(ncclComm* comm, const std::vector<CollPlan>& c
 }
 
 int p2pProtocol(const ncclComm* comm, size_t bytes) {
-  return bytes <= comm->p2pLLThreshold ? TUTTI_PROTO_LL : TUTTI_PROTO_SIMPLE;
+  return comm->p2pLLThreshold >= 0 && bytes <= static_cast<uint64_t>(comm->p2pLLThreshold) ? TUTTI_PROTO_LL
+                                                                                           : TUTTI_PROTO_SIMPLE;
 }
 
 // ---- profiling (only when comm->profiler is set) --------------------------------------------------------
@@ -313,6 +314,25 @@ ncclResult_t runP2pList(ncclComm* comm, const std::vector<Task>& tasks, bool sen
     }
   }
   return ncclSuccess;
+}
+
+// Whether every connection's sends of this launch fit its FIFO (at most NCCL_STEPS steps): they then complete
+// without the peers receiving anything of this launch. Slots still held by earlier launches free up by
+// themselves, since every peer finishes its earlier launches without this one.
+bool sendsFitFifos(ncclComm* comm, const std::vector<Task>& sends) {
+  std::vector<std::pair<int, uint64_t>> steps;  // (peer, steps)
+  for (const Task& t : sends) {
+    const size_t bytes = t.count * dataTypeSize(t.datatype);
+    HostConn* conn = connOf(comm, 0, kConnP2p, t.root, true);
+    if (!conn) return false;
+    HostStepCounter counter(conn, p2pProtocol(comm, bytes), 1);
+    counter.send(0, bytes);
+    auto it = std::find_if(steps.begin(), steps.end(), [&](const auto& e) { return e.first == t.root; });
+    if (it == steps.end()) it = steps.insert(steps.end(), {t.root, 0});
+    it->second += counter.sendSteps();
+    if (it->second > TUTTI_STEPS) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -473,6 +493,16 @@ ncclResult_t launchItems(CommLaunch& launch, std::vector<WorkItem>* items, std::
   // Point-to-point: self pairs now (or by the caller); the rest in round order (send to rank+i, receive from rank-i).
   std::vector<Task> sends, recvs;
   TUTTI_CHECK(orderP2p(comm, launch.p2p, &sends, &recvs, selfCopies));
+  if (!sends.empty() && !recvs.empty() && sendsFitFifos(comm, sends)) {
+    // No send waits for a receive of this launch (each fits its connection's free slots), so one thread sends
+    // everything, then receives: no hand-off to a second thread (an AlltoAll, a halo exchange, small pairs).
+    items->push_back(guarded(comm, [comm, sends = std::move(sends), recvs = std::move(recvs)]() -> ncclResult_t {
+      TUTTI_CHECK(runP2pList(comm, sends, true));
+      return runP2pList(comm, recvs, false);
+    }));
+    ++comm->p2pOpCount;
+    return ncclSuccess;
+  }
   if (!sends.empty())
     items->push_back(guarded(comm, [comm, sends = std::move(sends)] { return runP2pList(comm, sends, true); }));
   if (!recvs.empty())
