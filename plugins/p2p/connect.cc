@@ -92,8 +92,9 @@ ncclResult_t recvSetup(const tuttiConnectRequest_t* req, const tuttiPeerInfo_t* 
     fifo->sizes[p] = bytes;
     ok = fifo->buffs[p] != nullptr;
     // LL / LL128 readers trust a line whose flag matches the step, and steps restart at 0 on every
-    // connection: recycled memory holding an earlier connection's lines would read as fresh data.
-    if (ok && p != TUTTI_PROTO_SIMPLE) std::memset(fifo->buffs[p], 0, rounded);
+    // connection: recycled memory holding an earlier connection's lines would read as fresh data. The Simple
+    // buffer is written too, so its pages are faulted in now rather than during the first calls that reach them.
+    if (ok) std::memset(fifo->buffs[p], 0, rounded);
   }
   if (!ok) {
     if (gLogger)

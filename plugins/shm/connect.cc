@@ -125,7 +125,9 @@ ncclResult_t recvSetup(const tuttiConnectRequest_t* req, const tuttiPeerInfo_t* 
     freeEnd(e);
     return ncclSystemError;
   }
-  e->base = freshMapping(mmap(nullptr, e->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), e->bytes);
+  // MAP_POPULATE (here and where the peer maps it): the FIFO's pages are faulted in now, not during the first calls
+  // that reach them (a 4 MiB Simple FIFO is 1024 faults: 2 ranks, AllGather 1 MiB, 23 calls: 300 us -> 60 us each).
+  e->base = freshMapping(mmap(nullptr, e->bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0), e->bytes);
   close(fd);
   if (e->base == MAP_FAILED) {
     SHM_WARN("shm: mmap of %s failed: %s", e->name, std::strerror(errno));
@@ -189,7 +191,7 @@ ncclResult_t sendConnect(void* res, const void* peerInfo, tuttiConnector_t* conn
     close(fd);
     return ncclInternalError;
   }
-  e->base = freshMapping(mmap(nullptr, i.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), i.bytes);
+  e->base = freshMapping(mmap(nullptr, i.bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0), i.bytes);
   close(fd);
   if (e->base == MAP_FAILED) {
     e->base = nullptr;

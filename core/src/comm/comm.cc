@@ -7,6 +7,7 @@
 #include "plan/tuning.h"
 
 #include "device/enqueue.h"
+#include "device/host/direct_copy.h"
 #include "device/sim/kernels.h"
 #include "plugin/config.h"
 #include "plugin/params.h"
@@ -245,15 +246,16 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   }
   comm->nNodes = topoNodeCount(comm->peers);
 
+  int localRanks = 0;
+  for (const auto& p : comm->peers) localRanks += p.hostHash == comm->peers[rank].hostHash;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+
   // Waits spin before sleeping: a sleeper's wake-up costs tens of microseconds, so spin long while every
   // rank of this host has a core to itself, and briefly when ranks outnumber cores (a spinner would take
   // the core its peer needs).
   if (paramIsSet("TUTTI_SPIN_COUNT")) {
     comm->spinCount = static_cast<int>(std::max<int64_t>(0, paramInt("TUTTI_SPIN_COUNT")));
   } else {
-    int localRanks = 0;
-    for (const auto& p : comm->peers) localRanks += p.hostHash == comm->peers[rank].hostHash;
-    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     comm->spinCount = localRanks <= cores ? 20000 : 1000;
   }
 
@@ -268,6 +270,27 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   }
 
   comm->nChannels = topoChannelCount(nRanks);
+  // Host backend: a channel is a thread, and a second channel a rank cannot give a core of its own costs a thread
+  // wake-up per call and splits the copies it would have streamed (2 ranks on 2 cores, AllReduce 1 MiB: 131 us
+  // on 2 channels, 56 us on 1).
+  comm->collChannelCap = comm->nChannels;
+  if (comm->backend == Backend::Host && !paramIsSet("NCCL_MIN_NCHANNELS") && !paramIsSet("NCCL_MAX_NCHANNELS"))
+    comm->collChannelCap = std::clamp(cores / std::max(localRanks, 1), 1, comm->nChannels);
+  // Single-copy AllGather / Broadcast. Unset, where measured to beat the ring (2 cores, AllGather and Broadcast
+  // from 64 KiB to 16 MiB): AllGather from 4 MiB, where the ring's two copies per byte cost more than the reads'
+  // page pinning; Broadcast only while ranks outnumber cores (4 ranks on 2: 256 KiB in 52-59 us against 110), as
+  // with a core each the ring's pipelined copies run in parallel and beat one rank reading everything. A forced
+  // algorithm or protocol is what the caller wants to run (and measure): no single-copy path then.
+  const int64_t directMin = paramInt("TUTTI_DIRECT_MIN_BYTES");
+  if (paramIsSet("NCCL_ALGO") || paramIsSet("NCCL_PROTO") || directMin == 0) {
+    comm->directMinGather = comm->directMinBcast = 0;
+  } else if (directMin > 0) {
+    comm->directMinGather = comm->directMinBcast = static_cast<size_t>(directMin);
+  } else {
+    comm->directMinGather = size_t{4} << 20;
+    comm->directMinBcast = localRanks > cores ? size_t{64} << 10 : 0;
+  }
+  if (comm->directMinGather > 0 || comm->directMinBcast > 0) TUTTI_CHECK(directProbe(comm));
   comm->rings.resize(comm->nChannels);
   for (int c = 0; c < comm->nChannels; ++c) {
     ChannelRing& ring = comm->rings[c];

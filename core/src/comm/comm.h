@@ -118,10 +118,17 @@ struct ncclComm {
   std::unique_ptr<tutti::Bootstrap> bootstrap;
   std::vector<tuttiPeerInfo_t> peers;
   int nChannels = 1;
+  // Channels one collective may use (the tuners' choice is clamped to it): nChannels, or on the host backend, unless
+  // NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS say otherwise, one per core this host has for each of its ranks.
+  int collChannelCap = 1;
   std::vector<tutti::ChannelRing> rings;  // per channel
   tutti::DoubleTree trees;                // channel c follows tree c % kTreeCount
   size_t buffSizes[TUTTI_NUM_PROTOCOLS] = {};
   bool ll128 = false;  // every pair's transport guarantees LL128 ordering (same answer on every rank)
+  // Single-copy AllGather / Broadcast (device/host/direct_copy.h): every rank can read every other rank's memory,
+  // and the smallest collective of each that takes the path (TUTTI_DIRECT_MIN_BYTES; 0: never).
+  bool directOk = false;
+  size_t directMinGather = 0, directMinBcast = 0;
   int64_t p2pLLThreshold = -1;  // send/recv of at most this many bytes use LL (NCCL_P2P_LL_THRESHOLD); -1: none
 
   // (channel, connIndex, peer, isSend) -> connection, created lazily on first use.

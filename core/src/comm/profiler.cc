@@ -43,6 +43,7 @@ const char* algoName(int a) {
   static const char* const kNames[] = {"Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT"};
   if (a == kAlgoSymmetric) return "Symmetric";
   if (a == kAlgoDetExchange) return "Deterministic";
+  if (a == kAlgoDirect) return "Direct";
   return a >= 0 && a < 7 ? kNames[a] : "Unknown";
 }
 const char* protoName(int p) {

@@ -50,6 +50,7 @@ std::string joinNames(const char* const* names, int n) {
 const char* tunedAlgoName(int a) {
   if (a == kAlgoSymmetric) return "SYM";
   if (a == kAlgoDetExchange) return "DET";
+  if (a == kAlgoDirect) return "DIRECT";
   return a >= 0 && a < kA ? kAlgoNames[a] : "?";
 }
 const char* tunedProtoName(int p) { return p >= 0 && p < kP ? kProtoNames[p] : "?"; }

@@ -2,6 +2,7 @@
 
 #include "comm/comm.h"
 #include "device/common/protocols.h"
+#include "device/host/direct_copy.h"
 #include "plan/tuning.h"
 #include "plugin/params.h"
 #include "rma/window.h"
@@ -92,8 +93,24 @@ ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out) {
   // Bytes that cross each link per rank, for the channel-count decision.
   const bool blockWise = task.func == ncclFuncAllGather || task.func == ncclFuncReduceScatter;
   const size_t totalBytes = count * plan.eltSize * (blockWise ? k : 1);
+  if (!task.internal && directWanted(comm, task.func, totalBytes)) {
+    auto d = std::make_shared<DirectCopy>();
+    d->func = task.func;
+    d->root = task.root;
+    d->input = static_cast<const char*>(task.sendbuff);
+    d->output = static_cast<char*>(task.recvbuff);
+    d->bytes = count;  // byte-wise: AllGather's block, Broadcast's buffer
+    plan.algorithm = kAlgoDirect;
+    plan.protocol = NCCL_PROTO_SIMPLE;
+    plan.nBytes = totalBytes;
+    plan.decider = "core";
+    plan.work.resize(1);
+    plan.direct = std::move(d);
+    *out = std::move(plan);
+    return ncclSuccess;
+  }
   int nc = static_cast<int>(std::clamp<size_t>(divUp(std::max<size_t>(totalBytes, 1), kMinBytesPerChannel),
-                                               1, comm->nChannels));
+                                               1, comm->collChannelCap));
   TuningDecision tuning;
   TUTTI_CHECK(tuningSelect(comm, task.func, totalBytes, nc, &tuning, !task.internal));
   plan.algorithm = tuning.algorithm;

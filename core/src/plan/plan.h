@@ -22,8 +22,12 @@ inline constexpr int kAlgoSymmetric = 100;
 // each peer its slice point-to-point, and reduces the slices it receives in the fixed order straight from the
 // connections' slots. Channel 0 sends, channel 1 receives and reduces.
 inline constexpr int kAlgoDetExchange = 101;
+// A single-copy AllGather or Broadcast on the host backend (device/host/direct_copy.h): each rank reads the blocks
+// it needs straight from the other ranks' buffers. One channel.
+inline constexpr int kAlgoDirect = 102;
 
 struct DetExchange;
+struct DirectCopy;
 
 struct CollPlan {
   Task task;
@@ -38,6 +42,7 @@ struct CollPlan {
   std::vector<CollWork> work;  // one per channel used
   std::shared_ptr<const SymPeers> sym;  // kAlgoSymmetric: every rank's buffers and barrier block
   std::shared_ptr<const DetExchange> detx;  // kAlgoDetExchange: what this rank sends and reduces
+  std::shared_ptr<const DirectCopy> direct;  // kAlgoDirect: the buffers
   bool local = false;  // a deterministic reduction's local step (sym->local): this rank alone, not call-checked
 };
 

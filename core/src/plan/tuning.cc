@@ -308,10 +308,10 @@ ncclResult_t tuningSelect(ncclComm* comm, ncclFunc_t f, size_t nBytes, int coreC
   engineSupport(f, comm->ll128, supported);
   TuningDecision d;
   if (comm->tuners) {
-    TUTTI_CHECK(comm->tuners->select(f, nBytes, supported, coreChannels, comm->nChannels, &d, filtered));
+    TUTTI_CHECK(comm->tuners->select(f, nBytes, supported, coreChannels, comm->collChannelCap, &d, filtered));
   } else {
     TunerChain bare(comm->nRanks, comm->nNodes);
-    TUTTI_CHECK(bare.select(f, nBytes, supported, coreChannels, comm->nChannels, &d, filtered));
+    TUTTI_CHECK(bare.select(f, nBytes, supported, coreChannels, comm->collChannelCap, &d, filtered));
   }
   TUTTI_INFO(NCCL_TUNING, "{}: {} bytes -> algo {} proto {} channels {} decider {} (channels by {}) time {} us",
              tunedFuncName(f), nBytes, tunedAlgoName(d.algorithm), tunedProtoName(d.protocol), d.nChannels,

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <string>
 #include <thread>
 
 namespace tutti::itest {
@@ -60,6 +62,15 @@ class Configured : public testing::TestWithParam<int> {};
 TEST_P(Configured, FourChannels) {
   ScopedEnv minCh("NCCL_MIN_NCHANNELS", "4");
   ScopedEnv maxCh("NCCL_MAX_NCHANNELS", "4");
+  runSlice(GetParam(), {1, 13, 4099, 100003});
+}
+
+// Ranks as threads of one process: every AllGather and Broadcast of at least one byte on the single-copy path
+// (each rank copies the blocks straight from the other ranks' buffers), with offsets, both placements and roots.
+TEST_P(Configured, SingleCopyAllGatherAndBroadcast) {
+  if (const char* device = std::getenv("TUTTI_DEVICE"); device && std::string(device) != "host")
+    GTEST_SKIP() << "the single-copy path is the host backend's";
+  ScopedEnv direct("TUTTI_DIRECT_MIN_BYTES", "1");
   runSlice(GetParam(), {1, 13, 4099, 100003});
 }
 

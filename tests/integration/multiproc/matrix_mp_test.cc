@@ -8,10 +8,17 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
 namespace tutti::itest {
 namespace {
 
-enum class Via { kShm, kNet };
+// kDirect: over shm, with every AllGather / Broadcast of at least one byte on the single-copy path
+// (device/host/direct_copy.h: each rank reads the others' buffers with process_vm_readv).
+enum class Via { kShm, kNet, kDirect };
 enum class Suite { kColl, kSendRecv };
 
 struct MpMatrixParam {
@@ -21,18 +28,34 @@ struct MpMatrixParam {
   Coll coll;  // kColl only
 };
 
-const char* viaName(Via v) { return v == Via::kShm ? "shm" : "net"; }
+const char* viaName(Via v) { return v == Via::kNet ? "net" : "shm"; }
 
 std::string paramLabel(const MpMatrixParam& p) {
   const std::string what = p.suite == Suite::kSendRecv ? "SendRecv" : collName(p.coll);
-  return std::string(p.via == Via::kShm ? "Shm_" : "Net_") + what + "_k" + std::to_string(p.nranks);
+  const char* via = p.via == Via::kShm ? "Shm_" : p.via == Via::kNet ? "Net_" : "Direct_";
+  return via + what + "_k" + std::to_string(p.nranks);
 }
 void PrintTo(const MpMatrixParam& p, std::ostream* os) { *os << paramLabel(p); }
+
+// Lines of the logs in `dir` (one file per rank) that contain `text`.
+int countLogLines(const std::string& dir, const std::string& text) {
+  int n = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    std::ifstream in(entry.path());
+    for (std::string line; std::getline(in, line);) n += line.find(text) != std::string::npos;
+  }
+  return n;
+}
 
 class MpMatrix : public testing::TestWithParam<MpMatrixParam> {};
 
 TEST_P(MpMatrix, Cases) {
   const MpMatrixParam p = GetParam();
+  if (const char* device = std::getenv("TUTTI_DEVICE"); p.via == Via::kDirect && device && std::string(device) != "host")
+    GTEST_SKIP() << "the single-copy path is the host backend's";
+  if (p.via == Via::kDirect && (std::getenv("NCCL_ALGO") || std::getenv("NCCL_PROTO")))
+    GTEST_SKIP() << "a forced algorithm or protocol turns the single-copy path off";
   const std::string logDir = makeTempDir("tutti-mp-log");
   MpOptions opts;
   opts.nranks = p.nranks;
@@ -43,6 +66,7 @@ TEST_P(MpMatrix, Cases) {
     opts.env.push_back({"NCCL_P2P_DISABLE", "1"});
     opts.env.push_back({"NCCL_SOCKET_IFNAME", "lo"});
   }
+  if (p.via == Via::kDirect) opts.env.push_back({"TUTTI_DIRECT_MIN_BYTES", "1"});
   MpResult r = runProcesses(opts, [&](const RankContext& ctx) {
     CaseList cases = p.suite == Suite::kSendRecv ? sendRecvCases(ctx.nranks) : collCases(p.coll, ctx.nranks);
     Report report;
@@ -59,6 +83,11 @@ TEST_P(MpMatrix, Cases) {
   const std::string want = viaName(p.via);
   EXPECT_EQ(checkTransports(uses, p.nranks, [](int) { return 0; }, want, want), "")
       << "in the INIT logs under " << logDir;
+  if (p.via == Via::kDirect) {
+    // Every rank found it could read every other rank (the probe at init), so the path was taken.
+    EXPECT_EQ(countLogLines(logDir, "single-copy AllGather from 1 bytes, Broadcast from 1 bytes"), p.nranks)
+        << "in the INIT logs under " << logDir;
+  }
   if (!HasFailure()) removeTree(logDir);
 }
 
@@ -70,6 +99,8 @@ std::vector<MpMatrixParam> params() {
       out.push_back({via, k, Suite::kSendRecv, Coll::kAllReduce});
     }
   }
+  for (int k : {2, 3, 4})
+    for (Coll c : {Coll::kAllGather, Coll::kBroadcast, Coll::kBcast}) out.push_back({Via::kDirect, k, Suite::kColl, c});
   return out;
 }
 

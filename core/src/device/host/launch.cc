@@ -5,6 +5,7 @@
 #include "device/common/ring.h"
 #include "device/common/tree.h"
 #include "device/host/det_exchange.h"
+#include "device/host/direct_copy.h"
 #include "device/host/prims.h"
 #include "device/host/reduce_copy.h"
 #include "device/host/sym.h"
@@ -54,7 +55,8 @@ bool isPat(const CollPlan& p) { return p.algorithm == NCCL_ALGO_PAT; }
 // Symmetric collectives (sym.h) use no connection: no steps, no proxy operations.
 bool isSym(const CollPlan& p) { return p.algorithm == kAlgoSymmetric; }
 bool isDetx(const CollPlan& p) { return p.algorithm == kAlgoDetExchange; }
-bool isRing(const CollPlan& p) { return !isTree(p) && !isPat(p) && !isSym(p) && !isDetx(p); }
+bool isDirect(const CollPlan& p) { return p.algorithm == kAlgoDirect; }
+bool isRing(const CollPlan& p) { return !isTree(p) && !isPat(p) && !isSym(p) && !isDetx(p) && !isDirect(p); }
 
 // Channel c's ring connections, read only when a plan of `colls` runs a ring there. A channel that no ring
 // plan of the launch uses may be getting its ring connected by a later launch on the calling thread while
@@ -136,7 +138,7 @@ void addSteps(StepCounts* counts, HostConn* conn, uint64_t steps) {
 ncclResult_t countChannelSteps(ncclComm* comm, const std::vector<CollPlan>& colls, int c, HostConn* ringRecv,
                                StepCounts* counts) {
   for (const CollPlan& p : colls) {
-    if (c >= static_cast<int>(p.work.size()) || isSym(p) || isDetx(p)) continue;
+    if (c >= static_cast<int>(p.work.size()) || isSym(p) || isDetx(p) || isDirect(p)) continue;
     if (isTree(p)) {
       const TreeWork tw = treeWorkOf(comm, p.work[c], c);
       TreeConns tc;
@@ -218,7 +220,7 @@ ncclResult_t profileChannelProxyOps(ncclComm* comm, const std::vector<CollPlan>&
   QueuedSteps queued;
   const ChannelRing& ring = comm->rings[c];
   for (const CollPlan& p : colls) {
-    if (c >= static_cast<int>(p.work.size()) || !p.task.prof || isSym(p) || isDetx(p)) continue;
+    if (c >= static_cast<int>(p.work.size()) || !p.task.prof || isSym(p) || isDetx(p) || isDirect(p)) continue;
     ProfEvent* parent = p.task.prof.get();
     if (isTree(p)) {
       const TreeWork tw = treeWorkOf(comm, p.work[c], c);
@@ -351,7 +353,7 @@ ncclResult_t launchConnect(CommLaunch& launch) {
   if (comm->nRanks > 1) {
     for (const CollPlan& p : launch.colls) {
       if (isSym(p)) continue;
-      if (isDetx(p)) {  // point-to-point connections with every peer, both ways
+      if (isDetx(p) || isDirect(p)) {  // point-to-point connections with every peer, both ways
         for (int peer = 0; peer < comm->nRanks; ++peer) {
           if (peer == comm->rank) continue;
           wanted.push_back({0, kConnP2p, peer, true});
@@ -458,6 +460,10 @@ ncclResult_t launchItems(CommLaunch& launch, std::vector<WorkItem>* items, std::
         }
         if (isDetx(p)) {
           TUTTI_CHECK(runDetExchange(comm, *p.detx, c, wait, label));
+          continue;
+        }
+        if (isDirect(p)) {
+          TUTTI_CHECK(runDirectCopy(comm, *p.direct, wait, label));
           continue;
         }
         if (isTree(p)) {
