@@ -37,6 +37,7 @@ mpi_tcp=(--mca btl self,tcp --mca btl_tcp_if_include lo)
 mkdir -p "$build/bench" "$raw"
 rm -f "$raw"/*.txt
 mpicc -O2 -Wall -o "$build/bench/mpi_coll_perf" "$root/benchmarks/mpi/mpi_coll_perf.c"
+cc -O2 -Wall -o "$build/bench/host_limits" "$root/benchmarks/mpi/host_limits.c"
 
 # Size segments: iterations shrink as sizes grow so the whole run stays within a few minutes on 2 cores.
 # Each segment is swept `repeats` times and the tables keep each size's fastest sweep: the host is shared,
@@ -73,6 +74,9 @@ run() {
 }
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+# The host's own limits, measured once before the sweep: what bounds the latency rows (a TCP hop over loopback,
+# a wake-up of a sleeping process) and the copy rows (one core's memcpy).
+"$build/bench/host_limits" > "$raw/host-limits.txt" || die "host_limits failed"
 start=$(date +%s)
 for np in $ranks; do
   for c in $colls; do
@@ -111,6 +115,8 @@ trap 'rm -f "$header"' EXIT
   echo "- Open MPI: $(ompi_info --parsable | sed -n 's/^ompi:version:full://p'), \`${mpirun_base[*]} -np N\`" \
        "with \`${mpi_shm[*]}\` (shm) or \`${mpi_tcp[*]}\` (tcp); benchmarks/mpi/mpi_coll_perf.c"
   echo "- time: slowest rank's average per call (us), out-of-place; busbw with nccl-tests' factors (GB/s)"
+  echo "- limits of this host, measured before the sweep (benchmarks/mpi/host_limits.c):" \
+       "$(sed -n 's/^limit: \([^ ]*\) \(.*\)$/\1 \2/p' "$raw/host-limits.txt" | paste -sd ';' | sed 's/;/; /g')"
 } > "$header"
 python3 "$root/benchmarks/tabulate.py" "$raw" "$header" "$results/side_by_side.md"
 echo "wrote $results/side_by_side.md (${elapsed} s)" >&2

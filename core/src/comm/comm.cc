@@ -273,8 +273,10 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   // Host backend: a channel is a thread, and a second channel a rank cannot give a core of its own costs a thread
   // wake-up per call and splits the copies it would have streamed (2 ranks on 2 cores, AllReduce 1 MiB: 131 us
   // on 2 channels, 56 us on 1).
+  // Every rank must slice a collective alike, so only where every rank sees the same cores and local ranks: one host.
   comm->collChannelCap = comm->nChannels;
-  if (comm->backend == Backend::Host && !paramIsSet("NCCL_MIN_NCHANNELS") && !paramIsSet("NCCL_MAX_NCHANNELS"))
+  if (comm->backend == Backend::Host && comm->nNodes == 1 && !paramIsSet("NCCL_MIN_NCHANNELS") &&
+      !paramIsSet("NCCL_MAX_NCHANNELS"))
     comm->collChannelCap = std::clamp(cores / std::max(localRanks, 1), 1, comm->nChannels);
   // Single-copy AllGather / Broadcast. Unset, where measured to beat the ring (2 cores, AllGather and Broadcast
   // from 64 KiB to 16 MiB): AllGather from 4 MiB, where the ring's two copies per byte cost more than the reads'
@@ -290,7 +292,8 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
     comm->directMinGather = size_t{4} << 20;
     comm->directMinBcast = localRanks > cores ? size_t{64} << 10 : 0;
   }
-  if (comm->directMinGather > 0 || comm->directMinBcast > 0) TUTTI_CHECK(directProbe(comm));
+  // Probed whatever the settings, so that ranks whose environments differ still make the same bootstrap calls.
+  TUTTI_CHECK(directProbe(comm));
   comm->rings.resize(comm->nChannels);
   for (int c = 0; c < comm->nChannels; ++c) {
     ChannelRing& ring = comm->rings[c];

@@ -118,8 +118,9 @@ struct ncclComm {
   std::unique_ptr<tutti::Bootstrap> bootstrap;
   std::vector<tuttiPeerInfo_t> peers;
   int nChannels = 1;
-  // Channels one collective may use (the tuners' choice is clamped to it): nChannels, or on the host backend, unless
-  // NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS say otherwise, one per core this host has for each of its ranks.
+  // Channels one collective may use (the tuners' choice is clamped to it): nChannels, or on the host backend with
+  // every rank on one host, unless NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS say otherwise, one per core the host has
+  // for each of its ranks.
   int collChannelCap = 1;
   std::vector<tutti::ChannelRing> rings;  // per channel
   tutti::DoubleTree trees;                // channel c follows tree c % kTreeCount

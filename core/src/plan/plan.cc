@@ -72,7 +72,7 @@ void symmetricBlocks(const ncclComm* comm, ncclFunc_t func, size_t count, int ri
   }
 }
 
-ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out) {
+ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out, bool allowDirect) {
   const int k = comm->nRanks;
   const size_t typeSize = dataTypeSize(task.datatype);
   const bool byteWise = task.func == ncclFuncAllGather || task.func == ncclFuncBroadcast;
@@ -93,7 +93,7 @@ ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out) {
   // Bytes that cross each link per rank, for the channel-count decision.
   const bool blockWise = task.func == ncclFuncAllGather || task.func == ncclFuncReduceScatter;
   const size_t totalBytes = count * plan.eltSize * (blockWise ? k : 1);
-  if (!task.internal && directWanted(comm, task.func, totalBytes)) {
+  if (allowDirect && !task.internal && directWanted(comm, task.func, totalBytes)) {
     auto d = std::make_shared<DirectCopy>();
     d->func = task.func;
     d->root = task.root;

@@ -66,7 +66,9 @@ inline size_t treeChunkBytes(size_t slotBytes, size_t shareBytes, int depth) {
   return chunk;
 }
 
-ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out);
+// `allowDirect` false keeps the collective off the single-copy path (kAlgoDirect), whose messages share the
+// point-to-point connections: a launch that also sends or receives on them is planned again without it.
+ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out, bool allowDirect = true);
 
 // A symmetric plan's work (sym.h): `count` elements cut into blocks of whole 64-byte lines, as many as
 // plan->nBytes fills at kMinBytesPerChannel each (at most the channels and kSymMaxBlocks); sets the

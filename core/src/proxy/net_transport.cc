@@ -402,9 +402,11 @@ ncclResult_t allocEnd(const tuttiConnectRequest_t* req, bool recv, NetEnd** out)
   }
   e->mem = static_cast<char*>(std::aligned_alloc(4096, device ? kCtrlBytes : total));
   if (!e->mem) TUTTI_FAIL(ncclSystemError, "net: cannot allocate {} bytes of FIFO", total);
-  // The whole FIFO in host memory, not only the control page: its pages are faulted in now rather than during
-  // the first calls that reach them (a 4 MiB Simple FIFO is 1024 faults).
-  std::memset(e->mem, 0, device ? kCtrlBytes : total);
+  std::memset(e->mem, 0, kCtrlBytes);
+  // The Simple region in host memory too: its pages are faulted in now rather than during the first calls that
+  // reach them (4 MiB is 1024 faults). The others fault in on first use.
+  if (!device && e->regionBytes[TUTTI_PROTO_SIMPLE])
+    std::memset(e->mem + e->regionOffset[TUTTI_PROTO_SIMPLE], 0, e->regionBytes[TUTTI_PROTO_SIMPLE]);
   e->data = e->mem;
   if (device) {
     if (req->devMem->alloc(&e->devData, total) != ncclSuccess) {

@@ -1,0 +1,131 @@
+/* Limits of this host that bound the side-by-side rows, measured in the same run (benchmarks/side_by_side.sh):
+ *   - TCP over loopback, 8-byte ping-pong between two processes: half the round trip, with both sides polling
+ *     (non-blocking recv in a loop) and with both sides blocking in recv (each message wakes a sleeping process);
+ *   - a futex wake-up between two processes: half the round trip of two processes that each sleep until the
+ *     other wakes them (what a waiting rank pays once it has stopped spinning);
+ *   - memcpy bandwidth of one core, 1 MiB blocks, warm (the copy a FIFO step or a single-copy read costs).
+ * Prints one "limit: <name> <value> <unit>" line per measurement. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* Half the round trip of an 8-byte TCP ping-pong over loopback, in microseconds. */
+static double tcpOneWay(int polling, int iters) {
+  int ls = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (ls < 0 || bind(ls, (struct sockaddr*)&a, sizeof a) || listen(ls, 1) || getsockname(ls, (struct sockaddr*)&a, &len)) {
+    perror("host_limits: socket");
+    exit(1);
+  }
+  int one = 1, fd;
+  pid_t child = fork();
+  if (child == 0) {
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(fd, (struct sockaddr*)&a, sizeof a)) _exit(1);
+  } else {
+    fd = accept(ls, NULL, NULL);
+  }
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (polling) fcntl(fd, F_SETFL, O_NONBLOCK);
+  char b[8] = {0};
+  const int warm = iters / 10;
+  double t0 = 0;
+  for (int i = 0; i < iters + warm; ++i) {
+    if (i == warm) t0 = now();
+    if (child == 0) {
+      while (recv(fd, b, sizeof b, 0) < (ssize_t)sizeof b) {
+      }
+      if (send(fd, b, sizeof b, 0) != (ssize_t)sizeof b) _exit(1);
+    } else {
+      if (send(fd, b, sizeof b, 0) != (ssize_t)sizeof b) exit(1);
+      while (recv(fd, b, sizeof b, 0) < (ssize_t)sizeof b) {
+      }
+    }
+  }
+  if (child == 0) _exit(0);
+  const double us = (now() - t0) / iters / 2 * 1e6;
+  waitpid(child, NULL, 0);
+  close(fd);
+  close(ls);
+  return us;
+}
+
+static void futexWait(uint32_t* w, uint32_t v) { syscall(SYS_futex, w, FUTEX_WAIT, v, NULL, NULL, 0); }
+static void futexWake(uint32_t* w) { syscall(SYS_futex, w, FUTEX_WAKE, 1, NULL, NULL, 0); }
+
+/* Half the round trip of two processes waking each other through a shared futex word, in microseconds. */
+static double futexOneWay(int iters) {
+  uint32_t* turn = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (turn == MAP_FAILED) exit(1);
+  *turn = 0;
+  const int warm = iters / 10;
+  pid_t child = fork();
+  const uint32_t me = child == 0 ? 1 : 0;
+  double t0 = 0;
+  for (int i = 0; i < 2 * (iters + warm); ++i) {
+    if (me == 0 && i == 2 * warm) t0 = now();
+    const uint32_t v = __atomic_load_n(turn, __ATOMIC_ACQUIRE);
+    if (v % 2 != me) {
+      futexWait(turn, v);
+      --i;
+      continue;
+    }
+    __atomic_store_n(turn, v + 1, __ATOMIC_RELEASE);
+    futexWake(turn);
+  }
+  if (child == 0) _exit(0);
+  const double us = (now() - t0) / iters / 2 * 1e6;
+  waitpid(child, NULL, 0);
+  return us;
+}
+
+/* memcpy of 1 MiB blocks on one core, GB/s. */
+static double copyGBs(void) {
+  const size_t n = 1 << 20;
+  char* a = malloc(n);
+  char* b = malloc(n);
+  if (!a || !b) exit(1);
+  memset(a, 1, n);
+  memset(b, 2, n);
+  const int iters = 2000;
+  double t0 = 0;
+  for (int i = 0; i < iters + 100; ++i) {
+    if (i == 100) t0 = now();
+    memcpy(i % 2 ? a : b, i % 2 ? b : a, n);
+  }
+  const double gbs = (double)n * iters / (now() - t0) / 1e9;
+  free(a);
+  free(b);
+  return gbs;
+}
+
+int main(void) {
+  printf("limit: tcp_loopback_one_way_polling %.2f us\n", tcpOneWay(1, 20000));
+  printf("limit: tcp_loopback_one_way_blocking %.2f us\n", tcpOneWay(0, 5000));
+  printf("limit: futex_wakeup_one_way %.2f us\n", futexOneWay(5000));
+  printf("limit: memcpy_1MiB_one_core %.2f GB/s\n", copyGBs());
+  return 0;
+}
