@@ -129,6 +129,8 @@ TEST_F(TuningLog, YamlOverridesAndPluginOptions) {
         << "    channels: 1\n";
   }
   ScopedEnv config("TUTTI_CONFIG", yaml);
+  // Set explicitly, the core's maximum is not capped by the host's cores (comm.h, collChannelCap).
+  ScopedEnv maxChannels("NCCL_MAX_NCHANNELS", "2");
   Report report;
   {
     CommSet set(kRanks, InitMode::kInitRank);
