@@ -147,6 +147,7 @@ ncclResult_t TunerChain::add(const std::string& name, std::shared_ptr<TunerPlugi
                              bool required, uint64_t commId) {
   TunerEntry e;
   e.name = name;
+  e.stateless = plugin && plugin->stateless;
   e.plugin = std::move(plugin);
   e.api = api;
   // Zeroed rather than NULL: tuners written for NCCL may read or edit these unconditionally.
@@ -173,15 +174,40 @@ void TunerChain::addOverrides(const std::vector<TuningRule>& rules) {
   ctx->nNodes = nNodes_;
   TunerEntry e;
   e.name = kOverrideTuner.name;
+  e.stateless = true;  // fixed rules
   e.api = &kOverrideTuner;
   e.context = ctx.get();
   e.internalState = std::move(ctx);
   entries_.push_back(std::move(e));
 }
 
+bool TunerChain::cacheable() const {
+  return std::all_of(entries_.begin(), entries_.end(), [](const TunerEntry& e) { return e.stateless; });
+}
+
 ncclResult_t TunerChain::select(ncclFunc_t f, size_t nBytes, const bool (&supported)[kA][kP], int coreChannels,
                                 int maxChannels, TuningDecision* out, bool filtered) const {
   if (f < 0 || f >= kNumTunedFuncs) TUTTI_FAIL(ncclInternalError, "tuning asked for non-collective {}", int(f));
+  // `supported` follows from f and the communicator (fixed), so the key leaves it out.
+  Cached* slot = nullptr;
+  if (cacheable()) {
+    if (!cache_) cache_ = std::make_unique<Cached[]>(kCacheSlots);
+    const size_t h = (nBytes * 0x9e3779b97f4a7c15ull) ^ (static_cast<size_t>(f) << 3) ^
+                     (static_cast<size_t>(coreChannels) << 11) ^ (static_cast<size_t>(maxChannels) << 19) ^ filtered;
+    slot = &cache_[(h >> 7) % kCacheSlots];
+    if (slot->valid && slot->f == f && slot->nBytes == nBytes && slot->coreChannels == coreChannels &&
+        slot->maxChannels == maxChannels && slot->filtered == filtered) {
+      *out = slot->decision;
+      return ncclSuccess;
+    }
+  }
+  TUTTI_CHECK(selectUncached(f, nBytes, supported, coreChannels, maxChannels, out, filtered));
+  if (slot) *slot = Cached{true, f, nBytes, coreChannels, maxChannels, filtered, *out};
+  return ncclSuccess;
+}
+
+ncclResult_t TunerChain::selectUncached(ncclFunc_t f, size_t nBytes, const bool (&supported)[kA][kP],
+                                        int coreChannels, int maxChannels, TuningDecision* out, bool filtered) const {
   float table[kA][kP];
   const std::string* writer[kA][kP];
   static const std::string kCore = "core";

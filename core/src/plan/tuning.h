@@ -53,6 +53,7 @@ struct TunerEntry {
   const ncclTuner_v6_t* api = nullptr;   // the function table
   void* context = nullptr;               // from init
   mutable bool warned = false;           // a getCollInfo error was logged at WARN already
+  bool stateless = false;                // same arguments, same answer (tutti/tuner.h, tuttiTunerStateless)
   std::shared_ptr<void> internalState;   // owns an internal tuner's context
 };
 
@@ -81,7 +82,10 @@ class TunerChain {
                    bool required, uint64_t commId = 0);
   // Appends the YAML rules as the last tuner (no-op when `rules` is empty).
   void addOverrides(const std::vector<TuningRule>& rules);
-  void setFilter(const AlgoProtoFilter& f) { filter_ = f; }
+  void setFilter(const AlgoProtoFilter& f) {
+    filter_ = f;
+    cache_.reset();
+  }
   const AlgoProtoFilter& filter() const { return filter_; }
   const std::vector<TunerEntry>& entries() const { return entries_; }
 
@@ -96,6 +100,22 @@ class TunerChain {
   int nRanks_, nNodes_;
   std::vector<TunerEntry> entries_;
   AlgoProtoFilter filter_;
+  // Decisions of a chain whose every tuner is stateless, per (collective, size, channel limits, filtered):
+  // direct-mapped, a call of a size seen before skips the cost table. One group launch at a time (see above).
+  struct Cached {
+    bool valid = false;
+    ncclFunc_t f{};
+    size_t nBytes = 0;
+    int coreChannels = 0, maxChannels = 0;
+    bool filtered = false;
+    TuningDecision decision;
+  };
+  static constexpr size_t kCacheSlots = 64;
+  mutable std::unique_ptr<Cached[]> cache_;
+  bool cacheable() const;
+  ncclResult_t selectUncached(ncclFunc_t f, size_t nBytes,
+                              const bool (&supported)[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS], int coreChannels,
+                              int maxChannels, TuningDecision* out, bool filtered) const;
 };
 
 // The core's nominal cost (microseconds) of an entry before any tuner refines it.

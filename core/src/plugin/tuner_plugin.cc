@@ -40,6 +40,8 @@ ncclResult_t tunerPluginLoad(const std::string& spec, std::unique_ptr<TunerPlugi
   void* sym = nullptr;
   TUTTI_CHECK(openPluginSymbol(PluginKind::Tuner, spec, kTunerSymbols, &plugin->library, &sym, &plugin->abiVersion));
   plugin->path = plugin->library->path();
+  if (const void* stateless = plugin->library->symbol(TUTTI_TUNER_STATELESS_SYMBOL))
+    plugin->stateless = *static_cast<const int*>(stateless) == 1;
   const int v = plugin->abiVersion;
   int slot = -1;
   switch (v) {

@@ -24,6 +24,7 @@ class TunerPlugin {
   ncclTuner_v6_t tuner{};
   int abiVersion = 0;
   std::string path;
+  bool stateless = false;  // exports tuttiTunerStateless = 1 (tutti/tuner.h)
 
   TunerPlugin() = default;
   ~TunerPlugin();

@@ -53,4 +53,12 @@ typedef ncclNvlDomainInfo_v6_t ncclNvlDomainInfo_t;
 #define NCCL_TUNING_SCALE_4NODES 2
 #define NCCL_NUM_TUNING_SCALES NCCL_NUM_TUNING_SCALES_V5
 
+/* Tutti extension, optional: a tuner library that exports
+ *   const int tuttiTunerStateless = 1;
+ * declares that getCollInfo's answer (cost table and channel count) depends only on its arguments and on what its
+ * context learnt at init. The core then keeps the chain's decision per (collective, size, channel limits) and asks
+ * the chain once per distinct call instead of on every call, when every tuner of the chain declares it. A tuner
+ * that adapts to what it observes must not export it. */
+#define TUTTI_TUNER_STATELESS_SYMBOL "tuttiTunerStateless"
+
 #endif /* TUTTI_SDK_TUNER_H_ */

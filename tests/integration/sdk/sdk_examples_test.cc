@@ -231,6 +231,7 @@ class TunerExample : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_EQ(tunerPluginLoad(kDir + "/libnccl-tuner-example.so", &plugin_), ncclSuccess) << lastErrorText();
+    EXPECT_FALSE(plugin_->stateless) << "a tuner that does not export tuttiTunerStateless is asked on every call";
     csv_ = std::filesystem::temp_directory_path() / ("tutti-sdk-tuner-" + std::to_string(getpid()) + ".csv");
   }
   void TearDown() override {

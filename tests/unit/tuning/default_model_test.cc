@@ -20,6 +20,7 @@ class DefaultTuner : public ::testing::Test {
     ASSERT_TRUE(plugin_);
     EXPECT_EQ(plugin_->abiVersion, 6);
     EXPECT_STREQ(plugin_->tuner.name, "default");
+    EXPECT_TRUE(plugin_->stateless) << "the default tuner declares tuttiTunerStateless";
   }
   void* init(size_t nRanks, size_t nNodes, ncclResult_t expect = ncclSuccess) {
     void* ctx = nullptr;

@@ -1,6 +1,7 @@
 // Selection through a chain of fake tuners: refinement in chain order, errors skipped per call, -1
 // everywhere reported, unsupported entries kept unsupported, channel clamping, filters, YAML overrides.
 #include "plan/tuning.h"
+#include "plugin/tuner_plugin.h"
 #include "util/check.h"
 
 #include <gtest/gtest.h>
@@ -86,6 +87,43 @@ struct Supported {
     s[NCCL_ALGO_RING][NCCL_PROTO_LL] = true;
   }
 };
+
+std::atomic<int> gAsked{0};
+// Makes ring/simple the cheapest entry, and counts the calls.
+ncclResult_t countingRing(void*, ncclFunc_t, size_t, int, float** t, int, int, int, int*) {
+  ++gAsked;
+  tableOf(t)[NCCL_ALGO_RING][NCCL_PROTO_SIMPLE] = 0.1f;
+  return ncclSuccess;
+}
+const ncclTuner_v6_t kCounting = make("counting", countingRing);
+
+// A chain of stateless tuners (tuttiTunerStateless) is asked once per distinct call; any other, on every call. The
+// decision is the same either way.
+TEST(TuningSelect, StatelessChainsAreAskedOncePerDistinctCall) {
+  Supported sup;
+  for (bool stateless : {true, false}) {
+    auto plugin = std::make_shared<TunerPlugin>();
+    plugin->stateless = stateless;
+    TunerChain chain(4, 1);
+    ASSERT_EQ(chain.add("counting", plugin, &kCounting, false), ncclSuccess);
+    gAsked = 0;
+    TuningDecision first, again, other;
+    ASSERT_EQ(chain.select(ncclFuncAllReduce, 4096, sup.s, 2, 2, &first), ncclSuccess);
+    ASSERT_EQ(chain.select(ncclFuncAllReduce, 4096, sup.s, 2, 2, &again), ncclSuccess);
+    EXPECT_EQ(gAsked, stateless ? 1 : 2) << (stateless ? "stateless" : "stateful");
+    EXPECT_EQ(again.algorithm, first.algorithm);
+    EXPECT_EQ(again.protocol, first.protocol);
+    EXPECT_EQ(again.nChannels, first.nChannels);
+    EXPECT_EQ(again.decider, "counting");
+    // Another size, collective or channel limit is another call.
+    ASSERT_EQ(chain.select(ncclFuncAllReduce, 8192, sup.s, 2, 2, &other), ncclSuccess);
+    ASSERT_EQ(chain.select(ncclFuncAllGather, 4096, sup.s, 2, 2, &other), ncclSuccess);
+    ASSERT_EQ(chain.select(ncclFuncAllReduce, 4096, sup.s, 1, 2, &other), ncclSuccess);
+    ASSERT_EQ(chain.select(ncclFuncAllReduce, 4096, sup.s, 2, 2, &other, /*filtered=*/false), ncclSuccess);
+    EXPECT_EQ(gAsked, stateless ? 5 : 6) << (stateless ? "stateless" : "stateful");
+    EXPECT_EQ(other.algorithm, NCCL_ALGO_RING);
+  }
+}
 
 TEST(TuningSelect, NoTunersUsesCoreCostsAndChannels) {
   TunerChain chain(4, 1);
