@@ -292,6 +292,11 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
     comm->directMinGather = size_t{4} << 20;
     comm->directMinBcast = localRanks > cores ? size_t{64} << 10 : 0;
   }
+  const int64_t oneShot = paramInt("TUTTI_ONESHOT_MAX_BYTES");
+  comm->oneShotMaxBytes = oneShot > 0 && comm->backend == Backend::Host && !paramIsSet("NCCL_ALGO") &&
+                                  !paramIsSet("NCCL_PROTO")
+                              ? static_cast<size_t>(oneShot)
+                              : 0;
   // Probed whatever the settings, so that ranks whose environments differ still make the same bootstrap calls.
   TUTTI_CHECK(directProbe(comm));
   comm->rings.resize(comm->nChannels);
@@ -328,6 +333,14 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   const int64_t p2pLLDefault = comm->backend == Backend::Host ? -1 : int64_t{comm->nChannels} * 16384;
   comm->p2pLLThreshold = p2pLL >= 0 ? p2pLL : p2pLLDefault;
   TUTTI_CHECK(tunerChainCreate(comm));
+  // The core's own paths outside the tuners' table (one-shot AllReduce, single-copy AllGather / Broadcast) are taken
+  // only where the default tuner alone decides: a tuner plugin or YAML rule keeps every decision to itself.
+  if (comm->tuners) {
+    const auto& e = comm->tuners->entries();
+    comm->corePaths = e.size() == 1 && e[0].name == "default" && e[0].stateless;
+  } else {
+    comm->corePaths = true;
+  }
   TUTTI_CHECK(profilerCommInit(comm));
 
   {

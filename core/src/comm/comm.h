@@ -130,6 +130,10 @@ struct ncclComm {
   // and the smallest collective of each that takes the path (TUTTI_DIRECT_MIN_BYTES; 0: never).
   bool directOk = false;
   size_t directMinGather = 0, directMinBcast = 0;
+  // One-shot AllReduce (device/host/oneshot.h) up to this many bytes (TUTTI_ONESHOT_MAX_BYTES; 0: never).
+  size_t oneShotMaxBytes = 0;
+  // The default tuner alone decides, so the core may take the paths above (comm.cc).
+  bool corePaths = false;
   int64_t p2pLLThreshold = -1;  // send/recv of at most this many bytes use LL (NCCL_P2P_LL_THRESHOLD); -1: none
 
   // (channel, connIndex, peer, isSend) -> connection, created lazily on first use.

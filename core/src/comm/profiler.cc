@@ -44,6 +44,7 @@ const char* algoName(int a) {
   if (a == kAlgoSymmetric) return "Symmetric";
   if (a == kAlgoDetExchange) return "Deterministic";
   if (a == kAlgoDirect) return "Direct";
+  if (a == kAlgoOneShot) return "OneShot";
   return a >= 0 && a < 7 ? kNames[a] : "Unknown";
 }
 const char* protoName(int p) {

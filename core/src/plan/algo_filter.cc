@@ -51,6 +51,7 @@ const char* tunedAlgoName(int a) {
   if (a == kAlgoSymmetric) return "SYM";
   if (a == kAlgoDetExchange) return "DET";
   if (a == kAlgoDirect) return "DIRECT";
+  if (a == kAlgoOneShot) return "ONESHOT";
   return a >= 0 && a < kA ? kAlgoNames[a] : "?";
 }
 const char* tunedProtoName(int p) { return p >= 0 && p < kP ? kProtoNames[p] : "?"; }

@@ -3,6 +3,7 @@
 #include "comm/comm.h"
 #include "device/common/protocols.h"
 #include "device/host/direct_copy.h"
+#include "device/host/oneshot.h"
 #include "plan/tuning.h"
 #include "plugin/params.h"
 #include "rma/window.h"
@@ -93,6 +94,22 @@ ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out, boo
   // Bytes that cross each link per rank, for the channel-count decision.
   const bool blockWise = task.func == ncclFuncAllGather || task.func == ncclFuncReduceScatter;
   const size_t totalBytes = count * plan.eltSize * (blockWise ? k : 1);
+  if (allowDirect && !task.internal && task.func == ncclFuncAllReduce && oneShotWanted(comm, totalBytes)) {
+    auto s = std::make_shared<OneShot>();
+    s->input = static_cast<const char*>(task.sendbuff);
+    s->output = static_cast<char*>(task.recvbuff);
+    s->count = count;
+    s->esize = plan.eltSize;
+    s->op = plan.op;
+    plan.algorithm = kAlgoOneShot;
+    plan.protocol = NCCL_PROTO_SIMPLE;
+    plan.nBytes = totalBytes;
+    plan.decider = "core";
+    plan.work.resize(1);
+    plan.oneShot = std::move(s);
+    *out = std::move(plan);
+    return ncclSuccess;
+  }
   if (allowDirect && !task.internal && directWanted(comm, task.func, totalBytes)) {
     auto d = std::make_shared<DirectCopy>();
     d->func = task.func;

@@ -25,9 +25,12 @@ inline constexpr int kAlgoDetExchange = 101;
 // A single-copy AllGather or Broadcast on the host backend (device/host/direct_copy.h): each rank reads the blocks
 // it needs straight from the other ranks' buffers. One channel.
 inline constexpr int kAlgoDirect = 102;
+// A small AllReduce on the host backend as one exchange of whole inputs (device/host/oneshot.h). One channel.
+inline constexpr int kAlgoOneShot = 103;
 
 struct DetExchange;
 struct DirectCopy;
+struct OneShot;
 
 struct CollPlan {
   Task task;
@@ -43,6 +46,7 @@ struct CollPlan {
   std::shared_ptr<const SymPeers> sym;  // kAlgoSymmetric: every rank's buffers and barrier block
   std::shared_ptr<const DetExchange> detx;  // kAlgoDetExchange: what this rank sends and reduces
   std::shared_ptr<const DirectCopy> direct;  // kAlgoDirect: the buffers
+  std::shared_ptr<const OneShot> oneShot;    // kAlgoOneShot: the buffers and the op
   bool local = false;  // a deterministic reduction's local step (sym->local): this rank alone, not call-checked
 };
 
@@ -66,8 +70,9 @@ inline size_t treeChunkBytes(size_t slotBytes, size_t shareBytes, int depth) {
   return chunk;
 }
 
-// `allowDirect` false keeps the collective off the single-copy path (kAlgoDirect), whose messages share the
-// point-to-point connections: a launch that also sends or receives on them is planned again without it.
+// `allowDirect` false keeps the collective off the single-copy and one-shot paths (kAlgoDirect, kAlgoOneShot), whose
+// messages share the point-to-point connections: a launch that also sends or receives on them is planned again
+// without them.
 ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out, bool allowDirect = true);
 
 // A symmetric plan's work (sym.h): `count` elements cut into blocks of whole 64-byte lines, as many as

@@ -33,8 +33,10 @@ ncclResult_t simulateTasks(const Task* tasks, size_t nTasks, float* estimatedUs)
   for (size_t i = 0; i < nTasks; ++i) {
     const Task& t = tasks[i];
     if (t.func == ncclFuncSend || t.func == ncclFuncRecv) continue;
+    // The tuner chain's plan: the single-copy and one-shot paths (kAlgoDirect, kAlgoOneShot) have no cost model of
+    // their own, and they are taken only where measured to beat it, so its time is the estimate's upper bound.
     CollPlan plan;
-    TUTTI_CHECK(planCollective(t.comm, t, &plan));
+    TUTTI_CHECK(planCollective(t.comm, t, &plan, /*allowDirect=*/false));
     auto it = std::find_if(perComm.begin(), perComm.end(), [&](const auto& e) { return e.first == t.comm; });
     if (it == perComm.end()) it = perComm.insert(perComm.end(), {t.comm, 0.0});
     it->second += plan.costUs;

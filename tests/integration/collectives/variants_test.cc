@@ -6,7 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <random>
 #include <string>
 #include <thread>
 
@@ -72,6 +75,48 @@ TEST_P(Configured, SingleCopyAllGatherAndBroadcast) {
     GTEST_SKIP() << "the single-copy path is the host backend's";
   ScopedEnv direct("TUTTI_DIRECT_MIN_BYTES", "1");
   runSlice(GetParam(), {1, 13, 4099, 100003});
+}
+
+// Every AllReduce up to half a Simple slot on the one-shot path (each rank sends its input to every peer and folds
+// the n rows in rank order), with the slice's types, ops, counts, offsets and both placements.
+TEST_P(Configured, OneShotAllReduce) {
+  if (const char* device = std::getenv("TUTTI_DEVICE"); device && std::string(device) != "host")
+    GTEST_SKIP() << "the one-shot path is the host backend's";
+  ScopedEnv oneShot("TUTTI_ONESHOT_MAX_BYTES", "262144");
+  runSlice(GetParam(), {1, 13, 4099, 30001});
+}
+
+// The one-shot path folds rank 0's row, then rank 1's, and so on, on every rank: every rank gets the same bits, the
+// bits of that fold, even where the order of additions changes the result (values spread over 40 binades).
+TEST_P(Configured, OneShotGivesEveryRankTheSameBits) {
+  if (const char* device = std::getenv("TUTTI_DEVICE"); device && std::string(device) != "host")
+    GTEST_SKIP() << "the one-shot path is the host backend's";
+  ScopedEnv oneShot("TUTTI_ONESHOT_MAX_BYTES", "262144");
+  const int k = GetParam();
+  constexpr size_t kCount = 4099;
+  CommSet comms(k, InitMode::kInitRank);
+  ASSERT_TRUE(comms.ok()) << comms.error();
+  std::vector<std::vector<float>> in(k, std::vector<float>(kCount)), out(k, std::vector<float>(kCount, 0.0f));
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> mantissa(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-20, 20);
+  for (auto& row : in)
+    for (float& x : row) x = std::ldexp(mantissa(rng), exponent(rng));
+  Report report;
+  runPerRank(comms, [&](int r, ncclComm_t comm) {
+    report.ok(ncclAllReduce(in[r].data(), out[r].data(), kCount, ncclFloat32, ncclSum, comm, nullptr),
+              "ncclAllReduce", comm);
+  }, report, "AllReduce");
+  reportFailures(report);
+  size_t differ = 0, unlikeFold = 0;
+  for (size_t i = 0; i < kCount; ++i) {
+    float fold = in[0][i];
+    for (int r = 1; r < k; ++r) fold += in[r][i];
+    for (int r = 1; r < k; ++r) differ += std::memcmp(&out[r][i], &out[0][i], sizeof(float)) != 0;
+    unlikeFold += std::memcmp(&out[0][i], &fold, sizeof(float)) != 0;
+  }
+  EXPECT_EQ(differ, 0u) << "elements where a rank's result differs from rank 0's";
+  EXPECT_EQ(unlikeFold, 0u) << "elements that are not the rank-order fold";
 }
 
 // A 64 KiB Simple buffer (8 KiB slots) makes a 400 KB message take several loops per channel.

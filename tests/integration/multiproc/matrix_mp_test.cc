@@ -18,7 +18,8 @@ namespace {
 
 // kDirect: over shm, with every AllGather / Broadcast of at least one byte on the single-copy path
 // (device/host/direct_copy.h: each rank reads the others' buffers with process_vm_readv).
-enum class Via { kShm, kNet, kDirect };
+// kOneShot: over shm, every AllReduce up to half a Simple slot on the one-shot path (device/host/oneshot.h).
+enum class Via { kShm, kNet, kDirect, kOneShot };
 enum class Suite { kColl, kSendRecv };
 
 struct MpMatrixParam {
@@ -32,7 +33,10 @@ const char* viaName(Via v) { return v == Via::kNet ? "net" : "shm"; }
 
 std::string paramLabel(const MpMatrixParam& p) {
   const std::string what = p.suite == Suite::kSendRecv ? "SendRecv" : collName(p.coll);
-  const char* via = p.via == Via::kShm ? "Shm_" : p.via == Via::kNet ? "Net_" : "Direct_";
+  const char* via = p.via == Via::kShm      ? "Shm_"
+                    : p.via == Via::kNet    ? "Net_"
+                    : p.via == Via::kDirect ? "Direct_"
+                                            : "OneShot_";
   return via + what + "_k" + std::to_string(p.nranks);
 }
 void PrintTo(const MpMatrixParam& p, std::ostream* os) { *os << paramLabel(p); }
@@ -52,10 +56,11 @@ class MpMatrix : public testing::TestWithParam<MpMatrixParam> {};
 
 TEST_P(MpMatrix, Cases) {
   const MpMatrixParam p = GetParam();
-  if (const char* device = std::getenv("TUTTI_DEVICE"); p.via == Via::kDirect && device && std::string(device) != "host")
-    GTEST_SKIP() << "the single-copy path is the host backend's";
-  if (p.via == Via::kDirect && (std::getenv("NCCL_ALGO") || std::getenv("NCCL_PROTO")))
-    GTEST_SKIP() << "a forced algorithm or protocol turns the single-copy path off";
+  const bool hostOnly = p.via == Via::kDirect || p.via == Via::kOneShot;
+  if (const char* device = std::getenv("TUTTI_DEVICE"); hostOnly && device && std::string(device) != "host")
+    GTEST_SKIP() << "the single-copy and one-shot paths are the host backend's";
+  if (hostOnly && (std::getenv("NCCL_ALGO") || std::getenv("NCCL_PROTO")))
+    GTEST_SKIP() << "a forced algorithm or protocol turns the single-copy and one-shot paths off";
   const std::string logDir = makeTempDir("tutti-mp-log");
   MpOptions opts;
   opts.nranks = p.nranks;
@@ -67,6 +72,11 @@ TEST_P(MpMatrix, Cases) {
     opts.env.push_back({"NCCL_SOCKET_IFNAME", "lo"});
   }
   if (p.via == Via::kDirect) opts.env.push_back({"TUTTI_DIRECT_MIN_BYTES", "1"});
+  if (p.via == Via::kOneShot) {
+    opts.env.push_back({"TUTTI_ONESHOT_MAX_BYTES", "262144"});
+    for (auto& [name, value] : opts.env)
+      if (name == "NCCL_DEBUG_SUBSYS") value = "INIT,COLL";  // the COLL lines name each call's algorithm
+  }
   MpResult r = runProcesses(opts, [&](const RankContext& ctx) {
     CaseList cases = p.suite == Suite::kSendRecv ? sendRecvCases(ctx.nranks) : collCases(p.coll, ctx.nranks);
     Report report;
@@ -83,6 +93,10 @@ TEST_P(MpMatrix, Cases) {
   const std::string want = viaName(p.via);
   EXPECT_EQ(checkTransports(uses, p.nranks, [](int) { return 0; }, want, want), "")
       << "in the INIT logs under " << logDir;
+  if (p.via == Via::kOneShot) {
+    // Every rank ran AllReduces on the one-shot path (the larger cases of the list take the ring).
+    EXPECT_GE(countLogLines(logDir, "algo ONESHOT"), p.nranks) << "in the logs under " << logDir;
+  }
   if (p.via == Via::kDirect) {
     // Every rank found it could read every other rank (the probe at init), so the path was taken.
     EXPECT_EQ(countLogLines(logDir, "single-copy AllGather from 1 bytes, Broadcast from 1 bytes"), p.nranks)
@@ -99,8 +113,10 @@ std::vector<MpMatrixParam> params() {
       out.push_back({via, k, Suite::kSendRecv, Coll::kAllReduce});
     }
   }
-  for (int k : {2, 3, 4})
+  for (int k : {2, 3, 4}) {
     for (Coll c : {Coll::kAllGather, Coll::kBroadcast, Coll::kBcast}) out.push_back({Via::kDirect, k, Suite::kColl, c});
+    out.push_back({Via::kOneShot, k, Suite::kColl, Coll::kAllReduce});
+  }
   return out;
 }
 

@@ -44,15 +44,16 @@ class LogLines : public ::testing::Test {
   ScopedEnv file_{"NCCL_DEBUG_FILE", logPath_};
 };
 
-// Each rank: AllReduce (sum, float, 1000 elements), then Broadcast from rank 1 (int32, 300 elements).
+// Each rank: AllReduce (sum, float, 2000 elements: above the one-shot AllReduce's 4 KiB, so the tuner decides),
+// then Broadcast from rank 1 (int32, 300 elements).
 void twoCalls(const CommSet& set, Report& report) {
   runPerRank(set, [&](int rank, ncclComm_t comm) {
-    std::vector<float> a(1000, 1.0f);
+    std::vector<float> a(2000, 1.0f);
     std::vector<int> b(300, rank);
     if (!report.ok(ncclAllReduce(a.data(), a.data(), a.size(), ncclFloat, ncclSum, comm, nullptr), "AllReduce", comm))
       return;
     if (!report.ok(ncclBroadcast(b.data(), b.data(), b.size(), ncclInt32, 1, comm, nullptr), "Broadcast", comm)) return;
-    if (a[999] != 2.0f || b[299] != 1) report.fail("rank " + std::to_string(rank) + ": wrong result");
+    if (a[1999] != 2.0f || b[299] != 1) report.fail("rank " + std::to_string(rank) + ": wrong result");
   }, report, "calls");
 }
 
@@ -81,8 +82,8 @@ TEST_F(LogLines, CollLineHasEveryField) {
     if (x[1] == "AllReduce") {
       ++allReduce;
       EXPECT_EQ(x[2], "0") << "first call of the communicator";
-      EXPECT_EQ(x[3], "1000");
-      EXPECT_EQ(x[4], "4000");
+      EXPECT_EQ(x[3], "2000");
+      EXPECT_EQ(x[4], "8000");
       EXPECT_EQ(x[5], "ncclFloat32");
       EXPECT_EQ(x[6], "0") << "ncclSum";
       EXPECT_EQ(x[7], "0");

@@ -87,7 +87,7 @@ ncclResult_t directProbe(ncclComm* comm) {
 }
 
 bool directWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes) {
-  if (!comm->directOk || (func != ncclFuncAllGather && func != ncclFuncBroadcast)) return false;
+  if (!comm->directOk || !comm->corePaths || (func != ncclFuncAllGather && func != ncclFuncBroadcast)) return false;
   const size_t min = func == ncclFuncAllGather ? comm->directMinGather : comm->directMinBcast;
   return min > 0 && bytes >= min;
 }

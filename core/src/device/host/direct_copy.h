@@ -36,8 +36,9 @@ struct DirectCopy {
 // all-gathers when some peer is another process of this host, none otherwise. Sets comm->directOk.
 ncclResult_t directProbe(ncclComm* comm);
 
-// Whether a collective of `bytes` in all (AllGather: the output) takes the direct path: directOk and at least the
-// communicator's minimum for that collective (comm->directMinGather / directMinBcast, from TUTTI_DIRECT_MIN_BYTES).
+// Whether a collective of `bytes` in all (AllGather: the output) takes the direct path: directOk, the default tuner
+// alone in the chain (comm->corePaths), and at least the communicator's minimum for that collective
+// (comm->directMinGather / directMinBcast, from TUTTI_DIRECT_MIN_BYTES).
 bool directWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes);
 
 namespace host {

@@ -6,6 +6,7 @@
 #include "device/common/tree.h"
 #include "device/host/det_exchange.h"
 #include "device/host/direct_copy.h"
+#include "device/host/oneshot.h"
 #include "device/host/prims.h"
 #include "device/host/reduce_copy.h"
 #include "device/host/sym.h"
@@ -55,7 +56,7 @@ bool isPat(const CollPlan& p) { return p.algorithm == NCCL_ALGO_PAT; }
 // Symmetric collectives (sym.h) use no connection: no steps, no proxy operations.
 bool isSym(const CollPlan& p) { return p.algorithm == kAlgoSymmetric; }
 bool isDetx(const CollPlan& p) { return p.algorithm == kAlgoDetExchange; }
-bool isDirect(const CollPlan& p) { return p.algorithm == kAlgoDirect; }
+bool isDirect(const CollPlan& p) { return p.algorithm == kAlgoDirect || p.algorithm == kAlgoOneShot; }
 bool isRing(const CollPlan& p) { return !isTree(p) && !isPat(p) && !isSym(p) && !isDetx(p) && !isDirect(p); }
 
 // Channel c's ring connections, read only when a plan of `colls` runs a ring there. A channel that no ring
@@ -463,7 +464,7 @@ ncclResult_t launchItems(CommLaunch& launch, std::vector<WorkItem>* items, std::
           continue;
         }
         if (isDirect(p)) {
-          TUTTI_CHECK(runDirectCopy(comm, *p.direct, wait, label));
+          TUTTI_CHECK(p.oneShot ? runOneShot(comm, *p.oneShot, wait, label) : runDirectCopy(comm, *p.direct, wait, label));
           continue;
         }
         if (isTree(p)) {
