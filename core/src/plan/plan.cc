@@ -73,6 +73,21 @@ void symmetricBlocks(const ncclComm* comm, ncclFunc_t func, size_t count, int ri
   }
 }
 
+namespace {
+
+// Completes the plan of one of the core's own paths (no tuner; one channel of Simple slots) into *out.
+ncclResult_t planCorePath(CollPlan* plan, int algorithm, size_t totalBytes, CollPlan* out) {
+  plan->algorithm = algorithm;
+  plan->protocol = NCCL_PROTO_SIMPLE;
+  plan->nBytes = totalBytes;
+  plan->decider = "core";
+  plan->work.resize(1);
+  *out = std::move(*plan);
+  return ncclSuccess;
+}
+
+}  // namespace
+
 ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out, bool allowDirect) {
   const int k = comm->nRanks;
   const size_t typeSize = dataTypeSize(task.datatype);
@@ -101,14 +116,8 @@ ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out, boo
     s->count = count;
     s->esize = plan.eltSize;
     s->op = plan.op;
-    plan.algorithm = kAlgoOneShot;
-    plan.protocol = NCCL_PROTO_SIMPLE;
-    plan.nBytes = totalBytes;
-    plan.decider = "core";
-    plan.work.resize(1);
     plan.oneShot = std::move(s);
-    *out = std::move(plan);
-    return ncclSuccess;
+    return planCorePath(&plan, kAlgoOneShot, totalBytes, out);
   }
   if (allowDirect && !task.internal && directWanted(comm, task.func, totalBytes)) {
     auto d = std::make_shared<DirectCopy>();
@@ -117,14 +126,8 @@ ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out, boo
     d->input = static_cast<const char*>(task.sendbuff);
     d->output = static_cast<char*>(task.recvbuff);
     d->bytes = count;  // byte-wise: AllGather's block, Broadcast's buffer
-    plan.algorithm = kAlgoDirect;
-    plan.protocol = NCCL_PROTO_SIMPLE;
-    plan.nBytes = totalBytes;
-    plan.decider = "core";
-    plan.work.resize(1);
     plan.direct = std::move(d);
-    *out = std::move(plan);
-    return ncclSuccess;
+    return planCorePath(&plan, kAlgoDirect, totalBytes, out);
   }
   int nc = static_cast<int>(std::clamp<size_t>(divUp(std::max<size_t>(totalBytes, 1), kMinBytesPerChannel),
                                                1, comm->collChannelCap));
