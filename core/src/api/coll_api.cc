@@ -5,6 +5,7 @@
 #include "comm/group.h"
 #include "device/common/dtypes.h"
 #include "device/enqueue.h"
+#include "device/host/direct_copy.h"
 #include "device/host/stream.h"
 
 using namespace tutti;
@@ -172,6 +173,10 @@ NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_
   return apiGuard("ncclAlltoAll", [&]() -> ncclResult_t {
     TUTTI_CHECK(checkWhole("ncclAlltoAll", ncclFuncAlltoAll, sendbuff, recvbuff, count, datatype, 0, comm));
     const size_t block = count * dataTypeSize(datatype);
+    // Inside one host, large blocks are read once from the peers' buffers (device/host/direct_copy.h): one
+    // collective instead of the sends and receives below. Every rank decides alike (the same count everywhere).
+    if (directWanted(comm, ncclFuncAlltoAll, block * comm->nRanks))
+      return enqueue("ncclAlltoAll", ncclFuncAlltoAll, sendbuff, recvbuff, count, datatype, ncclSum, 0, comm, stream);
     // In place (sendbuff == recvbuff): a receive would overwrite a block before it was sent, so the blocks
     // are sent from a copy in the communicator's scratch, made first by a send to and receive from this rank
     // (a copy in stream order, before the group's other sends start); this rank's own block stays where it is.

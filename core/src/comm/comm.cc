@@ -282,15 +282,19 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   // from 64 KiB to 16 MiB): AllGather from 4 MiB, where the ring's two copies per byte cost more than the reads'
   // page pinning; Broadcast only while ranks outnumber cores (4 ranks on 2: 256 KiB in 52-59 us against 110), as
   // with a core each the ring's pipelined copies run in parallel and beat one rank reading everything. A forced
-  // algorithm or protocol is what the caller wants to run (and measure): no single-copy path then.
+  // algorithm or protocol is what the caller wants to run (and measure): no single-copy path then. AlltoAll (output
+  // bytes, measured 2/4/8 ranks, 16 KiB to 64 MiB): from 1 MiB (4 ranks: 167 us against 268 for the sends and
+  // receives), from 256 KiB while ranks outnumber cores (8 ranks: 201 us against 258); below, the descriptor
+  // round trip and the page pinning cost more than the second copy.
   const int64_t directMin = paramInt("TUTTI_DIRECT_MIN_BYTES");
   if (paramIsSet("NCCL_ALGO") || paramIsSet("NCCL_PROTO") || directMin == 0) {
-    comm->directMinGather = comm->directMinBcast = 0;
+    comm->directMinGather = comm->directMinBcast = comm->directMinAlltoAll = 0;
   } else if (directMin > 0) {
-    comm->directMinGather = comm->directMinBcast = static_cast<size_t>(directMin);
+    comm->directMinGather = comm->directMinBcast = comm->directMinAlltoAll = static_cast<size_t>(directMin);
   } else {
     comm->directMinGather = size_t{4} << 20;
     comm->directMinBcast = localRanks > cores ? size_t{64} << 10 : 0;
+    comm->directMinAlltoAll = localRanks > cores ? size_t{256} << 10 : size_t{1} << 20;
   }
   const int64_t oneShot = paramInt("TUTTI_ONESHOT_MAX_BYTES");
   comm->oneShotMaxBytes = oneShot > 0 && comm->backend == Backend::Host && !paramIsSet("NCCL_ALGO") &&

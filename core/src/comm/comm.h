@@ -126,10 +126,11 @@ struct ncclComm {
   tutti::DoubleTree trees;                // channel c follows tree c % kTreeCount
   size_t buffSizes[TUTTI_NUM_PROTOCOLS] = {};
   bool ll128 = false;  // every pair's transport guarantees LL128 ordering (same answer on every rank)
-  // Single-copy AllGather / Broadcast (device/host/direct_copy.h): every rank can read every other rank's memory,
-  // and the smallest collective of each that takes the path (TUTTI_DIRECT_MIN_BYTES; 0: never).
+  // Single-copy AllGather / Broadcast / AlltoAll (device/host/direct_copy.h): every rank can read every other rank's
+  // memory, and the smallest collective of each that takes the path (TUTTI_DIRECT_MIN_BYTES; 0: never).
   bool directOk = false;
-  size_t directMinGather = 0, directMinBcast = 0;
+  size_t directMinGather = 0, directMinBcast = 0, directMinAlltoAll = 0;
+  std::vector<char> directStaging;  // what an in-place AlltoAll offers its peers: a copy of its input
   // One-shot AllReduce (device/host/oneshot.h) up to this many bytes (TUTTI_ONESHOT_MAX_BYTES; 0: never).
   size_t oneShotMaxBytes = 0;
   // The default tuner alone decides, so the core may take the paths above (comm.cc).
@@ -250,6 +251,9 @@ ncclResult_t commConnect(ncclComm* comm, const std::vector<ConnRequest>& wanted)
 // Whether every rank's transports to all its peers declare TUTTI_TRANSPORT_CAP_LL128. Collective (one
 // bootstrap allGather), so every rank gets the same answer.
 ncclResult_t commLL128Vote(ncclComm* comm, bool* out);
+// Whether the transport this rank would connect to `peer` with (the first in config order that accepts the pair) is
+// a network transport: the user left the ranks only the network (shm and p2p disabled or absent).
+ncclResult_t commPeerOverNetwork(ncclComm* comm, int peer, bool* out);
 Connection* commFindConnection(ncclComm* comm, int channel, int connIndex, int peer, bool isSend);
 
 // Wait policy for this communicator's operations (spin count, TUTTI_TIMEOUT, abort flag).

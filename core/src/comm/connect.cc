@@ -61,6 +61,13 @@ ncclResult_t commLL128Vote(ncclComm* comm, bool* out) {
   return ncclSuccess;
 }
 
+ncclResult_t commPeerOverNetwork(ncclComm* comm, int peer, bool* out) {
+  TransportPlugin* t = nullptr;
+  TUTTI_CHECK(pickTransport(comm, peer, &t));
+  *out = netTransportIs(t->api());
+  return ncclSuccess;
+}
+
 Connection* commFindConnection(ncclComm* comm, int channel, int connIndex, int peer, bool isSend) {
   std::lock_guard<std::mutex> lock(comm->connMutex);
   auto it = comm->connections.find({channel, connIndex, peer, isSend});

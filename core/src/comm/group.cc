@@ -129,28 +129,6 @@ ncclResult_t launchGroupPlain(const Task* tasks, size_t nTasks) {
       if (l.profGroup && !t.prof) [[unlikely]] profCollStart(&l.colls.back(), l.profGroup.get());
     }
   }
-  // A single-copy or one-shot collective moves its messages on the point-to-point connections: in a launch that also sends or
-  // receives on them (point-to-point calls, a deterministic exchange) the two would interleave on one connection,
-  // so there it takes the ring. Every rank's group holds the same calls, so every rank decides alike.
-  for (size_t li = 0; li < used; ++li) {
-    host::CommLaunch& l = launches[li];
-    auto isDirect = [](const CollPlan& p) { return p.algorithm == kAlgoDirect || p.algorithm == kAlgoOneShot; };
-    if (std::none_of(l.colls.begin(), l.colls.end(), isDirect)) continue;
-    const bool shared = !l.p2p.empty() || std::any_of(l.colls.begin(), l.colls.end(), [](const CollPlan& p) {
-                          return p.algorithm == kAlgoDetExchange;
-                        });
-    if (!shared) continue;
-    for (CollPlan& p : l.colls) {
-      if (!isDirect(p)) continue;
-      CollPlan ring;
-      TUTTI_CHECK(planCollective(l.comm, p.task, &ring, /*allowDirect=*/false));
-      ring.opCount = p.opCount;
-      TUTTI_INFO(NCCL_COLL, "{}: opCount {}: algo {} proto {} channels {} instead (the launch also uses the "
-                 "point-to-point connections)", funcName(p.task.func), p.opCount, tunedAlgoName(ring.algorithm),
-                 tunedProtoName(ring.protocol), ring.work.size());
-      p = std::move(ring);
-    }
-  }
   for (size_t li = 0; li < used; ++li) {
     const host::CommLaunch& l = launches[li];
     if (l.comm->backend == Backend::Cuda) continue;  // any CUDA stream

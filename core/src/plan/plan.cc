@@ -91,7 +91,8 @@ ncclResult_t planCorePath(CollPlan* plan, int algorithm, size_t totalBytes, Coll
 ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out, bool allowDirect) {
   const int k = comm->nRanks;
   const size_t typeSize = dataTypeSize(task.datatype);
-  const bool byteWise = task.func == ncclFuncAllGather || task.func == ncclFuncBroadcast;
+  const bool byteWise =
+      task.func == ncclFuncAllGather || task.func == ncclFuncBroadcast || task.func == ncclFuncAlltoAll;
   CollPlan plan;
   plan.task = task;
   plan.eltSize = byteWise ? 1 : typeSize;
@@ -107,7 +108,8 @@ ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out, boo
   }
 
   // Bytes that cross each link per rank, for the channel-count decision.
-  const bool blockWise = task.func == ncclFuncAllGather || task.func == ncclFuncReduceScatter;
+  const bool blockWise =
+      task.func == ncclFuncAllGather || task.func == ncclFuncReduceScatter || task.func == ncclFuncAlltoAll;
   const size_t totalBytes = count * plan.eltSize * (blockWise ? k : 1);
   if (allowDirect && !task.internal && task.func == ncclFuncAllReduce && oneShotWanted(comm, totalBytes)) {
     auto s = std::make_shared<OneShot>();
@@ -125,10 +127,14 @@ ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out, boo
     d->root = task.root;
     d->input = static_cast<const char*>(task.sendbuff);
     d->output = static_cast<char*>(task.recvbuff);
-    d->bytes = count;  // byte-wise: AllGather's block, Broadcast's buffer
+    d->bytes = count;  // byte-wise: AllGather's and AlltoAll's block, Broadcast's buffer
     plan.direct = std::move(d);
     return planCorePath(&plan, kAlgoDirect, totalBytes, out);
   }
+  // ncclAlltoAll records a collective only where it takes the direct path (grouped sends and receives otherwise).
+  if (task.func == ncclFuncAlltoAll)
+    TUTTI_FAIL(ncclInternalError, "rank {}: AlltoAll of {} bytes planned off the single-copy path", comm->rank,
+               totalBytes);
   int nc = static_cast<int>(std::clamp<size_t>(divUp(std::max<size_t>(totalBytes, 1), kMinBytesPerChannel),
                                                1, comm->collChannelCap));
   TuningDecision tuning;

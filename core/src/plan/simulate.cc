@@ -32,7 +32,8 @@ ncclResult_t simulateTasks(const Task* tasks, size_t nTasks, float* estimatedUs)
   std::vector<std::pair<const ncclComm*, double>> perComm;
   for (size_t i = 0; i < nTasks; ++i) {
     const Task& t = tasks[i];
-    if (t.func == ncclFuncSend || t.func == ncclFuncRecv) continue;
+    // Point-to-point has no cost model; an AlltoAll is point-to-point unless it takes the single-copy path.
+    if (t.func == ncclFuncSend || t.func == ncclFuncRecv || t.func == ncclFuncAlltoAll) continue;
     // The tuner chain's plan: the single-copy and one-shot paths (kAlgoDirect, kAlgoOneShot) have no cost model of
     // their own, and they are taken only where measured to beat it, so its time is the estimate's upper bound.
     CollPlan plan;

@@ -12,6 +12,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace tutti::itest {
 namespace {
@@ -68,13 +69,67 @@ TEST_P(Configured, FourChannels) {
   runSlice(GetParam(), {1, 13, 4099, 100003});
 }
 
-// Ranks as threads of one process: every AllGather and Broadcast of at least one byte on the single-copy path
-// (each rank copies the blocks straight from the other ranks' buffers), with offsets, both placements and roots.
-TEST_P(Configured, SingleCopyAllGatherAndBroadcast) {
+// Ranks as threads of one process: every AllGather, Broadcast and AlltoAll of at least one byte on the single-copy
+// path (each rank copies the blocks straight from the other ranks' buffers), with offsets, both placements and roots.
+TEST_P(Configured, SingleCopyAllGatherBroadcastAlltoAll) {
   if (const char* device = std::getenv("TUTTI_DEVICE"); device && std::string(device) != "host")
     GTEST_SKIP() << "the single-copy path is the host backend's";
   ScopedEnv direct("TUTTI_DIRECT_MIN_BYTES", "1");
   runSlice(GetParam(), {1, 13, 4099, 100003});
+}
+
+// The single-copy path in groups whose point-to-point calls differ from rank to rank (only ranks 0 and 1 exchange a
+// buffer; only rank 0 runs its AlltoAll in place): every rank still takes the same path for each collective, and
+// every result is right, three calls in a row.
+TEST_P(Configured, SingleCopyBesidePointToPointOnSomeRanks) {
+  if (const char* device = std::getenv("TUTTI_DEVICE"); device && std::string(device) != "host")
+    GTEST_SKIP() << "the single-copy path is the host backend's";
+  ScopedEnv direct("TUTTI_DIRECT_MIN_BYTES", "1");
+  const int k = GetParam();
+  constexpr size_t kCount = 1000;
+  CommSet comms(k, InitMode::kInitRank);
+  ASSERT_TRUE(comms.ok()) << comms.error();
+  Report report;
+  runPerRank(comms, [&](int r, ncclComm_t comm) {
+    std::vector<int32_t> mine(kCount), gathered(kCount * k, -1), a2aIn(kCount * k), a2aOut(kCount * k, -1);
+    std::vector<int32_t> msg(kCount), got(kCount, -1);
+    for (int iter = 0; iter < 3; ++iter) {
+      const int32_t base = iter * 1000000;
+      for (size_t i = 0; i < kCount; ++i) {
+        mine[i] = base + r * 10000 + static_cast<int32_t>(i);
+        msg[i] = base - static_cast<int32_t>(i);
+      }
+      for (int p = 0; p < k; ++p)  // block p goes to rank p
+        for (size_t i = 0; i < kCount; ++i) a2aIn[p * kCount + i] = base + r * 10000 + p * 100 + static_cast<int32_t>(i % 97);
+      int32_t* a2aDst = r == 0 ? a2aIn.data() : a2aOut.data();
+      // Two groups: an AllGather, then an AlltoAll, each beside a send from one of ranks 0 and 1 to the other.
+      bool ok = report.ok(ncclGroupStart(), "ncclGroupStart", comm);
+      ok = ok && report.ok(ncclAllGather(mine.data(), gathered.data(), kCount, ncclInt32, comm, nullptr),
+                           "ncclAllGather", comm);
+      if (r == 0) ok = ok && report.ok(ncclSend(msg.data(), kCount, ncclInt32, 1, comm, nullptr), "ncclSend", comm);
+      if (r == 1) ok = ok && report.ok(ncclRecv(got.data(), kCount, ncclInt32, 0, comm, nullptr), "ncclRecv", comm);
+      ok = report.ok(ncclGroupEnd(), "ncclGroupEnd", comm) && ok;
+      ok = ok && report.ok(ncclGroupStart(), "ncclGroupStart", comm);
+      if (r == 1) ok = ok && report.ok(ncclSend(msg.data(), kCount, ncclInt32, 0, comm, nullptr), "ncclSend", comm);
+      if (r == 0) ok = ok && report.ok(ncclRecv(got.data(), kCount, ncclInt32, 1, comm, nullptr), "ncclRecv", comm);
+      ok = ok && report.ok(ncclAlltoAll(a2aIn.data(), a2aDst, kCount, ncclInt32, comm, nullptr), "ncclAlltoAll",
+                           comm);
+      ok = report.ok(ncclGroupEnd(), "ncclGroupEnd", comm) && ok;
+      if (!ok) return;
+      size_t wrong = 0;
+      for (int p = 0; p < k; ++p)
+        for (size_t i = 0; i < kCount; ++i) {
+          wrong += gathered[p * kCount + i] != base + p * 10000 + static_cast<int32_t>(i);
+          wrong += a2aDst[p * kCount + i] != base + p * 10000 + r * 100 + static_cast<int32_t>(i % 97);
+        }
+      if (r <= 1)
+        for (size_t i = 0; i < kCount; ++i) wrong += got[i] != base - static_cast<int32_t>(i);
+      if (wrong)
+        report.fail("rank " + std::to_string(r) + " iteration " + std::to_string(iter) + ": " +
+                    std::to_string(wrong) + " wrong elements");
+    }
+  }, report, "single copy beside point-to-point");
+  reportFailures(report);
 }
 
 // Every AllReduce up to half a Simple slot on the one-shot path (each rank sends its input to every peer and folds

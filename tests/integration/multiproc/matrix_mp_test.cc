@@ -16,7 +16,7 @@
 namespace tutti::itest {
 namespace {
 
-// kDirect: over shm, with every AllGather / Broadcast of at least one byte on the single-copy path
+// kDirect: over shm, with every AllGather / Broadcast / AlltoAll of at least one byte on the single-copy path
 // (device/host/direct_copy.h: each rank reads the others' buffers with process_vm_readv).
 // kOneShot: over shm, every AllReduce up to half a Simple slot on the one-shot path (device/host/oneshot.h).
 enum class Via { kShm, kNet, kDirect, kOneShot };
@@ -72,8 +72,8 @@ TEST_P(MpMatrix, Cases) {
     opts.env.push_back({"NCCL_SOCKET_IFNAME", "lo"});
   }
   if (p.via == Via::kDirect) opts.env.push_back({"TUTTI_DIRECT_MIN_BYTES", "1"});
-  if (p.via == Via::kOneShot) {
-    opts.env.push_back({"TUTTI_ONESHOT_MAX_BYTES", "262144"});
+  if (p.via == Via::kOneShot) opts.env.push_back({"TUTTI_ONESHOT_MAX_BYTES", "262144"});
+  if (hostOnly) {
     for (auto& [name, value] : opts.env)
       if (name == "NCCL_DEBUG_SUBSYS") value = "INIT,COLL";  // the COLL lines name each call's algorithm
   }
@@ -99,8 +99,10 @@ TEST_P(MpMatrix, Cases) {
   }
   if (p.via == Via::kDirect) {
     // Every rank found it could read every other rank (the probe at init), so the path was taken.
-    EXPECT_EQ(countLogLines(logDir, "single-copy AllGather from 1 bytes, Broadcast from 1 bytes"), p.nranks)
+    EXPECT_EQ(countLogLines(logDir, "single-copy AllGather from 1 bytes, Broadcast from 1 bytes, AlltoAll from 1 bytes"),
+              p.nranks)
         << "in the INIT logs under " << logDir;
+    EXPECT_GE(countLogLines(logDir, "algo DIRECT"), p.nranks) << "in the logs under " << logDir;
   }
   if (!HasFailure()) removeTree(logDir);
 }
@@ -114,7 +116,8 @@ std::vector<MpMatrixParam> params() {
     }
   }
   for (int k : {2, 3, 4}) {
-    for (Coll c : {Coll::kAllGather, Coll::kBroadcast, Coll::kBcast}) out.push_back({Via::kDirect, k, Suite::kColl, c});
+    for (Coll c : {Coll::kAllGather, Coll::kBroadcast, Coll::kBcast, Coll::kAlltoAll})
+      out.push_back({Via::kDirect, k, Suite::kColl, c});
     out.push_back({Via::kOneShot, k, Suite::kColl, Coll::kAllReduce});
   }
   return out;

@@ -1,6 +1,7 @@
 #include "device/host/direct_copy.h"
 
 #include "comm/comm.h"
+#include "comm/task.h"
 #include "plugin/params.h"
 #include "util/check.h"
 
@@ -47,15 +48,22 @@ ncclResult_t directProbe(ncclComm* comm) {
     if (p.hostHash != me.hostHash) return ncclSuccess;  // another host: nothing to read there
     otherProcess |= p.pidHash != me.pidHash;
   }
-  if (!otherProcess) {  // threads of one process: plain copies
-    comm->directOk = true;
+  // Ranks left only the network (shm and p2p disabled) move their data over it: what the user asked to run.
+  int overNetwork = -1;
+  for (int p = 0; p < n && overNetwork < 0; ++p) {
+    bool net = false;
+    if (p != r) TUTTI_CHECK(commPeerOverNetwork(comm, p, &net));
+    if (net) overNetwork = p;
+  }
+  if (!otherProcess) {  // threads of one process: plain copies (every thread sees the same transports)
+    comm->directOk = overNetwork < 0;
     return ncclSuccess;
   }
   std::vector<uint64_t> addrs(n);
   addrs[r] = reinterpret_cast<uintptr_t>(&gProbeWord);
   TUTTI_CHECK(comm->bootstrap->allGather(addrs.data(), sizeof(uint64_t)));
-  uint8_t ok = 1;
-  std::string why;
+  uint8_t ok = overNetwork < 0;
+  std::string why = ok ? "" : fmt::format("rank {} is reached through the network transport", overNetwork);
   for (int p = 0; p < n && ok; ++p) {
     const tuttiPeerInfo_t& peer = comm->peers[p];
     if (peer.pidHash == me.pidHash) continue;
@@ -79,16 +87,23 @@ ncclResult_t directProbe(ncclComm* comm) {
   comm->directOk = true;
   for (int p = 0; p < n; ++p) comm->directOk = comm->directOk && oks[p];
   if (comm->directOk)
-    TUTTI_INFO(NCCL_INIT, "rank {}: single-copy AllGather from {} bytes, Broadcast from {} bytes (0: never; cross "
-               "memory attach)", r, comm->directMinGather, comm->directMinBcast);
+    TUTTI_INFO(NCCL_INIT, "rank {}: single-copy AllGather from {} bytes, Broadcast from {} bytes, AlltoAll from {} "
+               "bytes (0: never; cross memory attach)", r, comm->directMinGather, comm->directMinBcast,
+               comm->directMinAlltoAll);
   else if (!ok)
-    TUTTI_INFO(NCCL_INIT, "rank {}: no single-copy AllGather / Broadcast: {}", r, why);
+    TUTTI_INFO(NCCL_INIT, "rank {}: no single-copy AllGather / Broadcast / AlltoAll: {}", r, why);
   return ncclSuccess;
 }
 
 bool directWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes) {
-  if (!comm->directOk || !comm->corePaths || (func != ncclFuncAllGather && func != ncclFuncBroadcast)) return false;
-  const size_t min = func == ncclFuncAllGather ? comm->directMinGather : comm->directMinBcast;
+  if (!comm->directOk || !comm->corePaths) return false;
+  size_t min = 0;
+  switch (func) {
+    case ncclFuncAllGather: min = comm->directMinGather; break;
+    case ncclFuncBroadcast: min = comm->directMinBcast; break;
+    case ncclFuncAlltoAll: min = comm->directMinAlltoAll; break;
+    default: return false;
+  }
   return min > 0 && bytes >= min;
 }
 
@@ -110,25 +125,28 @@ struct Done {
 
 ncclResult_t runDirectCopy(ncclComm* comm, const DirectCopy& d, const WaitContext& wait, const OpLabel& label) {
   const int n = comm->nRanks, r = comm->rank;
-  const bool gather = d.func == ncclFuncAllGather;
-  const char* what = gather ? "AllGather" : "Broadcast";
-  auto owns = [&](int p) { return gather || p == d.root; };   // p's buffer is read by others
-  auto reads = [&](int p) { return gather || p != d.root; };  // p reads others' buffers
+  const bool bcast = d.func == ncclFuncBroadcast, alltoall = d.func == ncclFuncAlltoAll;
+  const char* what = funcName(d.func);
+  auto owns = [&](int p) { return !bcast || p == d.root; };   // p's buffer is read by others
+  auto reads = [&](int p) { return !bcast || p != d.root; };  // p reads others' buffers
+  // Where rank p's part of the call sits in an owner's buffer (what p reads there), and in p's output.
+  auto srcOffset = [&](int p) { return alltoall ? static_cast<size_t>(p) * d.bytes : 0; };
+  auto dstOffset = [&](int p) { return bcast ? 0 : static_cast<size_t>(p) * d.bytes; };
   ResolvedRedOp copy{};
   resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &copy);  // byte copy
   auto conn = [&](int p, bool isSend) -> HostConn* {
-    Connection* c = commFindConnection(comm, 0, kConnP2p, p, isSend);
+    Connection* c = commFindConnection(comm, 0, kConnColl, p, isSend);
     return c ? &c->host : nullptr;
   };
   auto sendTo = [&](int p, const void* msg, size_t bytes) -> ncclResult_t {
     HostConn* c = conn(p, true);
-    if (!c) TUTTI_FAIL(ncclInternalError, "rank {}: {}: no point-to-point connection to rank {}", r, what, p);
+    if (!c) TUTTI_FAIL(ncclInternalError, "rank {}: {}: no connection to rank {}", r, what, p);
     HostPrims prims(nullptr, c, msg, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
     return prims.send(0, bytes);
   };
   auto recvFrom = [&](int p, void* msg, size_t bytes) -> ncclResult_t {
     HostConn* c = conn(p, false);
-    if (!c) TUTTI_FAIL(ncclInternalError, "rank {}: {}: no point-to-point connection from rank {}", r, what, p);
+    if (!c) TUTTI_FAIL(ncclInternalError, "rank {}: {}: no connection from rank {}", r, what, p);
     announceRecvSteps(c, 1);
     HostPrims prims(c, nullptr, nullptr, msg, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
     return prims.recv(0, bytes);
@@ -136,14 +154,21 @@ ncclResult_t runDirectCopy(ncclComm* comm, const DirectCopy& d, const WaitContex
 
   // 1. Owners tell the readers where their data is. Each connection carries at most two messages of a call (a
   // descriptor one way, a done the other), so no send waits for this call's receives.
+  const char* offered = d.input;
+  if (alltoall && d.input == d.output && n > 1) {  // in place: the peers read a copy while this rank overwrites
+    const size_t all = d.bytes * static_cast<size_t>(n);
+    if (comm->directStaging.size() < all) comm->directStaging.resize(all);
+    std::memcpy(comm->directStaging.data(), d.input, all);
+    offered = comm->directStaging.data();
+  }
   if (owns(r)) {
-    const Descriptor mine{reinterpret_cast<uintptr_t>(d.input), d.bytes, static_cast<int32_t>(getpid()), 0};
+    const Descriptor mine{reinterpret_cast<uintptr_t>(offered), d.bytes, static_cast<int32_t>(getpid()), 0};
     for (int k = 1; k < n; ++k)
       if (const int p = (r + k) % n; reads(p)) TUTTI_CHECK(sendTo(p, &mine, sizeof mine));
   }
   // The rank's own part.
-  char* own = gather ? d.output + static_cast<size_t>(r) * d.bytes : d.output;
-  if (owns(r) && own != d.input) std::memcpy(own, d.input, d.bytes);
+  char* own = d.output + dstOffset(r);
+  if (owns(r) && own != d.input + srcOffset(r)) std::memcpy(own, d.input + srcOffset(r), d.bytes);
 
   // 2. Readers copy each owner's block once, then tell the owner it may go on.
   if (reads(r)) {
@@ -156,8 +181,8 @@ ncclResult_t runDirectCopy(ncclComm* comm, const DirectCopy& d, const WaitContex
       if (from.bytes != d.bytes)
         TUTTI_FAIL(ncclInvalidUsage, "rank {}: {} (opCount {}): rank {} offers {} bytes where this rank expects {} "
                    "(mismatched calls across ranks?)", r, what, label.opCount, p, from.bytes, d.bytes);
-      char* dst = gather ? d.output + static_cast<size_t>(p) * d.bytes : d.output;
-      const void* src = reinterpret_cast<const void*>(from.addr);
+      char* dst = d.output + dstOffset(p);
+      const void* src = reinterpret_cast<const char*>(from.addr) + srcOffset(r);
       if (comm->peers[p].pidHash == myPidHash) {
         std::memcpy(dst, src, d.bytes);
       } else {

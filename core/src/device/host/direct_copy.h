@@ -1,14 +1,17 @@
-// Single-copy AllGather and Broadcast inside one host (plan kAlgoDirect, host backend): each rank reads the blocks it
-// needs straight from the owners' user buffers, with process_vm_readv (cross memory attach) when the owner is another
+// Single-copy AllGather, Broadcast and AlltoAll inside one host (plan kAlgoDirect, host backend): each rank reads the
+// blocks it needs straight from the owners' user buffers, with process_vm_readv (cross memory attach) when the owner is another
 // process of this host, or memcpy when it is a thread of this process. A ring copies every byte twice per hop (into
 // the FIFO, out of it); this copies it once, and a rank's reads do not wait on any other rank's copies.
 //
-// Per call, over the point-to-point connections (Simple, one slot each way, so a single thread never blocks on them):
-//   1. every owner (AllGather: every rank; Broadcast: the root) sends each reader a descriptor: its buffer's address
-//      and size, and its pid;
+// Per call, over channel 0's collective connections to every peer (Simple, one slot each way, so a single thread never
+// blocks on them; channel 0's collectives run in order on one thread, so these messages never interleave with a
+// ring's, and point-to-point calls of the same group use connections of their own):
+//   1. every owner (AllGather, AlltoAll: every rank; Broadcast: the root) sends each reader a descriptor: its buffer's
+//      address and size, and its pid;
 //   2. every reader receives the descriptors, reads the blocks into its output, and sends each owner a "done";
 //   3. every owner waits for the "done" of each reader before returning: its buffer is not touched after that.
-// The address never outlives the call. A peer that dies mid-call closes its connections, which fails the waits.
+// In-place AlltoAll: an owner's buffer is also where it writes what it reads, so it offers a copy of its input
+// (comm->directStaging) instead. The address never outlives the call. A peer that dies mid-call closes its connections, which fails the waits.
 // Whether the ranks can read one another is probed once, when the communicator is created (directProbe).
 #pragma once
 
@@ -24,21 +27,26 @@ struct ncclComm;
 namespace tutti {
 
 struct DirectCopy {
-  ncclFunc_t func = ncclFuncAllGather;  // ncclFuncAllGather or ncclFuncBroadcast
+  ncclFunc_t func = ncclFuncAllGather;  // ncclFuncAllGather, ncclFuncBroadcast or ncclFuncAlltoAll
   int root = 0;                         // Broadcast
-  const char* input = nullptr;          // AllGather: this rank's block; Broadcast: the root's buffer
-  char* output = nullptr;               // AllGather: nRanks blocks; Broadcast: the buffer
-  size_t bytes = 0;                     // AllGather: bytes per block; Broadcast: bytes in all
+  const char* input = nullptr;          // AllGather: this rank's block; Broadcast: the root's buffer; AlltoAll:
+                                        // nRanks blocks, block p for rank p
+  char* output = nullptr;               // AllGather, AlltoAll: nRanks blocks, block p from rank p; Broadcast: the
+                                        // buffer
+  size_t bytes = 0;                     // AllGather, AlltoAll: bytes per block; Broadcast: bytes in all
 };
 
 // At communicator creation (host backend, ranks on one host): whether every rank can read every other rank's memory
-// (same process, or cross memory attach into a process of the same pid namespace). Collective: two bootstrap
-// all-gathers when some peer is another process of this host, none otherwise. Sets comm->directOk.
+// (same process, or cross memory attach into a process of the same pid namespace) and reaches it through shm or p2p
+// (ranks left only the network keep to it: no single copy under NCCL_SHM_DISABLE=1 NCCL_P2P_DISABLE=1).
+// Collective: two bootstrap all-gathers when some peer is another process of this host, none otherwise. Sets
+// comm->directOk.
 ncclResult_t directProbe(ncclComm* comm);
 
-// Whether a collective of `bytes` in all (AllGather: the output) takes the direct path: directOk, the default tuner
-// alone in the chain (comm->corePaths), and at least the communicator's minimum for that collective
-// (comm->directMinGather / directMinBcast, from TUTTI_DIRECT_MIN_BYTES).
+// Whether a collective of `bytes` in all (AllGather, AlltoAll: the output) takes the direct path: directOk, the default
+// tuner alone in the chain (comm->corePaths), and at least the communicator's minimum for that collective
+// (comm->directMinGather / directMinBcast / directMinAlltoAll, from TUTTI_DIRECT_MIN_BYTES). Depends only on the
+// communicator and the call's arguments that every rank passes alike, so every rank decides alike.
 bool directWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes);
 
 namespace host {

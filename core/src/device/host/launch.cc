@@ -354,11 +354,19 @@ ncclResult_t launchConnect(CommLaunch& launch) {
   if (comm->nRanks > 1) {
     for (const CollPlan& p : launch.colls) {
       if (isSym(p)) continue;
-      if (isDetx(p) || isDirect(p)) {  // point-to-point connections with every peer, both ways
+      if (isDetx(p)) {  // point-to-point connections with every peer, both ways
         for (int peer = 0; peer < comm->nRanks; ++peer) {
           if (peer == comm->rank) continue;
           wanted.push_back({0, kConnP2p, peer, true});
           wanted.push_back({0, kConnP2p, peer, false});
+        }
+        continue;
+      }
+      if (isDirect(p)) {  // channel 0's collective connections with every peer, both ways
+        for (int peer = 0; peer < comm->nRanks; ++peer) {
+          if (peer == comm->rank) continue;
+          want(0, peer, true);
+          want(0, peer, false);
         }
         continue;
       }

@@ -21,14 +21,14 @@ ncclResult_t runOneShot(ncclComm* comm, const OneShot& s, const WaitContext& wai
   const int n = comm->nRanks, r = comm->rank;
   const size_t bytes = s.count * s.esize;
   auto conn = [&](int p, bool isSend) -> HostConn* {
-    Connection* c = commFindConnection(comm, 0, kConnP2p, p, isSend);
+    Connection* c = commFindConnection(comm, 0, kConnColl, p, isSend);
     return c ? &c->host : nullptr;
   };
   // 1. The input to every peer, this rank's scalar applied on the way (one slot each: no send waits on this call).
   for (int k = 1; k < n; ++k) {
     const int p = (r + k) % n;
     HostConn* c = conn(p, true);
-    if (!c) TUTTI_FAIL(ncclInternalError, "rank {}: AllReduce: no point-to-point connection to rank {}", r, p);
+    if (!c) TUTTI_FAIL(ncclInternalError, "rank {}: AllReduce: no connection to rank {}", r, p);
     HostPrims prims(nullptr, c, s.input, nullptr, s.esize, s.op, wait, label, TUTTI_PROTO_SIMPLE);
     TUTTI_CHECK(prims.send(0, s.count));
   }
@@ -40,7 +40,7 @@ ncclResult_t runOneShot(ncclComm* comm, const OneShot& s, const WaitContext& wai
   for (int k = 1; k < n; ++k) {
     const int p = (r + n - k) % n;
     HostConn* c = conn(p, false);
-    if (!c) TUTTI_FAIL(ncclInternalError, "rank {}: AllReduce: no point-to-point connection from rank {}", r, p);
+    if (!c) TUTTI_FAIL(ncclInternalError, "rank {}: AllReduce: no connection from rank {}", r, p);
     announceRecvSteps(c, 1);
     prims[p] = std::make_unique<HostPrims>(c, nullptr, nullptr, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
     const char* data = nullptr;
