@@ -203,6 +203,7 @@ class ProfilerAbi : public ::testing::TestWithParam<std::string> {
 
 TEST_P(ProfilerAbi, AllReduceTwoRanks) {
   ProfilerConfig cfg({GetParam()});
+  ScopedEnv oneShot("TUTTI_ONESHOT_MAX_BYTES", "0");  // the tuner's ring or tree, one KernelCh per channel
   constexpr size_t kCount = 4096;
   const Log log = runAndParse(GetParam(), [&](const CommSet& set, Report& r) { allReduce(set, kCount, r); });
   expectWellFormed(log);
@@ -338,6 +339,7 @@ class NetPath : public ::testing::Test {
   ScopedEnv p2p_{"NCCL_P2P_DISABLE", "1"};
   ScopedEnv shm_{"NCCL_SHM_DISABLE", "1"};
   ScopedEnv ifname_{"NCCL_SOCKET_IFNAME", "lo"};
+  ScopedEnv oneShot_{"TUTTI_ONESHOT_MAX_BYTES", "0"};  // every AllReduce on the tuner's ring or tree
 };
 
 // Every ProxyOp has a Coll or P2p parent and exactly nSteps ProxySteps numbered 0..nSteps-1, whose states

@@ -42,9 +42,10 @@ class LogLines : public ::testing::Test {
   std::string logPath_ = ::testing::TempDir() + "tutti_loglines_" + std::to_string(getpid());
   ScopedEnv debug_{"NCCL_DEBUG", "INFO"};
   ScopedEnv file_{"NCCL_DEBUG_FILE", logPath_};
+  ScopedEnv oneShot_{"TUTTI_ONESHOT_MAX_BYTES", "0"};  // the tuner decides every AllReduce
 };
 
-// Each rank: AllReduce (sum, float, 2000 elements: above the one-shot AllReduce's 4 KiB, so the tuner decides),
+// Each rank: AllReduce (sum, float, 2000 elements; the fixture keeps it off the one-shot path, so the tuner decides),
 // then Broadcast from rank 1 (int32, 300 elements).
 void twoCalls(const CommSet& set, Report& report) {
   runPerRank(set, [&](int rank, ncclComm_t comm) {
