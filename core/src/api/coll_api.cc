@@ -62,6 +62,9 @@ ncclResult_t enqueue(const char* call, ncclFunc_t func, const void* sendbuff, vo
                  "this communicator's GPU ({} backend) is sm_{}", call, comm->rank, dataTypeName(datatype), need / 10,
                  need % 10, need, backendName(comm->backend), comm->devArch);
   }
+  // An empty collective moves nothing: discarded once its arguments pass, as NCCL discards it (every rank passes the
+  // same count, so every rank discards it). Point-to-point calls of 0 bytes still pair up.
+  if (count == 0 && func != ncclFuncSend && func != ncclFuncRecv) return ncclSuccess;
   Task t;
   t.func = func;
   t.comm = comm;
@@ -172,6 +175,10 @@ NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_
          ncclComm_t comm, cudaStream_t stream) {
   return apiGuard("ncclAlltoAll", [&]() -> ncclResult_t {
     TUTTI_CHECK(checkWhole("ncclAlltoAll", ncclFuncAlltoAll, sendbuff, recvbuff, count, datatype, 0, comm));
+    if (count == 0) {  // empty: discarded, as an empty collective is
+      TUTTI_CHECK(commCheckUsable(comm, "ncclAlltoAll"));
+      return ncclSuccess;
+    }
     const size_t block = count * dataTypeSize(datatype);
     // Inside one host, large blocks are read once from the peers' buffers (device/host/direct_copy.h): one
     // collective instead of the sends and receives below. Every rank decides alike (the same count everywhere).
@@ -209,6 +216,10 @@ NCCL_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t 
          int root, ncclComm_t comm, cudaStream_t stream) {
   return apiGuard("ncclGather", [&]() -> ncclResult_t {
     TUTTI_CHECK(checkWhole("ncclGather", ncclFuncGather, sendbuff, recvbuff, count, datatype, root, comm));
+    if (count == 0) {  // empty: discarded, as an empty collective is
+      TUTTI_CHECK(commCheckUsable(comm, "ncclGather"));
+      return ncclSuccess;
+    }
     const size_t block = count * dataTypeSize(datatype);
     return asGroup([&]() -> ncclResult_t {
       TUTTI_CHECK(enqueue("ncclGather", ncclFuncSend, sendbuff, nullptr, count, datatype, ncclSum, root, comm, stream));
@@ -226,6 +237,10 @@ NCCL_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t
          int root, ncclComm_t comm, cudaStream_t stream) {
   return apiGuard("ncclScatter", [&]() -> ncclResult_t {
     TUTTI_CHECK(checkWhole("ncclScatter", ncclFuncScatter, sendbuff, recvbuff, count, datatype, root, comm));
+    if (count == 0) {  // empty: discarded, as an empty collective is
+      TUTTI_CHECK(commCheckUsable(comm, "ncclScatter"));
+      return ncclSuccess;
+    }
     const size_t block = count * dataTypeSize(datatype);
     return asGroup([&]() -> ncclResult_t {
       if (comm->rank == root) {

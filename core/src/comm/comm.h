@@ -131,6 +131,9 @@ struct ncclComm {
   bool directOk = false;
   size_t directMinGather = 0, directMinBcast = 0, directMinAlltoAll = 0;
   std::vector<char> directStaging;  // what an in-place AlltoAll offers its peers: a copy of its input
+  // Channel 0's collective connections to every peer, both ways, are made (the single-copy and one-shot paths'):
+  // a lone one-shot AllReduce may then skip the launch (comm/group.cc).
+  bool directConnsReady = false;
   // One-shot AllReduce (device/host/oneshot.h) up to this many bytes (TUTTI_ONESHOT_MAX_BYTES; 0: never).
   size_t oneShotMaxBytes = 0;
   // The default tuner alone decides, so the core may take the paths above (comm.cc).

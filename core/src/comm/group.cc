@@ -4,6 +4,8 @@
 #include "comm/det_coll.h"
 #include "device/enqueue.h"
 #include "device/host/launch.h"
+#include "device/host/oneshot.h"
+#include "comm/callcheck.h"
 #include "device/common/dtypes.h"
 #include "device/host/stream.h"
 #include "plan/simulate.h"
@@ -14,6 +16,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <string_view>
 
 namespace tutti {
 
@@ -67,6 +70,57 @@ void resetLaunch(host::CommLaunch& l, const Task& t) {
   l.p2p = std::move(p2p);
 }
 
+// The COLL line of a collective as it is launched. Checked first so the names are not even looked up when it is off.
+void logColl(const Task& t, uint64_t opCount, size_t nBytes, int algorithm, int protocol, size_t channels,
+             std::string_view decider) {
+  if (!logEnabled(NCCL_LOG_INFO, NCCL_COLL)) [[likely]] return;
+  TUTTI_INFO(NCCL_COLL, "{}: opCount {} count {} bytes {} datatype {} op {} root {} comm {} [nranks={}] algo {} "
+             "proto {} channels {} tuner {}", funcName(t.func), opCount, t.count, nBytes, dataTypeName(t.datatype),
+             static_cast<int>(t.op), t.root, static_cast<void*>(t.comm), t.comm->nRanks, tunedAlgoName(algorithm),
+             tunedProtoName(protocol), channels, decider);
+}
+
+// A lone collective on the one-shot path (outside a group, blocking communicator, no stream, no profiler or call
+// check): run on the calling thread without a launch, the plan, work item and connection pass that a launch builds
+// (most of a tiny call's own cost). The same messages as the launch's one-shot plan (planCollective), so ranks may
+// mix the two. False in *ran where the launch is needed, the first time the connections are made included.
+ncclResult_t tryLoneOneShot(const Task& t, bool* ran) {
+  *ran = false;
+  ncclComm* comm = t.comm;
+  if (!oneShotFunc(t.func) || t.stream || t.plan || t.internal || comm->backend != Backend::Host ||
+      !comm->directConnsReady || comm->calls.checkCalls || comm->profiler || comm->oneShotMaxBytes == 0 ||
+      comm->rma)  // windows: the buffers may be symmetric ones, which planCollective runs in place
+    return ncclSuccess;
+  const size_t typeSize = dataTypeSize(t.datatype);
+  const bool byteWise = t.func == ncclFuncAllGather || t.func == ncclFuncBroadcast;
+  const bool blockWise = t.func == ncclFuncAllGather || t.func == ncclFuncReduceScatter;
+  const size_t bytes = t.count * typeSize, total = bytes * (blockWise ? comm->nRanks : 1);
+  if (!oneShotWanted(comm, total) || detTask(t)) return ncclSuccess;
+  *ran = true;
+  CommOpsGuard busy(comm);
+  OneShot s;
+  s.func = t.func;
+  s.root = t.root;
+  s.input = static_cast<const char*>(t.sendbuff);
+  s.output = static_cast<char*>(t.recvbuff);
+  s.count = byteWise ? bytes : t.count;
+  s.esize = byteWise ? 1 : typeSize;
+  if (byteWise) resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &s.op);  // plain copy
+  else TUTTI_CHECK(comm->redOps->resolve(t.op, t.datatype, &s.op, funcName(t.func)));
+  const uint64_t opCount = comm->collOpCount++;
+  logColl(t, opCount, total, kAlgoOneShot, NCCL_PROTO_SIMPLE, 1, kCoreDecider);
+  logSetThreadRank(comm->rank);
+  host::OpLabel label{comm->rank, funcName(t.func), opCount, 0, &comm->failure, commAskFailure, comm};
+  label.whoArrived = callCheckWhoArrived;
+  const ncclResult_t res = host::runOneShot(comm, s, commWaitContext(comm), label);
+  if (res != ncclSuccess) {
+    ncclResult_t expected = ncclSuccess;
+    comm->asyncError.compare_exchange_strong(expected, res);
+    commCancelOps(comm);
+  }
+  return res;
+}
+
 ncclResult_t launchGroupPlain(const Task* tasks, size_t nTasks) {
   // One launch per communicator, in order of first appearance.
   std::vector<host::CommLaunch>& launches = tScratch.launches;
@@ -117,14 +171,7 @@ ncclResult_t launchGroupPlain(const Task* tasks, size_t nTasks) {
       }
       else TUTTI_CHECK(planCollective(t.comm, t, &plan));
       plan.opCount = t.comm->collOpCount++;
-      // Checked first so the names are not even looked up when the line is off.
-      if (logEnabled(NCCL_LOG_INFO, NCCL_COLL)) {
-        TUTTI_INFO(NCCL_COLL, "{}: opCount {} count {} bytes {} datatype {} op {} root {} comm {} [nranks={}] algo {} "
-                   "proto {} channels {} tuner {}", funcName(t.func), plan.opCount, t.count, plan.nBytes,
-                   dataTypeName(t.datatype), static_cast<int>(t.op), t.root, static_cast<void*>(t.comm),
-                   t.comm->nRanks, tunedAlgoName(plan.algorithm), tunedProtoName(plan.protocol), plan.work.size(),
-                   plan.decider);
-      }
+      logColl(t, plan.opCount, plan.nBytes, plan.algorithm, plan.protocol, plan.work.size(), plan.decider);
       l.colls.push_back(std::move(plan));
       if (l.profGroup && !t.prof) [[unlikely]] profCollStart(&l.colls.back(), l.profGroup.get());
     }
@@ -373,6 +420,9 @@ ncclResult_t groupEnqueue(const Task& task) {
     return ncclSuccess;
   }
   if (commNonblocking(task.comm)) [[unlikely]] return launchGroupAsync({task});
+  bool ran = false;
+  const ncclResult_t res = tryLoneOneShot(task, &ran);
+  if (ran) return res;
   return launchGroupCounted(&task, 1);
 }
 

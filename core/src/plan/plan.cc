@@ -80,7 +80,7 @@ ncclResult_t planCorePath(CollPlan* plan, int algorithm, size_t totalBytes, Coll
   plan->algorithm = algorithm;
   plan->protocol = NCCL_PROTO_SIMPLE;
   plan->nBytes = totalBytes;
-  plan->decider = "core";
+  plan->decider = kCoreDecider;
   plan->work.resize(1);
   *out = std::move(*plan);
   return ncclSuccess;
@@ -111,8 +111,10 @@ ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out, boo
   const bool blockWise =
       task.func == ncclFuncAllGather || task.func == ncclFuncReduceScatter || task.func == ncclFuncAlltoAll;
   const size_t totalBytes = count * plan.eltSize * (blockWise ? k : 1);
-  if (allowDirect && !task.internal && task.func == ncclFuncAllReduce && oneShotWanted(comm, totalBytes)) {
+  if (allowDirect && !task.internal && oneShotFunc(task.func) && oneShotWanted(comm, totalBytes)) {
     auto s = std::make_shared<OneShot>();
+    s->func = task.func;
+    s->root = task.root;
     s->input = static_cast<const char*>(task.sendbuff);
     s->output = static_cast<char*>(task.recvbuff);
     s->count = count;

@@ -23,8 +23,10 @@ inline constexpr int kAlgoSymmetric = 100;
 // connections' slots. Channel 0 sends, channel 1 receives and reduces.
 inline constexpr int kAlgoDetExchange = 101;
 // A single-copy AllGather or Broadcast on the host backend (device/host/direct_copy.h): each rank reads the blocks
-// it needs straight from the other ranks' buffers. One channel.
+// it needs straight from the other ranks' buffers; a single-copy AlltoAll likewise. One channel.
 inline constexpr int kAlgoDirect = 102;
+// CollPlan::decider of the paths the core takes by itself (one-shot, single copy).
+inline constexpr const char* kCoreDecider = "core";
 // A small AllReduce on the host backend as one exchange of whole inputs (device/host/oneshot.h). One channel.
 inline constexpr int kAlgoOneShot = 103;
 

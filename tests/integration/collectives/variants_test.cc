@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -132,13 +133,74 @@ TEST_P(Configured, SingleCopyBesidePointToPointOnSomeRanks) {
   reportFailures(report);
 }
 
-// Every AllReduce up to half a Simple slot on the one-shot path (each rank sends its input to every peer and folds
-// the n rows in rank order), with the slice's types, ops, counts, offsets and both placements.
-TEST_P(Configured, OneShotAllReduce) {
+// Every AllReduce, ReduceScatter, AllGather and Broadcast up to half a Simple slot on the one-shot path (each rank
+// sends its messages to every peer at once and folds the n rows in rank order), with the slice's types, ops, counts,
+// offsets, roots and both placements.
+TEST_P(Configured, OneShotCollectives) {
   if (const char* device = std::getenv("TUTTI_DEVICE"); device && std::string(device) != "host")
     GTEST_SKIP() << "the one-shot path is the host backend's";
   ScopedEnv oneShot("TUTTI_ONESHOT_MAX_BYTES", "262144");
   runSlice(GetParam(), {1, 13, 4099, 30001});
+}
+
+// A one-shot call outside a group runs on the calling thread without a launch (comm/group.cc, tryLoneOneShot); inside
+// a group it is planned and launched. The two send the same messages: here even ranks group their calls and odd ranks
+// do not, for each one-shot collective, five rounds.
+TEST_P(Configured, OneShotLoneAndGroupedCallsMeet) {
+  if (const char* device = std::getenv("TUTTI_DEVICE"); device && std::string(device) != "host")
+    GTEST_SKIP() << "the one-shot path is the host backend's";
+  ScopedEnv oneShot("TUTTI_ONESHOT_MAX_BYTES", "262144");
+  const int k = GetParam();
+  constexpr size_t kCount = 257;
+  CommSet comms(k, InitMode::kInitRank);
+  ASSERT_TRUE(comms.ok()) << comms.error();
+  Report report;
+  runPerRank(comms, [&](int r, ncclComm_t comm) {
+    std::vector<int32_t> in(kCount * k), out(kCount * k);
+    for (int round = 0; round < 5; ++round) {
+      auto call = [&](const char* name, auto&& body) {
+        const bool grouped = r % 2 == 0;
+        bool ok = !grouped || report.ok(ncclGroupStart(), "ncclGroupStart", comm);
+        ok = ok && report.ok(body(), name, comm);
+        if (grouped) ok = report.ok(ncclGroupEnd(), "ncclGroupEnd", comm) && ok;
+        return ok;
+      };
+      for (size_t i = 0; i < in.size(); ++i) in[i] = round * 100000 + r * 1000 + static_cast<int32_t>(i % 1000);
+      size_t wrong = 0;
+      std::fill(out.begin(), out.end(), -1);
+      if (!call("ncclAllReduce", [&] { return ncclAllReduce(in.data(), out.data(), kCount, ncclInt32, ncclSum, comm, nullptr); }))
+        return;
+      for (size_t i = 0; i < kCount; ++i) {
+        int32_t want = 0;
+        for (int p = 0; p < k; ++p) want += round * 100000 + p * 1000 + static_cast<int32_t>(i % 1000);
+        wrong += out[i] != want;
+      }
+      std::fill(out.begin(), out.end(), -1);
+      if (!call("ncclReduceScatter", [&] { return ncclReduceScatter(in.data(), out.data(), kCount, ncclInt32, ncclSum, comm, nullptr); }))
+        return;
+      for (size_t i = 0; i < kCount; ++i) {
+        int32_t want = 0;
+        const size_t e = r * kCount + i;
+        for (int p = 0; p < k; ++p) want += round * 100000 + p * 1000 + static_cast<int32_t>(e % 1000);
+        wrong += out[i] != want;
+      }
+      std::fill(out.begin(), out.end(), -1);
+      if (!call("ncclAllGather", [&] { return ncclAllGather(in.data(), out.data(), kCount, ncclInt32, comm, nullptr); }))
+        return;
+      for (int p = 0; p < k; ++p)
+        for (size_t i = 0; i < kCount; ++i)
+          wrong += out[p * kCount + i] != round * 100000 + p * 1000 + static_cast<int32_t>(i % 1000);
+      std::fill(out.begin(), out.end(), -1);
+      const int root = round % k;
+      if (!call("ncclBroadcast", [&] { return ncclBroadcast(in.data(), out.data(), kCount, ncclInt32, root, comm, nullptr); }))
+        return;
+      for (size_t i = 0; i < kCount; ++i) wrong += out[i] != round * 100000 + root * 1000 + static_cast<int32_t>(i % 1000);
+      if (wrong)
+        report.fail("rank " + std::to_string(r) + " round " + std::to_string(round) + ": " + std::to_string(wrong) +
+                    " wrong elements");
+    }
+  }, report, "lone and grouped one-shot calls");
+  reportFailures(report);
 }
 
 // The one-shot path folds rank 0's row, then rank 1's, and so on, on every rank: every rank gets the same bits, the

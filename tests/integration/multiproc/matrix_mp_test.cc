@@ -18,7 +18,8 @@ namespace {
 
 // kDirect: over shm, with every AllGather / Broadcast / AlltoAll of at least one byte on the single-copy path
 // (device/host/direct_copy.h: each rank reads the others' buffers with process_vm_readv).
-// kOneShot: over shm, every AllReduce up to half a Simple slot on the one-shot path (device/host/oneshot.h).
+// kOneShot: over shm, every AllReduce, ReduceScatter, AllGather and Broadcast up to half a Simple slot on the one-shot
+// path (device/host/oneshot.h).
 enum class Via { kShm, kNet, kDirect, kOneShot };
 enum class Suite { kColl, kSendRecv };
 
@@ -94,7 +95,7 @@ TEST_P(MpMatrix, Cases) {
   EXPECT_EQ(checkTransports(uses, p.nranks, [](int) { return 0; }, want, want), "")
       << "in the INIT logs under " << logDir;
   if (p.via == Via::kOneShot) {
-    // Every rank ran AllReduces on the one-shot path (the larger cases of the list take the ring).
+    // Every rank ran collectives on the one-shot path (the larger cases of the list take the ring).
     EXPECT_GE(countLogLines(logDir, "algo ONESHOT"), p.nranks) << "in the logs under " << logDir;
   }
   if (p.via == Via::kDirect) {
@@ -118,7 +119,8 @@ std::vector<MpMatrixParam> params() {
   for (int k : {2, 3, 4}) {
     for (Coll c : {Coll::kAllGather, Coll::kBroadcast, Coll::kBcast, Coll::kAlltoAll})
       out.push_back({Via::kDirect, k, Suite::kColl, c});
-    out.push_back({Via::kOneShot, k, Suite::kColl, Coll::kAllReduce});
+    for (Coll c : {Coll::kAllReduce, Coll::kReduceScatter, Coll::kAllGather, Coll::kBroadcast})
+      out.push_back({Via::kOneShot, k, Suite::kColl, c});
   }
   return out;
 }

@@ -404,6 +404,7 @@ ncclResult_t launchConnect(CommLaunch& launch) {
     if (t.root != comm->rank) wanted.push_back({0, kConnP2p, t.root, t.func == ncclFuncSend});
   if (wanted.empty()) return ncclSuccess;
   TUTTI_CHECK(commConnect(comm, wanted));
+  if (std::any_of(launch.colls.begin(), launch.colls.end(), isDirect)) comm->directConnsReady = true;
   for (int c : ringsToSet) {
     ChannelRing& ring = comm->rings[c];
     ring.sendConn = commFindConnection(comm, c, kConnColl, ring.next, true);

@@ -1,10 +1,13 @@
 #include "device/host/oneshot.h"
 
 #include "comm/comm.h"
+#include "comm/task.h"
 #include "device/host/reduce_copy.h"
 #include "util/check.h"
 
-#include <memory>
+#include <array>
+#include <cstring>
+#include <optional>
 #include <vector>
 
 namespace tutti {
@@ -19,51 +22,72 @@ namespace host {
 
 ncclResult_t runOneShot(ncclComm* comm, const OneShot& s, const WaitContext& wait, const OpLabel& label) {
   const int n = comm->nRanks, r = comm->rank;
-  const size_t bytes = s.count * s.esize;
+  const size_t bytes = s.count * s.esize;  // one message
+  const bool reduce = s.func == ncclFuncAllReduce || s.func == ncclFuncReduceScatter;
+  const bool bcast = s.func == ncclFuncBroadcast, scatter = s.func == ncclFuncReduceScatter;
+  const char* what = funcName(s.func);
   auto conn = [&](int p, bool isSend) -> HostConn* {
     Connection* c = commFindConnection(comm, 0, kConnColl, p, isSend);
     return c ? &c->host : nullptr;
   };
-  // 1. The input to every peer, this rank's scalar applied on the way (one slot each: no send waits on this call).
-  for (int k = 1; k < n; ++k) {
-    const int p = (r + k) % n;
-    HostConn* c = conn(p, true);
-    if (!c) TUTTI_FAIL(ncclInternalError, "rank {}: AllReduce: no connection to rank {}", r, p);
-    HostPrims prims(nullptr, c, s.input, nullptr, s.esize, s.op, wait, label, TUTTI_PROTO_SIMPLE);
-    TUTTI_CHECK(prims.send(0, s.count));
+  // Where the message for rank p starts in the input, in elements (ReduceScatter: p's block; the others: all of it).
+  auto inputFor = [&](int p) -> size_t { return scatter ? static_cast<size_t>(p) * s.count : 0; };
+  // 1. The messages to the peers, this rank's scalar applied on the way (one slot each: no send waits on this call).
+  if (!bcast || r == s.root) {
+    for (int k = 1; k < n; ++k) {
+      const int p = (r + k) % n;
+      HostConn* c = conn(p, true);
+      if (!c) TUTTI_FAIL(ncclInternalError, "rank {}: {}: no connection to rank {}", r, what, p);
+      HostPrims prims(nullptr, c, s.input, nullptr, s.esize, s.op, wait, label, TUTTI_PROTO_SIMPLE);
+      TUTTI_CHECK(prims.send(inputFor(p), s.count));
+    }
   }
-  // 2. Every peer's row, left in its slot until the fold has read it.
+  // 2. The peers' messages, left in their slots until they have been read.
   ResolvedRedOp copy{};
   resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &copy);
-  std::vector<std::unique_ptr<HostPrims>> prims(n);
-  std::vector<const void*> rows(n);
+  std::array<std::optional<HostPrims>, kOneShotMaxRanks> prims;  // no allocation: a tiny call's cost is its steps
+  std::array<const void*, kOneShotMaxRanks> rows{};
   for (int k = 1; k < n; ++k) {
     const int p = (r + n - k) % n;
+    if (bcast && p != s.root) continue;
     HostConn* c = conn(p, false);
-    if (!c) TUTTI_FAIL(ncclInternalError, "rank {}: AllReduce: no connection from rank {}", r, p);
+    if (!c) TUTTI_FAIL(ncclInternalError, "rank {}: {}: no connection from rank {}", r, what, p);
     announceRecvSteps(c, 1);
-    prims[p] = std::make_unique<HostPrims>(c, nullptr, nullptr, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    prims[p].emplace(c, nullptr, nullptr, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
     const char* data = nullptr;
     TUTTI_CHECK(prims[p]->recvPeek(bytes, &data));
     rows[p] = data;
   }
+  auto release = [&] {
+    for (int p = 0; p < n; ++p)
+      if (prims[p]) prims[p]->recvRelease();
+  };
+  if (!reduce) {  // AllGather: row p is block p of the output; Broadcast: the root's row is the output
+    for (int p = 0; p < n; ++p) {
+      char* dst = s.output + (bcast ? 0 : static_cast<size_t>(p) * bytes);
+      const void* src = p == r ? s.input : rows[p];
+      if (src && src != dst && (p != r || !bcast || r == s.root)) std::memcpy(dst, src, bytes);
+    }
+    release();
+    return ncclSuccess;
+  }
   // 3. This rank's own row enters with its scalar too; then rows 0..n-1 are folded in that order on every rank.
-  // A copy when the row is not the fold's first: to scale it, or because in place the output is the input (only the
+  // A copy when the row is not the fold's first: to scale it, or because in place the output is the row (only the
   // first source may alias the destination).
-  std::vector<char> own;
-  rows[r] = s.input;
+  thread_local std::vector<char> own;  // grows to the largest row this thread has needed, then stays
+  const char* mine = s.input + inputFor(r) * s.esize;
+  rows[r] = mine;
   const bool scaled = s.op.kind == RedOpKind::PreMulSum;
-  if (r != 0 && (scaled || s.output == s.input)) {
-    own.resize(bytes);
+  if (r != 0 && (scaled || s.output == mine)) {
+    if (own.size() < bytes) own.resize(bytes);
     void* dst = own.data();
-    const void* src = s.input;
+    const void* src = mine;
     hostReduceCopy(s.op, 1, &src, 1, &dst, s.count, /*preOpFirstSrc=*/scaled, /*postOp=*/false);
     rows[r] = own.data();
   }
   void* out = s.output;
   hostReduceCopy(s.op, n, rows.data(), 1, &out, s.count, /*preOpFirstSrc=*/scaled && r == 0, /*postOp=*/true);
-  for (int p = 0; p < n; ++p)
-    if (prims[p]) prims[p]->recvRelease();
+  release();
   return ncclSuccess;
 }
 
