@@ -6,6 +6,7 @@
 #include "device/common/dtypes.h"
 #include "device/enqueue.h"
 #include "device/host/direct_copy.h"
+#include "device/host/oneshot.h"
 #include "device/host/stream.h"
 
 using namespace tutti;
@@ -180,9 +181,10 @@ NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_
       return ncclSuccess;
     }
     const size_t block = count * dataTypeSize(datatype);
-    // Inside one host, large blocks are read once from the peers' buffers (device/host/direct_copy.h): one
-    // collective instead of the sends and receives below. Every rank decides alike (the same count everywhere).
-    if (directWanted(comm, ncclFuncAlltoAll, block * comm->nRanks))
+    // Small buffers go to every peer at once (device/host/oneshot.h), and inside one host large blocks are read
+    // once from the peers' buffers (device/host/direct_copy.h): one collective instead of the sends and receives
+    // below. Every rank decides alike (the same count everywhere).
+    if (oneShotWanted(comm, block * comm->nRanks) || directWanted(comm, ncclFuncAlltoAll, block * comm->nRanks))
       return enqueue("ncclAlltoAll", ncclFuncAlltoAll, sendbuff, recvbuff, count, datatype, ncclSum, 0, comm, stream);
     // In place (sendbuff == recvbuff): a receive would overwrite a block before it was sent, so the blocks
     // are sent from a copy in the communicator's scratch, made first by a send to and receive from this rank

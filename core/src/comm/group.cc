@@ -92,8 +92,9 @@ ncclResult_t tryLoneOneShot(const Task& t, bool* ran) {
       comm->rma)  // windows: the buffers may be symmetric ones, which planCollective runs in place
     return ncclSuccess;
   const size_t typeSize = dataTypeSize(t.datatype);
-  const bool byteWise = t.func == ncclFuncAllGather || t.func == ncclFuncBroadcast;
-  const bool blockWise = t.func == ncclFuncAllGather || t.func == ncclFuncReduceScatter;
+  const bool byteWise = t.func == ncclFuncAllGather || t.func == ncclFuncBroadcast || t.func == ncclFuncAlltoAll;
+  const bool blockWise =
+      t.func == ncclFuncAllGather || t.func == ncclFuncReduceScatter || t.func == ncclFuncAlltoAll;
   const size_t bytes = t.count * typeSize, total = bytes * (blockWise ? comm->nRanks : 1);
   if (!oneShotWanted(comm, total) || detTask(t)) return ncclSuccess;
   *ran = true;

@@ -133,10 +133,11 @@ ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out, boo
     plan.direct = std::move(d);
     return planCorePath(&plan, kAlgoDirect, totalBytes, out);
   }
-  // ncclAlltoAll records a collective only where it takes the direct path (grouped sends and receives otherwise).
+  // ncclAlltoAll records a collective only where it takes the one-shot or the direct path (grouped sends and
+  // receives otherwise).
   if (task.func == ncclFuncAlltoAll)
-    TUTTI_FAIL(ncclInternalError, "rank {}: AlltoAll of {} bytes planned off the single-copy path", comm->rank,
-               totalBytes);
+    TUTTI_FAIL(ncclInternalError, "rank {}: AlltoAll of {} bytes planned off the one-shot and single-copy paths",
+               comm->rank, totalBytes);
   int nc = static_cast<int>(std::clamp<size_t>(divUp(std::max<size_t>(totalBytes, 1), kMinBytesPerChannel),
                                                1, comm->collChannelCap));
   TuningDecision tuning;

@@ -133,9 +133,9 @@ TEST_P(Configured, SingleCopyBesidePointToPointOnSomeRanks) {
   reportFailures(report);
 }
 
-// Every AllReduce, ReduceScatter, AllGather and Broadcast up to half a Simple slot on the one-shot path (each rank
-// sends its messages to every peer at once and folds the n rows in rank order), with the slice's types, ops, counts,
-// offsets, roots and both placements.
+// Every AllReduce, ReduceScatter, AllGather, Broadcast and AlltoAll up to half a Simple slot on the one-shot path
+// (each rank sends its messages to every peer at once and folds the n rows in rank order), with the slice's types,
+// ops, counts, offsets, roots and both placements.
 TEST_P(Configured, OneShotCollectives) {
   if (const char* device = std::getenv("TUTTI_DEVICE"); device && std::string(device) != "host")
     GTEST_SKIP() << "the one-shot path is the host backend's";
@@ -145,7 +145,7 @@ TEST_P(Configured, OneShotCollectives) {
 
 // A one-shot call outside a group runs on the calling thread without a launch (comm/group.cc, tryLoneOneShot); inside
 // a group it is planned and launched. The two send the same messages: here even ranks group their calls and odd ranks
-// do not, for each one-shot collective, five rounds.
+// do not, for each one-shot collective (AlltoAll included), five rounds.
 TEST_P(Configured, OneShotLoneAndGroupedCallsMeet) {
   if (const char* device = std::getenv("TUTTI_DEVICE"); device && std::string(device) != "host")
     GTEST_SKIP() << "the one-shot path is the host backend's";
@@ -195,6 +195,12 @@ TEST_P(Configured, OneShotLoneAndGroupedCallsMeet) {
       if (!call("ncclBroadcast", [&] { return ncclBroadcast(in.data(), out.data(), kCount, ncclInt32, root, comm, nullptr); }))
         return;
       for (size_t i = 0; i < kCount; ++i) wrong += out[i] != round * 100000 + root * 1000 + static_cast<int32_t>(i % 1000);
+      std::fill(out.begin(), out.end(), -1);
+      if (!call("ncclAlltoAll", [&] { return ncclAlltoAll(in.data(), out.data(), kCount, ncclInt32, comm, nullptr); }))
+        return;
+      for (int p = 0; p < k; ++p)
+        for (size_t i = 0; i < kCount; ++i)
+          wrong += out[p * kCount + i] != round * 100000 + p * 1000 + static_cast<int32_t>((r * kCount + i) % 1000);
       if (wrong)
         report.fail("rank " + std::to_string(r) + " round " + std::to_string(round) + ": " + std::to_string(wrong) +
                     " wrong elements");

@@ -18,8 +18,8 @@ namespace {
 
 // kDirect: over shm, with every AllGather / Broadcast / AlltoAll of at least one byte on the single-copy path
 // (device/host/direct_copy.h: each rank reads the others' buffers with process_vm_readv).
-// kOneShot: over shm, every AllReduce, ReduceScatter, AllGather and Broadcast up to half a Simple slot on the one-shot
-// path (device/host/oneshot.h).
+// kOneShot: over shm, every AllReduce, ReduceScatter, AllGather, Broadcast and AlltoAll up to half a Simple slot on the
+// one-shot path (device/host/oneshot.h).
 enum class Via { kShm, kNet, kDirect, kOneShot };
 enum class Suite { kColl, kSendRecv };
 
@@ -119,7 +119,7 @@ std::vector<MpMatrixParam> params() {
   for (int k : {2, 3, 4}) {
     for (Coll c : {Coll::kAllGather, Coll::kBroadcast, Coll::kBcast, Coll::kAlltoAll})
       out.push_back({Via::kDirect, k, Suite::kColl, c});
-    for (Coll c : {Coll::kAllReduce, Coll::kReduceScatter, Coll::kAllGather, Coll::kBroadcast})
+    for (Coll c : {Coll::kAllReduce, Coll::kReduceScatter, Coll::kAllGather, Coll::kBroadcast, Coll::kAlltoAll})
       out.push_back({Via::kOneShot, k, Suite::kColl, c});
   }
   return out;

@@ -24,13 +24,15 @@ ncclResult_t runOneShot(ncclComm* comm, const OneShot& s, const WaitContext& wai
   const int n = comm->nRanks, r = comm->rank;
   const size_t bytes = s.count * s.esize;  // one message
   const bool reduce = s.func == ncclFuncAllReduce || s.func == ncclFuncReduceScatter;
-  const bool bcast = s.func == ncclFuncBroadcast, scatter = s.func == ncclFuncReduceScatter;
+  const bool bcast = s.func == ncclFuncBroadcast;
+  const bool scatter = s.func == ncclFuncReduceScatter || s.func == ncclFuncAlltoAll;  // block p goes to rank p
   const char* what = funcName(s.func);
   auto conn = [&](int p, bool isSend) -> HostConn* {
     Connection* c = commFindConnection(comm, 0, kConnColl, p, isSend);
     return c ? &c->host : nullptr;
   };
-  // Where the message for rank p starts in the input, in elements (ReduceScatter: p's block; the others: all of it).
+  // Where the message for rank p starts in the input, in elements (ReduceScatter, AlltoAll: p's block; the others:
+  // all of it).
   auto inputFor = [&](int p) -> size_t { return scatter ? static_cast<size_t>(p) * s.count : 0; };
   // 1. The messages to the peers, this rank's scalar applied on the way (one slot each: no send waits on this call).
   if (!bcast || r == s.root) {
@@ -62,10 +64,12 @@ ncclResult_t runOneShot(ncclComm* comm, const OneShot& s, const WaitContext& wai
     for (int p = 0; p < n; ++p)
       if (prims[p]) prims[p]->recvRelease();
   };
-  if (!reduce) {  // AllGather: row p is block p of the output; Broadcast: the root's row is the output
+  // AllGather, AlltoAll: row p is block p of the output; Broadcast: the root's row is the output. In place, the
+  // blocks this rank sent are in the slots already, so overwriting them is safe.
+  if (!reduce) {
     for (int p = 0; p < n; ++p) {
       char* dst = s.output + (bcast ? 0 : static_cast<size_t>(p) * bytes);
-      const void* src = p == r ? s.input : rows[p];
+      const void* src = p == r ? s.input + inputFor(r) * s.esize : rows[p];
       if (src && src != dst && (p != r || !bcast || r == s.root)) std::memcpy(dst, src, bytes);
     }
     release();

@@ -3,7 +3,7 @@
 // as it is copied in), then reads the peers' messages straight from the slots. AllReduce: the whole input to every
 // peer, then the n rows reduced in rank order, 0 to n-1; ReduceScatter: block p of the input to rank p, then the n
 // rows of this rank's block reduced in rank order; AllGather: the block to every peer; Broadcast: the root's buffer
-// to every peer. One step on the critical path where the ring takes n-1 or 2(n-1) and the tree two per level, for up
+// to every peer; AlltoAll: block p to rank p. One step on the critical path where the ring takes n-1 or 2(n-1) and the tree two per level, for up
 // to n - 1 times the ring's bytes per rank: worth it only for a few KiB (TUTTI_ONESHOT_MAX_BYTES), or on 2 ranks,
 // where the bytes are the ring's. Every rank folds the same rows in the same order, so every rank gets the same
 // bits.
@@ -22,16 +22,17 @@ struct ncclComm;
 namespace tutti {
 
 struct OneShot {
-  ncclFunc_t func = ncclFuncAllReduce;  // AllReduce, ReduceScatter, AllGather or Broadcast
+  ncclFunc_t func = ncclFuncAllReduce;  // AllReduce, ReduceScatter, AllGather, Broadcast or AlltoAll
   int root = 0;                         // Broadcast
   const char* input = nullptr;
   char* output = nullptr;
-  size_t count = 0;  // elements of one message: AllReduce's and Broadcast's buffer, ReduceScatter's and AllGather's block
-  size_t esize = 1;  // AllGather and Broadcast: 1 (bytes)
-  ResolvedRedOp op{};  // AllGather and Broadcast: a byte copy
+  size_t count = 0;  // elements of one message: AllReduce's and Broadcast's buffer, the other collectives' block
+  size_t esize = 1;  // AllGather, Broadcast, AlltoAll: 1 (bytes)
+  ResolvedRedOp op{};  // AllGather, Broadcast, AlltoAll: a byte copy
 };
 
-// Whether a collective of `bytes` in all (AllGather: the output; ReduceScatter: the input) takes the one-shot path:
+// Whether a collective of `bytes` in all (AllGather: the output; ReduceScatter, AlltoAll: the input) takes the one-shot
+// path:
 // host backend, the default tuner alone in the chain (comm->corePaths), 2 to kOneShotMaxRanks ranks, 1 byte to
 // comm->oneShotMaxBytes, and within one Simple slot.
 bool oneShotWanted(const ncclComm* comm, size_t bytes);
@@ -39,7 +40,8 @@ bool oneShotWanted(const ncclComm* comm, size_t bytes);
 inline constexpr int kOneShotMaxRanks = 8;
 
 inline bool oneShotFunc(ncclFunc_t f) {
-  return f == ncclFuncAllReduce || f == ncclFuncReduceScatter || f == ncclFuncAllGather || f == ncclFuncBroadcast;
+  return f == ncclFuncAllReduce || f == ncclFuncReduceScatter || f == ncclFuncAllGather || f == ncclFuncBroadcast ||
+         f == ncclFuncAlltoAll;
 }
 
 namespace host {
