@@ -286,21 +286,39 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   // bytes, measured 2/4/8 ranks, 16 KiB to 64 MiB): from 1 MiB (4 ranks: 167 us against 268 for the sends and
   // receives), from 256 KiB while ranks outnumber cores (8 ranks: 201 us against 258); below, the descriptor
   // round trip and the page pinning cost more than the second copy.
+  // AllReduce / ReduceScatter (threads as ranks, 2/4/8, 16 KiB to 64 MiB, the best of three runs): from 1 MiB where
+  // every rank is a thread of this process (plain copies: AllReduce 4 ranks 4 MiB 2048 -> 531 us, 8 ranks 16 MiB
+  // 24382 -> 11050 us; below 1 MiB the two are even); never across processes, where a read costs a system call and the
+  // page pinning (measured even at 1 MiB, slower from 4 MiB, than the ring). Deterministic reductions: every call past
+  // the one-shot path among threads (2-3 times faster than the exchange from 1 MiB); across processes the exchange,
+  // which the direct path does not beat there from 16 KiB to 16 MiB.
+  bool otherProcess = false;
+  for (const tuttiPeerInfo_t& p : comm->peers) otherProcess |= p.pidHash != comm->peers[comm->rank].pidHash;
   const int64_t directMin = paramInt("TUTTI_DIRECT_MIN_BYTES");
-  if (paramIsSet("NCCL_ALGO") || paramIsSet("NCCL_PROTO") || directMin == 0) {
-    comm->directMinGather = comm->directMinBcast = comm->directMinAlltoAll = 0;
+  const bool forced = paramIsSet("NCCL_ALGO") || paramIsSet("NCCL_PROTO");
+  if (forced || directMin == 0) {
+    comm->directMinGather = comm->directMinBcast = comm->directMinAlltoAll = comm->directMinReduce = 0;
   } else if (directMin > 0) {
-    comm->directMinGather = comm->directMinBcast = comm->directMinAlltoAll = static_cast<size_t>(directMin);
+    comm->directMinGather = comm->directMinBcast = comm->directMinAlltoAll = comm->directMinReduce =
+        static_cast<size_t>(directMin);
   } else {
     comm->directMinGather = size_t{4} << 20;
     comm->directMinBcast = localRanks > cores ? size_t{64} << 10 : 0;
     comm->directMinAlltoAll = localRanks > cores ? size_t{256} << 10 : size_t{1} << 20;
+    comm->directMinReduce = otherProcess ? 0 : size_t{1} << 20;
   }
-  // One-shot AllReduce. Unset: 4 KiB; on 2 ranks, where it sends what the ring sends in one step instead of two,
-  // 256 KiB (measured on 2 cores, 2 ranks, 4 KiB to 512 KiB: shm 64 KiB 22.6 -> 11.7 us, sockets 64 KiB 58.9 -> 36.2
-  // us; at 512 KiB the ring's pipelined steps win).
+  const int64_t detDirect = paramInt("TUTTI_DET_DIRECT_MIN_BYTES");
+  comm->directMinDetReduce = forced ? 0 : detDirect >= 0 ? static_cast<size_t>(detDirect) : otherProcess ? 0 : 1;
+  // One-shot collectives. Unset: on 2 ranks, where it sends what the ring sends in one step instead of two, 256 KiB
+  // (measured on 2 cores, 2 ranks, 4 KiB to 512 KiB: shm 64 KiB 22.6 -> 11.7 us, sockets 64 KiB 58.9 -> 36.2 us; at
+  // 512 KiB the ring's pipelined steps win); 8 KiB on 3 ranks, 16 KiB on more (AllReduce over shm, 2 cores, the best
+  // of three runs, ring -> one-shot: 3 ranks 8 KiB 9.9 -> 7.5 us, 16 KiB 11.0 -> 12.1; 4 ranks 16 KiB 23.2 -> 18.0,
+  // 32 KiB 23.6 -> 29.3; 8 ranks 16 KiB 93 -> 73, 32 KiB 99 -> 150).
   const int64_t oneShot = paramInt("TUTTI_ONESHOT_MAX_BYTES");
-  const size_t oneShotMax = oneShot >= 0 ? static_cast<size_t>(oneShot) : nRanks == 2 ? size_t{256} << 10 : 4096;
+  const size_t oneShotMax = oneShot >= 0   ? static_cast<size_t>(oneShot)
+                            : nRanks == 2 ? size_t{256} << 10
+                            : nRanks == 3 ? size_t{8} << 10
+                                          : size_t{16} << 10;
   comm->oneShotMaxBytes =
       comm->backend == Backend::Host && !paramIsSet("NCCL_ALGO") && !paramIsSet("NCCL_PROTO") ? oneShotMax : 0;
   // Probed whatever the settings, so that ranks whose environments differ still make the same bootstrap calls.

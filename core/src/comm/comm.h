@@ -126,11 +126,13 @@ struct ncclComm {
   tutti::DoubleTree trees;                // channel c follows tree c % kTreeCount
   size_t buffSizes[TUTTI_NUM_PROTOCOLS] = {};
   bool ll128 = false;  // every pair's transport guarantees LL128 ordering (same answer on every rank)
-  // Single-copy AllGather / Broadcast / AlltoAll (device/host/direct_copy.h): every rank can read every other rank's
-  // memory, and the smallest collective of each that takes the path (TUTTI_DIRECT_MIN_BYTES; 0: never).
+  // Single-copy collectives (device/host/direct_copy.h): every rank can read every other rank's memory, and the
+  // smallest collective of each that takes the path (TUTTI_DIRECT_MIN_BYTES; 0: never); a deterministic reduction has
+  // its own.
   bool directOk = false;
-  size_t directMinGather = 0, directMinBcast = 0, directMinAlltoAll = 0;
-  std::vector<char> directStaging;  // what an in-place AlltoAll offers its peers: a copy of its input
+  size_t directMinGather = 0, directMinBcast = 0, directMinAlltoAll = 0, directMinReduce = 0, directMinDetReduce = 0;
+  // What an in-place AlltoAll offers its peers (a copy of its input), or the peers' rows a direct reduction stages.
+  std::vector<char> directStaging;
   // Channel 0's collective connections to every peer, both ways, are made (the single-copy and one-shot paths'):
   // a lone one-shot AllReduce may then skip the launch (comm/group.cc).
   bool directConnsReady = false;

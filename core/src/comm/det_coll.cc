@@ -6,6 +6,8 @@
 #include "device/common/protocols.h"
 #include "device/host/det_exchange.h"
 #include "device/host/det_reduce_copy.h"
+#include "device/host/direct_copy.h"
+#include "device/host/oneshot.h"
 #include "device/host/stream.h"
 #include "plan/plan.h"
 #include "plan/tuning.h"
@@ -494,11 +496,22 @@ ncclResult_t startRound(std::vector<std::shared_ptr<DetCall>>& calls, const DetL
 
 }  // namespace
 
-bool detTask(const Task& t) {
+bool detReduces(const Task& t) {
   // A call of no element has no arithmetic to order: it takes the usual (cheaper) path.
   return (t.func == ncclFuncAllReduce || t.func == ncclFuncReduceScatter || t.func == ncclFuncReduce) &&
          t.count > 0 && t.comm->deterministic.load(std::memory_order_relaxed) && dataTypeIsFloat(t.datatype);
 }
+
+bool detOnCorePath(const Task& t) {
+  if ((t.func != ncclFuncAllReduce && t.func != ncclFuncReduceScatter) || t.internal) return false;
+  const ncclComm* comm = t.comm;
+  const size_t total = t.count * dataTypeSize(t.datatype) *
+                       (t.func == ncclFuncReduceScatter ? static_cast<size_t>(comm->nRanks) : 1);
+  const bool userOp = static_cast<int>(t.op) >= static_cast<int>(ncclNumOps);  // a PreMulSum of the user's
+  return (oneShotWanted(comm, total) && !userOp) || directWanted(comm, t.func, total, /*det=*/true, userOp);
+}
+
+bool detTask(const Task& t) { return detReduces(t) && !detOnCorePath(t); }
 
 ncclResult_t detLaunchGroup(const Task* tasks, size_t nTasks, const DetLaunchFn& launch) {
   if (nTasks == 1) {  // the usual case: a call alone in its group

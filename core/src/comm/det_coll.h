@@ -1,7 +1,9 @@
 // Deterministic reductions (tutti.h, tuttiCommSetDeterministic): AllReduce, ReduceScatter and Reduce of
 // floating types on a deterministic communicator do not run the ring or tree reductions; they move raw inputs
 // and reduce them locally in the fixed order of device/common/det_reduce.h, so the arithmetic is the same
-// whatever the size or position:
+// whatever the size or position. On the host backend with the default tuner, an AllReduce or ReduceScatter that
+// fits the one-shot path, or whose ranks read one another's memory (the direct path), takes that path with the
+// fixed-order fold (detOnCorePath). The others run here:
 //   one-shot (input x ranks <= TUTTI_DET_ONESHOT_BYTES): an AllGather of every rank's whole input into n rows,
 //     then each rank reduces what it outputs;
 //   exchange (larger): 1. every rank sends each peer its slice of this rank's input (AllReduce, Reduce: the
@@ -23,7 +25,17 @@
 
 namespace tutti {
 
-// Whether `t` runs as a deterministic exchange.
+// Whether `t` reduces in the fixed order: an AllReduce, ReduceScatter or Reduce of a floating type, of at least one
+// element, on a deterministic communicator.
+bool detReduces(const Task& t);
+
+// Whether such a task takes a path of the core that folds in the fixed order itself (host backend, default tuner):
+// an AllReduce or ReduceScatter on the one-shot path (device/host/oneshot.h; not with a user's PreMulSum, whose
+// per-rank scalars do not travel) or the direct path (device/host/direct_copy.h). Decided from what every rank passes
+// alike, as planCollective decides.
+bool detOnCorePath(const Task& t);
+
+// Whether `t` runs as a deterministic exchange (detReduces, not on a core path).
 bool detTask(const Task& t);
 
 // Launches a group whose tasks include deterministic ones: the others first, through `launch` (the group

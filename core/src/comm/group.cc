@@ -75,9 +75,9 @@ void logColl(const Task& t, uint64_t opCount, size_t nBytes, int algorithm, int 
              std::string_view decider) {
   if (!logEnabled(NCCL_LOG_INFO, NCCL_COLL)) [[likely]] return;
   TUTTI_INFO(NCCL_COLL, "{}: opCount {} count {} bytes {} datatype {} op {} root {} comm {} [nranks={}] algo {} "
-             "proto {} channels {} tuner {}", funcName(t.func), opCount, t.count, nBytes, dataTypeName(t.datatype),
+             "proto {} channels {} tuner {}{}", funcName(t.func), opCount, t.count, nBytes, dataTypeName(t.datatype),
              static_cast<int>(t.op), t.root, static_cast<void*>(t.comm), t.comm->nRanks, tunedAlgoName(algorithm),
-             tunedProtoName(protocol), channels, decider);
+             tunedProtoName(protocol), channels, decider, detReduces(t) ? " (deterministic)" : "");
 }
 
 // A lone collective on the one-shot path (outside a group, blocking communicator, no stream, no profiler or call
@@ -96,7 +96,10 @@ ncclResult_t tryLoneOneShot(const Task& t, bool* ran) {
   const bool blockWise =
       t.func == ncclFuncAllGather || t.func == ncclFuncReduceScatter || t.func == ncclFuncAlltoAll;
   const size_t bytes = t.count * typeSize, total = bytes * (blockWise ? comm->nRanks : 1);
-  if (!oneShotWanted(comm, total) || detTask(t)) return ncclSuccess;
+  // A deterministic reduction folds in the fixed order here, but a user's PreMulSum scalars do not travel.
+  const bool det = detReduces(t);
+  if (!oneShotWanted(comm, total) || (det && static_cast<int>(t.op) >= static_cast<int>(ncclNumOps)))
+    return ncclSuccess;
   *ran = true;
   CommOpsGuard busy(comm);
   OneShot s;
@@ -108,6 +111,7 @@ ncclResult_t tryLoneOneShot(const Task& t, bool* ran) {
   s.esize = byteWise ? 1 : typeSize;
   if (byteWise) resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &s.op);  // plain copy
   else TUTTI_CHECK(comm->redOps->resolve(t.op, t.datatype, &s.op, funcName(t.func)));
+  s.det = det;
   const uint64_t opCount = comm->collOpCount++;
   logColl(t, opCount, total, kAlgoOneShot, NCCL_PROTO_SIMPLE, 1, kCoreDecider);
   logSetThreadRank(comm->rank);

@@ -1,6 +1,7 @@
 #include "plan/plan.h"
 
 #include "comm/comm.h"
+#include "comm/det_coll.h"
 #include "device/common/protocols.h"
 #include "device/host/direct_copy.h"
 #include "device/host/oneshot.h"
@@ -102,7 +103,10 @@ ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out, boo
   } else {
     TUTTI_CHECK(comm->redOps->resolve(task.op, task.datatype, &plan.op, funcName(task.func)));
   }
-  if (planSymmetric(comm, task, &plan, count)) {
+  // A deterministic reduction here takes the one-shot or the direct path, which fold in the fixed order
+  // (detOnCorePath); the symmetric kernels do not.
+  const bool det = detReduces(task);
+  if (!det && planSymmetric(comm, task, &plan, count)) {
     *out = std::move(plan);
     return ncclSuccess;
   }
@@ -111,7 +115,10 @@ ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out, boo
   const bool blockWise =
       task.func == ncclFuncAllGather || task.func == ncclFuncReduceScatter || task.func == ncclFuncAlltoAll;
   const size_t totalBytes = count * plan.eltSize * (blockWise ? k : 1);
-  if (allowDirect && !task.internal && oneShotFunc(task.func) && oneShotWanted(comm, totalBytes)) {
+  const bool preMul = !byteWise && plan.op.kind == RedOpKind::PreMulSum;  // Avg or a user's PreMulSum
+  const bool rankScaled = preMul && task.op != ncclAvg;
+  if (allowDirect && !task.internal && oneShotFunc(task.func) && oneShotWanted(comm, totalBytes) &&
+      !(det && rankScaled)) {
     auto s = std::make_shared<OneShot>();
     s->func = task.func;
     s->root = task.root;
@@ -120,19 +127,27 @@ ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out, boo
     s->count = count;
     s->esize = plan.eltSize;
     s->op = plan.op;
+    s->det = det;
     plan.oneShot = std::move(s);
     return planCorePath(&plan, kAlgoOneShot, totalBytes, out);
   }
-  if (allowDirect && !task.internal && directWanted(comm, task.func, totalBytes)) {
+  if (allowDirect && !task.internal && directWanted(comm, task.func, totalBytes, det, preMul)) {
     auto d = std::make_shared<DirectCopy>();
     d->func = task.func;
     d->root = task.root;
     d->input = static_cast<const char*>(task.sendbuff);
     d->output = static_cast<char*>(task.recvbuff);
     d->bytes = count;  // byte-wise: AllGather's and AlltoAll's block, Broadcast's buffer
+    d->count = count;  // AllReduce: the buffer; ReduceScatter: a block
+    d->esize = plan.eltSize;
+    d->op = plan.op;
+    d->det = det;
     plan.direct = std::move(d);
     return planCorePath(&plan, kAlgoDirect, totalBytes, out);
   }
+  if (det)
+    TUTTI_FAIL(ncclInternalError, "rank {}: deterministic {} of {} bytes planned off the one-shot and single-copy paths",
+               comm->rank, funcName(task.func), totalBytes);
   // ncclAlltoAll records a collective only where it takes the one-shot or the direct path (grouped sends and
   // receives otherwise).
   if (task.func == ncclFuncAlltoAll)

@@ -72,9 +72,8 @@ inline size_t treeChunkBytes(size_t slotBytes, size_t shareBytes, int depth) {
   return chunk;
 }
 
-// `allowDirect` false keeps the collective off the single-copy and one-shot paths (kAlgoDirect, kAlgoOneShot), whose
-// messages share the point-to-point connections: a launch that also sends or receives on them is planned again
-// without them.
+// `allowDirect` false keeps the collective off the single-copy and one-shot paths (kAlgoDirect, kAlgoOneShot): the
+// tuner chain's plan alone (simulate.cc).
 ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out, bool allowDirect = true);
 
 // A symmetric plan's work (sym.h): `count` elements cut into blocks of whole 64-byte lines, as many as

@@ -70,9 +70,11 @@ TEST_P(Configured, FourChannels) {
   runSlice(GetParam(), {1, 13, 4099, 100003});
 }
 
-// Ranks as threads of one process: every AllGather, Broadcast and AlltoAll of at least one byte on the single-copy
-// path (each rank copies the blocks straight from the other ranks' buffers), with offsets, both placements and roots.
-TEST_P(Configured, SingleCopyAllGatherBroadcastAlltoAll) {
+// Ranks as threads of one process: every AllGather, Broadcast and AlltoAll of at least one byte, and every AllReduce
+// and ReduceScatter whose op has no scalar, on the single-copy path (each rank copies the blocks straight from the
+// other ranks' buffers; a reduction folds its slice from the peers' inputs and writes it into their outputs), with
+// offsets, both placements and roots.
+TEST_P(Configured, SingleCopyCollectives) {
   if (const char* device = std::getenv("TUTTI_DEVICE"); device && std::string(device) != "host")
     GTEST_SKIP() << "the single-copy path is the host backend's";
   ScopedEnv direct("TUTTI_DIRECT_MIN_BYTES", "1");

@@ -100,7 +100,8 @@ TEST_P(MpMatrix, Cases) {
   }
   if (p.via == Via::kDirect) {
     // Every rank found it could read every other rank (the probe at init), so the path was taken.
-    EXPECT_EQ(countLogLines(logDir, "single-copy AllGather from 1 bytes, Broadcast from 1 bytes, AlltoAll from 1 bytes"),
+    EXPECT_EQ(countLogLines(logDir, "single-copy AllGather from 1 bytes, Broadcast from 1 bytes, AlltoAll from 1 bytes, "
+                                      "AllReduce / ReduceScatter from 1 bytes"),
               p.nranks)
         << "in the INIT logs under " << logDir;
     EXPECT_GE(countLogLines(logDir, "algo DIRECT"), p.nranks) << "in the logs under " << logDir;
@@ -117,7 +118,8 @@ std::vector<MpMatrixParam> params() {
     }
   }
   for (int k : {2, 3, 4}) {
-    for (Coll c : {Coll::kAllGather, Coll::kBroadcast, Coll::kBcast, Coll::kAlltoAll})
+    for (Coll c : {Coll::kAllGather, Coll::kBroadcast, Coll::kBcast, Coll::kAlltoAll, Coll::kAllReduce,
+                   Coll::kReduceScatter})
       out.push_back({Via::kDirect, k, Suite::kColl, c});
     for (Coll c : {Coll::kAllReduce, Coll::kReduceScatter, Coll::kAllGather, Coll::kBroadcast, Coll::kAlltoAll})
       out.push_back({Via::kOneShot, k, Suite::kColl, c});

@@ -300,10 +300,13 @@ INSTANTIATE_TEST_SUITE_P(Versions, ProfilerAbi, ::testing::Values("4", "5", "6")
 
 // A deterministic AllReduce (one-shot, then exchanged) is one Coll event each, algo "Deterministic", under its
 // CollApi: the channel events of its steps (the AllGather, the sends and receives, the local reduction) are its
-// children, and the steps get no Coll or P2p events of their own.
+// children, and the steps get no Coll or P2p events of their own. (Off the core's one-shot and direct paths, which
+// fold in the fixed order themselves and profile as any call on them.)
 TEST(ProfilerDeterministic, OneCollEventPerCallWithItsStepsBelow) {
   ProfilerConfig cfg({"6"});
   ScopedEnv det("TUTTI_DETERMINISTIC", "1");
+  ScopedEnv oneShot("TUTTI_ONESHOT_MAX_BYTES", "0");
+  ScopedEnv direct("TUTTI_DET_DIRECT_MIN_BYTES", "0");
   const Log log = runAndParse("6", [&](const CommSet& set, Report& r) {
     allReduce(set, 1024, r);   // 8 KiB x 2 ranks: one-shot
     allReduce(set, 70001, r);  // exchange

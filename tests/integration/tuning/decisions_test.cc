@@ -49,6 +49,7 @@ class TuningLog : public ::testing::Test {
   ScopedEnv debug_{"NCCL_DEBUG", "INFO"};
   ScopedEnv subsys_{"NCCL_DEBUG_SUBSYS", "TUNING"};
   ScopedEnv file_{"NCCL_DEBUG_FILE", logPath_};
+  ScopedEnv direct_{"TUTTI_DIRECT_MIN_BYTES", "0"};  // threads as ranks: the tuner decides every AllReduce
 };
 
 TEST_F(TuningLog, DecisionLineNamesEveryField) {

@@ -2,12 +2,16 @@
 
 #include "comm/comm.h"
 #include "comm/task.h"
+#include "device/host/det_reduce_copy.h"
+#include "device/host/reduce_copy.h"
 #include "plugin/params.h"
 #include "util/check.h"
 
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -26,6 +30,23 @@ bool readRemote(int pid, void* dst, const void* src, size_t bytes, int* err) {
     iovec local{static_cast<char*>(dst) + done, bytes - done};
     iovec remote{const_cast<char*>(static_cast<const char*>(src)) + done, bytes - done};
     const ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      *err = n < 0 ? errno : EFAULT;
+      return false;
+    }
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// Copies `bytes` from src into address `dst` of process `pid`, as readRemote.
+bool writeRemote(int pid, void* dst, const void* src, size_t bytes, int* err) {
+  size_t done = 0;
+  while (done < bytes) {
+    iovec local{const_cast<char*>(static_cast<const char*>(src)) + done, bytes - done};
+    iovec remote{static_cast<char*>(dst) + done, bytes - done};
+    const ssize_t n = process_vm_writev(pid, &local, 1, &remote, 1, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       *err = n < 0 ? errno : EFAULT;
@@ -88,20 +109,26 @@ ncclResult_t directProbe(ncclComm* comm) {
   for (int p = 0; p < n; ++p) comm->directOk = comm->directOk && oks[p];
   if (comm->directOk)
     TUTTI_INFO(NCCL_INIT, "rank {}: single-copy AllGather from {} bytes, Broadcast from {} bytes, AlltoAll from {} "
-               "bytes (0: never; cross memory attach)", r, comm->directMinGather, comm->directMinBcast,
-               comm->directMinAlltoAll);
+               "bytes, AllReduce / ReduceScatter from {} bytes (deterministic: {}) (0: never; cross memory attach)", r,
+               comm->directMinGather, comm->directMinBcast, comm->directMinAlltoAll, comm->directMinReduce,
+               comm->directMinDetReduce);
   else if (!ok)
-    TUTTI_INFO(NCCL_INIT, "rank {}: no single-copy AllGather / Broadcast / AlltoAll: {}", r, why);
+    TUTTI_INFO(NCCL_INIT, "rank {}: no single-copy AllGather / Broadcast / AlltoAll / reductions: {}", r, why);
   return ncclSuccess;
 }
 
-bool directWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes) {
+bool directWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes, bool det, bool preMul) {
   if (!comm->directOk || !comm->corePaths) return false;
   size_t min = 0;
   switch (func) {
     case ncclFuncAllGather: min = comm->directMinGather; break;
     case ncclFuncBroadcast: min = comm->directMinBcast; break;
     case ncclFuncAlltoAll: min = comm->directMinAlltoAll; break;
+    case ncclFuncAllReduce:
+    case ncclFuncReduceScatter:
+      if ((!det && preMul) || comm->nRanks > kDirectReduceMaxRanks) return false;
+      min = det ? comm->directMinDetReduce : comm->directMinReduce;
+      break;
     default: return false;
   }
   return min > 0 && bytes >= min;
@@ -121,10 +148,155 @@ struct Done {
   uint64_t bytes;  // what the reader read: a check against a mismatched call
 };
 
+// A reduction's descriptor: where rank p's input and output are, its count, and its PreMulSum scalar.
+struct ReduceDescriptor {
+  uint64_t input;
+  uint64_t output;
+  uint64_t count;
+  uint64_t scalar;  // the datatype's bytes, low first (a per-rank PreMulSum on the fixed order)
+  int32_t pid;
+  int32_t pad;
+};
+
+// Single-slot messages over channel 0's collective connections.
+struct Links {
+  ncclComm* comm;
+  const char* what;
+  const WaitContext& wait;
+  const OpLabel& label;
+  ResolvedRedOp copy{};
+  Links(ncclComm* c, const char* w, const WaitContext& wt, const OpLabel& l) : comm(c), what(w), wait(wt), label(l) {
+    resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &copy);  // byte copy
+  }
+  HostConn* conn(int p, bool isSend) const {
+    Connection* c = commFindConnection(comm, 0, kConnColl, p, isSend);
+    return c ? &c->host : nullptr;
+  }
+  ncclResult_t sendTo(int p, const void* msg, size_t bytes) const {
+    HostConn* c = conn(p, true);
+    if (!c) TUTTI_FAIL(ncclInternalError, "rank {}: {}: no connection to rank {}", comm->rank, what, p);
+    HostPrims prims(nullptr, c, msg, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    return prims.send(0, bytes);
+  }
+  ncclResult_t recvFrom(int p, void* msg, size_t bytes) const {
+    HostConn* c = conn(p, false);
+    if (!c) TUTTI_FAIL(ncclInternalError, "rank {}: {}: no connection from rank {}", comm->rank, what, p);
+    announceRecvSteps(c, 1);
+    HostPrims prims(c, nullptr, nullptr, msg, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    return prims.recv(0, bytes);
+  }
+};
+
+// Bytes of each peer's rows a reduction stages per chunk (processes): the n rows of a chunk stay in the caches.
+constexpr size_t kReduceChunkBytes = 128 * 1024;
+
+ncclResult_t runDirectReduce(ncclComm* comm, const DirectCopy& d, const Links& links) {
+  const int n = comm->nRanks, r = comm->rank;
+  const bool allReduce = d.func == ncclFuncAllReduce;
+  const size_t es = d.esize;
+  const OpLabel& label = links.label;
+  // Rank p's slice: AllReduce: [lo(p), hi(p)) of the buffer, in 64-byte multiples; ReduceScatter: block p.
+  const size_t align = std::max<size_t>(1, 64 / es);
+  const size_t per = allReduce ? (d.count + n - 1) / n : d.count;
+  const size_t slice = allReduce ? (per + align - 1) / align * align : d.count;
+  auto lo = [&](int p) { return allReduce ? std::min(d.count, static_cast<size_t>(p) * slice) : 0; };
+  auto hi = [&](int p) { return allReduce ? std::min(d.count, static_cast<size_t>(p + 1) * slice) : d.count; };
+  // Where slice p sits in a rank's input (ReduceScatter: block p) and in its output.
+  auto inAt = [&](int p) { return allReduce ? lo(p) : static_cast<size_t>(p) * d.count; };
+  auto outAt = [&](int p) { return allReduce ? lo(p) : 0; };
+  const bool rankScaled = d.det && d.op.kind == RedOpKind::PreMulSum && d.op.op != ncclAvg;
+
+  // 1. Descriptors to every peer.
+  ReduceDescriptor mine{reinterpret_cast<uintptr_t>(d.input), reinterpret_cast<uintptr_t>(d.output), d.count, 0,
+                        static_cast<int32_t>(getpid()), 0};
+  if (rankScaled) std::memcpy(&mine.scalar, d.op.scalarIsPtr ? d.op.scalarPtr : &d.op.scalarBits, es);
+  for (int k = 1; k < n; ++k) TUTTI_CHECK(links.sendTo((r + k) % n, &mine, sizeof mine));
+  std::array<ReduceDescriptor, kDirectReduceMaxRanks> peer{};
+  peer[r] = mine;
+  const uint64_t myPidHash = comm->peers[r].pidHash;
+  std::array<bool, kDirectReduceMaxRanks> local{};  // p is a thread of this process: its memory is ours
+  for (int k = 1; k < n; ++k) {
+    const int p = (r + n - k) % n;
+    TUTTI_CHECK(links.recvFrom(p, &peer[p], sizeof peer[p]));
+    if (peer[p].count != d.count)
+      TUTTI_FAIL(ncclInvalidUsage, "rank {}: {} (opCount {}): rank {} reduces {} elements where this rank reduces {} "
+                 "(mismatched calls across ranks?)", r, links.what, label.opCount, p, peer[p].count, d.count);
+    local[p] = comm->peers[p].pidHash == myPidHash;
+  }
+  local[r] = true;
+  std::array<uint64_t, kDirectReduceMaxRanks> scalars{};  // rank p's scalar at p * es bytes (packed)
+  if (rankScaled)
+    for (int p = 0; p < n; ++p) std::memcpy(reinterpret_cast<char*>(scalars.data()) + size_t(p) * es, &peer[p].scalar, es);
+
+  // 2. This rank's slice, a chunk at a time: the peers' rows staged, the fold in rank order (this rank's row first off
+  // the fixed order, where the output may alias it).
+  const size_t chunk = std::max<size_t>(1, kReduceChunkBytes / es);
+  const size_t first = lo(r), last = hi(r);
+  int remote = 0;
+  for (int p = 0; p < n; ++p) remote += local[p] ? 0 : 1;
+  const size_t stride = std::min(chunk, last - first) * es;  // of a peer's staged row
+  if (remote && first < last) {
+    const size_t need = static_cast<size_t>(n) * stride;
+    if (comm->directStaging.size() < need) comm->directStaging.resize(need);
+  }
+  for (size_t a = first; a < last; a += chunk) {
+    const size_t len = std::min(chunk, last - a);
+    std::array<const void*, kDirectReduceMaxRanks> rows{};
+    const size_t at = inAt(r) + (a - first);
+    for (int p = 0; p < n; ++p) {
+      const char* src = reinterpret_cast<const char*>(peer[p].input) + at * es;
+      if (local[p]) {
+        rows[p] = src;
+        continue;
+      }
+      char* stage = comm->directStaging.data() + static_cast<size_t>(p) * stride;
+      int err = 0;
+      if (!readRemote(peer[p].pid, stage, src, len * es, &err))
+        TUTTI_FAIL(ncclSystemError, "rank {}: {} (opCount {}): cannot read {} bytes from rank {} (pid {}): "
+                   "process_vm_readv: {}", r, links.what, label.opCount, len * es, p, peer[p].pid, std::strerror(err));
+      rows[p] = stage;
+    }
+    void* out = d.output + (outAt(r) + (a - first)) * es;
+    if (d.det) {
+      hostDetReduceCopy(d.op, n, rows.data(), 1, &out, len, rankScaled ? scalars.data() : nullptr);
+    } else {
+      std::array<const void*, kDirectReduceMaxRanks> order{};
+      for (int k = 0; k < n; ++k) order[k] = rows[(r + k) % n];  // own row first: it may be the output
+      hostReduceCopy(d.op, n, order.data(), 1, &out, len, /*preOpFirstSrc=*/false, /*postOp=*/true);
+    }
+  }
+  // 3. AllReduce: the reduced slice into every peer's output, then a "reduced" to each. Only this rank reads slice r
+  // of a peer's input, and it has: the peer's buffer is free there even in place.
+  const Done reduced{d.count};
+  const size_t mineBytes = (last - first) * es;
+  for (int k = 1; k < n; ++k) {
+    const int p = (r + k) % n;
+    if (allReduce && mineBytes) {
+      const char* src = d.output + first * es;
+      char* dst = reinterpret_cast<char*>(peer[p].output) + first * es;
+      int err = 0;
+      if (local[p]) std::memcpy(dst, src, mineBytes);
+      else if (!writeRemote(peer[p].pid, dst, src, mineBytes, &err))
+        TUTTI_FAIL(ncclSystemError, "rank {}: {} (opCount {}): cannot write {} bytes to rank {} (pid {}): "
+                   "process_vm_writev: {}", r, links.what, label.opCount, mineBytes, p, peer[p].pid,
+                   std::strerror(err));
+    }
+    TUTTI_CHECK(links.sendTo(p, &reduced, sizeof reduced));
+  }
+  // 4. Every peer's "reduced": it read what it needed of this rank's input and wrote its slice of this rank's output.
+  for (int k = 1; k < n; ++k) {
+    Done done{};
+    TUTTI_CHECK(links.recvFrom((r + n - k) % n, &done, sizeof done));
+  }
+  return ncclSuccess;
+}
+
 }  // namespace
 
 ncclResult_t runDirectCopy(ncclComm* comm, const DirectCopy& d, const WaitContext& wait, const OpLabel& label) {
   const int n = comm->nRanks, r = comm->rank;
+  const Links links(comm, funcName(d.func), wait, label);
+  if (d.func == ncclFuncAllReduce || d.func == ncclFuncReduceScatter) return runDirectReduce(comm, d, links);
   const bool bcast = d.func == ncclFuncBroadcast, alltoall = d.func == ncclFuncAlltoAll;
   const char* what = funcName(d.func);
   auto owns = [&](int p) { return !bcast || p == d.root; };   // p's buffer is read by others
@@ -132,25 +304,8 @@ ncclResult_t runDirectCopy(ncclComm* comm, const DirectCopy& d, const WaitContex
   // Where rank p's part of the call sits in an owner's buffer (what p reads there), and in p's output.
   auto srcOffset = [&](int p) { return alltoall ? static_cast<size_t>(p) * d.bytes : 0; };
   auto dstOffset = [&](int p) { return bcast ? 0 : static_cast<size_t>(p) * d.bytes; };
-  ResolvedRedOp copy{};
-  resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &copy);  // byte copy
-  auto conn = [&](int p, bool isSend) -> HostConn* {
-    Connection* c = commFindConnection(comm, 0, kConnColl, p, isSend);
-    return c ? &c->host : nullptr;
-  };
-  auto sendTo = [&](int p, const void* msg, size_t bytes) -> ncclResult_t {
-    HostConn* c = conn(p, true);
-    if (!c) TUTTI_FAIL(ncclInternalError, "rank {}: {}: no connection to rank {}", r, what, p);
-    HostPrims prims(nullptr, c, msg, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
-    return prims.send(0, bytes);
-  };
-  auto recvFrom = [&](int p, void* msg, size_t bytes) -> ncclResult_t {
-    HostConn* c = conn(p, false);
-    if (!c) TUTTI_FAIL(ncclInternalError, "rank {}: {}: no connection from rank {}", r, what, p);
-    announceRecvSteps(c, 1);
-    HostPrims prims(c, nullptr, nullptr, msg, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
-    return prims.recv(0, bytes);
-  };
+  auto sendTo = [&](int p, const void* msg, size_t bytes) { return links.sendTo(p, msg, bytes); };
+  auto recvFrom = [&](int p, void* msg, size_t bytes) { return links.recvFrom(p, msg, bytes); };
 
   // 1. Owners tell the readers where their data is. Each connection carries at most two messages of a call (a
   // descriptor one way, a done the other), so no send waits for this call's receives.

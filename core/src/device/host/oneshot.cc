@@ -2,6 +2,7 @@
 
 #include "comm/comm.h"
 #include "comm/task.h"
+#include "device/host/det_reduce_copy.h"
 #include "device/host/reduce_copy.h"
 #include "util/check.h"
 
@@ -34,19 +35,25 @@ ncclResult_t runOneShot(ncclComm* comm, const OneShot& s, const WaitContext& wai
   // Where the message for rank p starts in the input, in elements (ReduceScatter, AlltoAll: p's block; the others:
   // all of it).
   auto inputFor = [&](int p) -> size_t { return scatter ? static_cast<size_t>(p) * s.count : 0; };
-  // 1. The messages to the peers, this rank's scalar applied on the way (one slot each: no send waits on this call).
+  ResolvedRedOp copy{};
+  resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &copy);
+  // 1. The messages to the peers, this rank's scalar applied on the way (one slot each: no send waits on this call);
+  // raw bytes for the fixed order, which scales every row as it folds it.
   if (!bcast || r == s.root) {
     for (int k = 1; k < n; ++k) {
       const int p = (r + k) % n;
       HostConn* c = conn(p, true);
       if (!c) TUTTI_FAIL(ncclInternalError, "rank {}: {}: no connection to rank {}", r, what, p);
-      HostPrims prims(nullptr, c, s.input, nullptr, s.esize, s.op, wait, label, TUTTI_PROTO_SIMPLE);
-      TUTTI_CHECK(prims.send(inputFor(p), s.count));
+      if (s.det) {
+        HostPrims prims(nullptr, c, s.input + inputFor(p) * s.esize, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+        TUTTI_CHECK(prims.send(0, bytes));
+      } else {
+        HostPrims prims(nullptr, c, s.input, nullptr, s.esize, s.op, wait, label, TUTTI_PROTO_SIMPLE);
+        TUTTI_CHECK(prims.send(inputFor(p), s.count));
+      }
     }
   }
   // 2. The peers' messages, left in their slots until they have been read.
-  ResolvedRedOp copy{};
-  resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &copy);
   std::array<std::optional<HostPrims>, kOneShotMaxRanks> prims;  // no allocation: a tiny call's cost is its steps
   std::array<const void*, kOneShotMaxRanks> rows{};
   for (int k = 1; k < n; ++k) {
@@ -75,11 +82,18 @@ ncclResult_t runOneShot(ncclComm* comm, const OneShot& s, const WaitContext& wai
     release();
     return ncclSuccess;
   }
+  const char* mine = s.input + inputFor(r) * s.esize;
+  if (s.det) {  // rank order, whatever the count or the path; the output may be this rank's own row
+    rows[r] = mine;
+    void* out = s.output;
+    hostDetReduceCopy(s.op, n, rows.data(), 1, &out, s.count);
+    release();
+    return ncclSuccess;
+  }
   // 3. This rank's own row enters with its scalar too; then rows 0..n-1 are folded in that order on every rank.
   // A copy when the row is not the fold's first: to scale it, or because in place the output is the row (only the
   // first source may alias the destination).
   thread_local std::vector<char> own;  // grows to the largest row this thread has needed, then stays
-  const char* mine = s.input + inputFor(r) * s.esize;
   rows[r] = mine;
   const bool scaled = s.op.kind == RedOpKind::PreMulSum;
   if (r != 0 && (scaled || s.output == mine)) {

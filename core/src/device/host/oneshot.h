@@ -29,6 +29,9 @@ struct OneShot {
   size_t count = 0;  // elements of one message: AllReduce's and Broadcast's buffer, the other collectives' block
   size_t esize = 1;  // AllGather, Broadcast, AlltoAll: 1 (bytes)
   ResolvedRedOp op{};  // AllGather, Broadcast, AlltoAll: a byte copy
+  // AllReduce, ReduceScatter of a deterministic communicator (comm/det_coll.h): the messages travel raw and the n
+  // rows are folded by hostDetReduceCopy, the fixed order (a per-rank PreMulSum scalar cannot travel: not taken).
+  bool det = false;
 };
 
 // Whether a collective of `bytes` in all (AllGather: the output; ReduceScatter, AlltoAll: the input) takes the one-shot
