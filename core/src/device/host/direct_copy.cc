@@ -23,13 +23,15 @@ namespace {
 constexpr uint64_t kProbeMagic = 0x74757474692d636dull;
 const uint64_t gProbeWord = kProbeMagic;
 
-// Copies `bytes` from address `src` of process `pid` into dst. False with *err (an errno) when the kernel refuses.
-bool readRemote(int pid, void* dst, const void* src, size_t bytes, int* err) {
+// Copies `bytes` between this process's `mine` and address `theirs` of process `pid`: from there when !write, to there
+// when write. False with *err (an errno) when the kernel refuses.
+bool copyRemote(int pid, void* mine, void* theirs, size_t bytes, bool write, int* err) {
   size_t done = 0;
   while (done < bytes) {
-    iovec local{static_cast<char*>(dst) + done, bytes - done};
-    iovec remote{const_cast<char*>(static_cast<const char*>(src)) + done, bytes - done};
-    const ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    iovec local{static_cast<char*>(mine) + done, bytes - done};
+    iovec remote{static_cast<char*>(theirs) + done, bytes - done};
+    const ssize_t n = write ? process_vm_writev(pid, &local, 1, &remote, 1, 0)
+                            : process_vm_readv(pid, &local, 1, &remote, 1, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       *err = n < 0 ? errno : EFAULT;
@@ -40,21 +42,12 @@ bool readRemote(int pid, void* dst, const void* src, size_t bytes, int* err) {
   return true;
 }
 
-// Copies `bytes` from src into address `dst` of process `pid`, as readRemote.
+bool readRemote(int pid, void* dst, const void* src, size_t bytes, int* err) {
+  return copyRemote(pid, dst, const_cast<void*>(src), bytes, /*write=*/false, err);
+}
+
 bool writeRemote(int pid, void* dst, const void* src, size_t bytes, int* err) {
-  size_t done = 0;
-  while (done < bytes) {
-    iovec local{const_cast<char*>(static_cast<const char*>(src)) + done, bytes - done};
-    iovec remote{static_cast<char*>(dst) + done, bytes - done};
-    const ssize_t n = process_vm_writev(pid, &local, 1, &remote, 1, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      *err = n < 0 ? errno : EFAULT;
-      return false;
-    }
-    done += static_cast<size_t>(n);
-  }
-  return true;
+  return copyRemote(pid, const_cast<void*>(src), dst, bytes, /*write=*/true, err);
 }
 
 }  // namespace
