@@ -148,7 +148,9 @@ struct ReduceDescriptor {
   uint64_t count;
   uint64_t scalar;  // the datatype's bytes, low first (a per-rank PreMulSum on the fixed order)
   int32_t pid;
-  int32_t pad;
+  int32_t func;   // ncclFunc_t, and the element size: checks against a mismatched call
+  int32_t esize;
+  int32_t det;    // the fold: fixed order or not
 };
 
 // Single-slot messages over channel 0's collective connections.
@@ -201,7 +203,8 @@ ncclResult_t runDirectReduce(ncclComm* comm, const DirectCopy& d, const Links& l
 
   // 1. Descriptors to every peer.
   ReduceDescriptor mine{reinterpret_cast<uintptr_t>(d.input), reinterpret_cast<uintptr_t>(d.output), d.count, 0,
-                        static_cast<int32_t>(getpid()), 0};
+                        static_cast<int32_t>(getpid()), static_cast<int32_t>(d.func), static_cast<int32_t>(es),
+                        d.det ? 1 : 0};
   if (rankScaled) std::memcpy(&mine.scalar, d.op.scalarIsPtr ? d.op.scalarPtr : &d.op.scalarBits, es);
   for (int k = 1; k < n; ++k) TUTTI_CHECK(links.sendTo((r + k) % n, &mine, sizeof mine));
   std::array<ReduceDescriptor, kDirectReduceMaxRanks> peer{};
@@ -211,9 +214,12 @@ ncclResult_t runDirectReduce(ncclComm* comm, const DirectCopy& d, const Links& l
   for (int k = 1; k < n; ++k) {
     const int p = (r + n - k) % n;
     TUTTI_CHECK(links.recvFrom(p, &peer[p], sizeof peer[p]));
-    if (peer[p].count != d.count)
-      TUTTI_FAIL(ncclInvalidUsage, "rank {}: {} (opCount {}): rank {} reduces {} elements where this rank reduces {} "
-                 "(mismatched calls across ranks?)", r, links.what, label.opCount, p, peer[p].count, d.count);
+    const ReduceDescriptor& o = peer[p];
+    if (o.count != d.count || o.func != mine.func || o.esize != mine.esize || o.det != mine.det)
+      TUTTI_FAIL(ncclInvalidUsage, "rank {}: {} (opCount {}): rank {} runs {} of {} elements of {} bytes{} where this "
+                 "rank runs {} of {} elements of {} bytes{} (mismatched calls or settings across ranks?)", r,
+                 links.what, label.opCount, p, funcName(static_cast<ncclFunc_t>(o.func)), o.count, o.esize,
+                 o.det ? ", deterministic" : "", links.what, d.count, es, d.det ? ", deterministic" : "");
     local[p] = comm->peers[p].pidHash == myPidHash;
   }
   local[r] = true;
