@@ -313,12 +313,17 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   // (measured on 2 cores, 2 ranks, 4 KiB to 512 KiB: shm 64 KiB 22.6 -> 11.7 us, sockets 64 KiB 58.9 -> 36.2 us; at
   // 512 KiB the ring's pipelined steps win); 8 KiB on 3 ranks, 16 KiB on more (AllReduce over shm, 2 cores, the best
   // of three runs, ring -> one-shot: 3 ranks 8 KiB 9.9 -> 7.5 us, 16 KiB 11.0 -> 12.1; 4 ranks 16 KiB 23.2 -> 18.0,
-  // 32 KiB 23.6 -> 29.3; 8 ranks 16 KiB 93 -> 73, 32 KiB 99 -> 150).
+  // 32 KiB 23.6 -> 29.3; 8 ranks 16 KiB 93 -> 73, 32 KiB 99 -> 150), but 8 KiB where ranks talk over the network
+  // (sockets, 8 ranks, 16 KiB, the best of four: 434 us on the ring, 537 one-shot). Transports are chosen alike on
+  // both sides of every pair, so every rank decides alike.
+  bool overNetwork = false;
+  for (int p = 0; p < nRanks && !overNetwork; ++p)
+    if (p != rank) TUTTI_CHECK(commPeerOverNetwork(comm, p, &overNetwork));
   const int64_t oneShot = paramInt("TUTTI_ONESHOT_MAX_BYTES");
-  const size_t oneShotMax = oneShot >= 0   ? static_cast<size_t>(oneShot)
-                            : nRanks == 2 ? size_t{256} << 10
-                            : nRanks == 3 ? size_t{8} << 10
-                                          : size_t{16} << 10;
+  const size_t oneShotMax = oneShot >= 0                    ? static_cast<size_t>(oneShot)
+                            : nRanks == 2                  ? size_t{256} << 10
+                            : nRanks == 3 || overNetwork ? size_t{8} << 10
+                                                           : size_t{16} << 10;
   comm->oneShotMaxBytes =
       comm->backend == Backend::Host && !paramIsSet("NCCL_ALGO") && !paramIsSet("NCCL_PROTO") ? oneShotMax : 0;
   // Probed whatever the settings, so that ranks whose environments differ still make the same bootstrap calls.

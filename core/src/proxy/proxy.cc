@@ -222,7 +222,8 @@ void proxyProgressInline(ProxyTask* task) {
   bool moved = false, busy = false;
   ncclResult_t res = ncclSuccess;
   // Not run (the proxy or another rank is in it): what it read may predate our post. Ring so that the proxy
-  // thread, if it is the one, does not go to sleep on a stale look. A failed task is the proxy's to drop.
+  // thread, if it is the one, does not go to sleep on a stale look. A task that failed here is dropped by the proxy
+  // thread the next time it runs it (once this rank sleeps or hands the task over).
   if (!task->tryRun(&moved, &busy, &res) || res != ncclSuccess) proxyRing();
 }
 
