@@ -73,9 +73,11 @@ ncclResult_t recvSetup(const tuttiConnectRequest_t* req, const tuttiPeerInfo_t* 
     delete end;
     return ncclSystemError;
   }
-  // aligned_alloc wants a size that is a multiple of the alignment (C11; ASan enforces it).
-  constexpr size_t kCtrlBytes = (sizeof(tuttiConnCtrl_t) + 63) & ~size_t{63};
-  fifo->ctrl = static_cast<tuttiConnCtrl_t*>(std::aligned_alloc(64, kCtrlBytes));
+  // A page of its own: device backends register the control block's pages with the runtime, and a registered
+  // page must hold nothing of the application's (a cudaMemcpy of a buffer that starts in it and runs past it
+  // fails). aligned_alloc wants a size that is a multiple of the alignment (C11; ASan enforces it).
+  constexpr size_t kCtrlBytes = (sizeof(tuttiConnCtrl_t) + 4095) & ~size_t{4095};
+  fifo->ctrl = static_cast<tuttiConnCtrl_t*>(std::aligned_alloc(4096, kCtrlBytes));
   bool ok = fifo->ctrl != nullptr;
   if (ok) std::memset(fifo->ctrl, 0, sizeof(tuttiConnCtrl_t));
   fifo->devMem = req->devMem;

@@ -50,7 +50,10 @@ inline constexpr int kConnColl = 0;
 inline constexpr int kConnP2p = 1;
 inline constexpr int kConnRma = 2;  // one-sided operations to ranks of other hosts (rma/net_rma.h)
 
-struct Connection {
+// Page-aligned and a whole number of pages: device backends register the page of `host.step` with the runtime
+// (device/enqueue.h registerConnection), and a registered page must hold nothing of the application's. CUDA
+// refuses a cudaMemcpy (cudaErrorInvalidValue) whose pageable buffer starts in a registered page and runs past it.
+struct alignas(4096) Connection {
   host::HostConn host;             // what the primitives use
   TransportPlugin* transport = nullptr;
   void* res = nullptr;             // transport's handle for this end

@@ -10,6 +10,7 @@
 #include "device/sim/kernels.h"
 #include "plugin/params.h"
 #include "proxy/proxy.h"
+#include "rma/kernel_fns.h"
 #include "util/check.h"
 
 #include <tutti/tuner.h>
@@ -657,7 +658,9 @@ ncclResult_t buildKernels(DeviceLaunch& l) {
 
 // Host memory registered with a runtime, in blocks of whole pages: a run of pages is registered once, by the
 // first connection that needs it, and released when the last one using it goes (cudaHostRegister refuses a
-// page registered twice, and two connections' control blocks may share a page).
+// page registered twice, and two connections' control blocks may share a page). Every page registered here
+// belongs to the library (Connection is page-aligned; transports give FIFOs and control blocks pages of their
+// own): a page shared with the application's heap would make its cudaMemcpy calls fail.
 struct HostBlocks {
   struct Block {
     uintptr_t end;
@@ -786,6 +789,17 @@ rt::Runtime* runtimeOf(const ncclComm* comm) {
 ncclResult_t commDeviceInit(ncclComm* comm) {
   auto d = std::make_unique<CommDevice>();
   d->rt = runtimeOf(comm);
+#ifdef TUTTI_HAVE_CUDA_KERNELS
+  // Every kernel the communicator may launch is loaded now, before any runs (rt::Runtime::loadKernel): CUDA's
+  // lazy loading at a first launch can wait for kernels already spinning for this very rank.
+  if (comm->backend == Backend::Cuda) {
+    for (int t = 0; t < ncclNumTypes; ++t)
+      if (const void* fn = cuda::cudaKernelFor(static_cast<ncclDataType_t>(t)))
+        TUTTI_CHECK(d->rt->loadKernel(fn, sizeof(dev::KernelShared)));
+    TUTTI_CHECK(d->rt->loadKernel(rma::cudaSignalKernel(), 0));
+    TUTTI_CHECK(d->rt->loadKernel(rma::cudaWaitKernel(), 0));
+  }
+#endif
   TUTTI_CHECK(d->rt->streamCreate(&d->stream));
   TUTTI_CHECK(d->rt->eventCreate(&d->done));
   if (paramInt("NCCL_GRAPH_MIXING_SUPPORT") != 0) TUTTI_CHECK(d->rt->eventCreate(&d->serial));

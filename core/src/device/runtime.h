@@ -103,6 +103,11 @@ class Runtime {
   virtual ncclResult_t eventSynchronize(Event e) = 0;
   virtual ncclResult_t launchHostFunc(Stream s, HostFn fn, void* arg) = 0;
   virtual ncclResult_t launchKernel(const KernelLaunch& k, Stream s) = 0;
+  // Loads `fn` (a KernelLaunch::fn) on the current device now, with leave to use `sharedBytes` of dynamic shared
+  // memory. cuda: CUDA loads a kernel lazily at its first launch by default, and a load may wait for the kernels
+  // already running; a rank's kernel that spins for a peer whose first launch waits for it would never end, so
+  // communicators load theirs before any runs. The sim has nothing to load.
+  virtual ncclResult_t loadKernel(const void* fn, size_t sharedBytes) = 0;
 
   // Capture. *id names the capture (same id: same graph). keepWithCapture hands `obj` to the graph being
   // captured on `s`: `destroy(obj)` runs when that graph (and every executable made of it) is gone.

@@ -75,11 +75,22 @@ std::vector<std::string> onRanks(int n, const std::function<std::string(ncclComm
   return failed;
 }
 
+constexpr size_t kCount = 3000;
+
+// A rank's host buffers, pinned: a copy between pageable memory and the device waits on the host for the
+// stream, kernels included, and can hold up other threads' launches meanwhile, kernels that wait for this
+// rank's among them. Allocated before the ranks start and freed after they end (cudaMallocHost and cudaFreeHost
+// may wait for the device).
+struct PinnedBufs {
+  float* in = nullptr;
+  float* out = nullptr;
+  int* errors = nullptr;  // 64
+};
+
 // One rank: windows and a device communicator, then three rounds of the LSA AllReduce, the GIN AlltoAll,
 // the LL all-to-all and the GIN barrier kernels, every element checked.
-std::string runRank(ncclComm_t comm, int rank, int n) {
+std::string runRank(ncclComm_t comm, int rank, int n, const PinnedBufs& h) {
   constexpr int kGrid = 2, kBlock = 64;
-  constexpr size_t kCount = 3000;
   ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
   DEV_OK(ncclCommQueryProperties(comm, &props));
   if (!props.deviceApiSupport) return "deviceApiSupport is false on the cuda backend";
@@ -114,16 +125,17 @@ std::string runRank(ncclComm_t comm, int rank, int n) {
     return "the device communicator does not describe the rank";
   cudaStream_t s = nullptr;
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  std::vector<float> in(n * kCount), out(n * kCount);
+  float* in = h.in;
+  float* out = h.out;
   std::string error;
   for (int it = 0; it < 3 && error.empty(); ++it) {
     for (size_t i = 0; i < kCount; ++i) in[i] = sendValue(rank, i, it);
-    CUDA_OK(cudaMemcpyAsync(send, in.data(), kCount * sizeof(float), cudaMemcpyHostToDevice, s));
+    CUDA_OK(cudaMemcpyAsync(send, in, kCount * sizeof(float), cudaMemcpyHostToDevice, s));
     CUDA_OK(cudaStreamSynchronize(s));
     // Every rank's input is in place before any kernel reads it: the kernel's first barrier orders that.
     KernelArgs args{sendwin, recvwin, kCount, it, devComm};
     CUDA_OK(launchAllReduceLsa(args, kGrid, kBlock, s));
-    CUDA_OK(cudaMemcpyAsync(out.data(), recv, kCount * sizeof(float), cudaMemcpyDeviceToHost, s));
+    CUDA_OK(cudaMemcpyAsync(out, recv, kCount * sizeof(float), cudaMemcpyDeviceToHost, s));
     CUDA_OK(cudaStreamSynchronize(s));
     for (size_t i = 0; i < kCount && error.empty(); ++i) {
       float want = 0;
@@ -134,9 +146,9 @@ std::string runRank(ncclComm_t comm, int rank, int n) {
     }
     for (int p = 0; p < n; ++p)
       for (size_t i = 0; i < kCount; ++i) in[p * kCount + i] = sendValue(rank, i, it) + 0.5f * p;
-    CUDA_OK(cudaMemcpyAsync(send, in.data(), bytes, cudaMemcpyHostToDevice, s));
+    CUDA_OK(cudaMemcpyAsync(send, in, bytes, cudaMemcpyHostToDevice, s));
     CUDA_OK(launchAlltoAllGin(args, kGrid, kBlock, s));
-    CUDA_OK(cudaMemcpyAsync(out.data(), recv, bytes, cudaMemcpyDeviceToHost, s));
+    CUDA_OK(cudaMemcpyAsync(out, recv, bytes, cudaMemcpyDeviceToHost, s));
     CUDA_OK(cudaStreamSynchronize(s));
     for (int src = 0; src < n && error.empty(); ++src)
       for (size_t i = 0; i < kCount && error.empty(); ++i)
@@ -147,8 +159,8 @@ std::string runRank(ncclComm_t comm, int rank, int n) {
     const LlArgs ll{devComm, llHandle, ginBar, aux, it};
     CUDA_OK(launchLlAlltoAll(ll, kGrid, kBlock, s));
     CUDA_OK(launchGinBarrierRound(ll, kGrid, kBlock, s));
-    int errors[64] = {};
-    CUDA_OK(cudaMemcpyAsync(errors, auxBuf, sizeof errors, cudaMemcpyDeviceToHost, s));
+    int* errors = h.errors;
+    CUDA_OK(cudaMemcpyAsync(errors, auxBuf, 64 * sizeof(int), cudaMemcpyDeviceToHost, s));
     CUDA_OK(cudaStreamSynchronize(s));
     for (int b = 0; b < 64 && error.empty(); ++b)
       if (errors[b] != 0)
@@ -184,7 +196,18 @@ TEST_P(DeviceApiGpu, LsaAllReduceAndGinAlltoAllKernels) {
   SKIP_WITHOUT_GPU();
   CudaBackend backend;
   const int n = GetParam();
-  for (auto& f : onRanks(n, [n](ncclComm_t comm, int rank) { return runRank(comm, rank, n); })) ADD_FAILURE() << f;
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  ASSERT_EQ(loadDevapiKernels(), cudaSuccess);
+  std::vector<PinnedBufs> bufs(n);
+  for (PinnedBufs& b : bufs) {
+    ASSERT_EQ(cudaMallocHost(&b.in, n * kCount * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(cudaMallocHost(&b.out, n * kCount * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(cudaMallocHost(&b.errors, 64 * sizeof(int)), cudaSuccess);
+  }
+  for (auto& f : onRanks(n, [n, &bufs](ncclComm_t comm, int rank) { return runRank(comm, rank, n, bufs[rank]); }))
+    ADD_FAILURE() << f;
+  for (PinnedBufs& b : bufs)
+    for (void* p : {static_cast<void*>(b.in), static_cast<void*>(b.out), static_cast<void*>(b.errors)}) cudaFreeHost(p);
 }
 
 INSTANTIATE_TEST_SUITE_P(OneGpu, DeviceApiGpu, ::testing::Values(1, 2, 4));
@@ -196,6 +219,7 @@ TEST(DeviceApiGpuFailures, TimeoutAndRevokeEndABarrierThatCannotComplete) {
   CudaBackend backend;
   constexpr int kRanks = 2, kThreads = 64;
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  ASSERT_EQ(loadDevapiKernels(), cudaSuccess);
   ncclComm_t comms[kRanks] = {};
   int devs[kRanks] = {0, 0};
   ASSERT_EQ(ncclCommInitAll(comms, kRanks, devs), ncclSuccess) << ncclGetLastError(nullptr);

@@ -30,3 +30,14 @@ cudaError_t launchGinBarrierRound(const LlArgs& a, int grid, int block, cudaStre
   ginBarrierRoundKernel<<<grid, block, 0, s>>>(a);
   return cudaGetLastError();
 }
+// CUDA loads a kernel at its first launch by default, and a load may wait for the kernels already running: a
+// rank's first launch would then wait for another rank's kernel that spins for this one. Loaded up front.
+cudaError_t loadDevapiKernels() {
+  cudaFuncAttributes attr;
+  for (const void* fn : {reinterpret_cast<const void*>(&allReduceLsaKernel), reinterpret_cast<const void*>(&alltoAllGinKernel),
+                         reinterpret_cast<const void*>(&barrierWithTimeoutKernel),
+                         reinterpret_cast<const void*>(&llAlltoAllKernel),
+                         reinterpret_cast<const void*>(&ginBarrierRoundKernel)})
+    if (cudaError_t e = cudaFuncGetAttributes(&attr, fn); e != cudaSuccess) return e;
+  return cudaSuccess;
+}

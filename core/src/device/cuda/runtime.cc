@@ -17,12 +17,14 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <string_view>
 #include <thread>
+#include <utility>
 #endif
 
 namespace tutti::rt {
@@ -396,19 +398,26 @@ class CudaRuntime final : public Runtime {
     if (!k.fn || k.grid <= 0 || k.block <= 0)
       TUTTI_FAIL(ncclInvalidArgument, "cuda runtime: bad kernel launch (function {}, grid {}, block {})", k.fn, k.grid,
                  k.block);
-    constexpr size_t kDefaultShared = 48 << 10;  // more needs the function's opt-in
-    if (k.sharedBytes > kDefaultShared) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      size_t& allowed = sharedOptIn_[k.fn];
-      if (allowed < k.sharedBytes) {
-        TUTTI_CUDA_TRY(cudaFuncSetAttribute(k.fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(k.sharedBytes)));
-        allowed = k.sharedBytes;
-      }
-    }
+    TUTTI_CHECK(loadKernel(k.fn, k.sharedBytes));  // nothing to do after the communicator's init loaded it
     void* args[] = {const_cast<void*>(k.args)};  // the kernel's one by-value parameter, copied at the call
     return TUTTI_CUDA(cudaLaunchKernel(k.fn, dim3(static_cast<unsigned>(k.grid)),
                                        dim3(static_cast<unsigned>(k.block)), args, k.sharedBytes, s));
+  }
+
+  ncclResult_t loadKernel(const void* fn, size_t sharedBytes) override {
+    if (!fn) TUTTI_FAIL(ncclInvalidArgument, "cuda runtime: loadKernel of a null function");
+    int dev = 0;
+    TUTTI_CUDA_TRY(cudaGetDevice(&dev));
+    std::lock_guard<std::mutex> lock(mutex_);
+    size_t& allowed = loaded_[{dev, fn}];  // 0: not loaded on `dev` yet
+    if (allowed != 0 && allowed >= sharedBytes) return ncclSuccess;
+    cudaFuncAttributes attr{};
+    TUTTI_CUDA_TRY(cudaFuncGetAttributes(&attr, fn));  // loads it (and its module) on this device
+    constexpr size_t kDefaultShared = 48 << 10;          // more needs the function's opt-in
+    if (sharedBytes > kDefaultShared)
+      TUTTI_CUDA_TRY(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sharedBytes)));
+    allowed = std::max({allowed, sharedBytes, size_t{1}});
+    return ncclSuccess;
   }
 
   ncclResult_t captureStatus(Stream s, Capture* status, uint64_t* id) override {
@@ -558,7 +567,8 @@ class CudaRuntime final : public Runtime {
   std::string unusable_;
   std::mutex mutex_;
   std::map<uintptr_t, Entry> regions_;         // allocations and imports, by base address
-  std::map<const void*, size_t> sharedOptIn_;  // the dynamic shared memory each kernel was opened to
+  // Kernels loaded, by device: the dynamic shared memory each was opened to (at least 1).
+  std::map<std::pair<int, const void*>, size_t> loaded_;
 };
 
 #else  // no CUDA toolkit
@@ -609,6 +619,7 @@ class CudaRuntime final : public Runtime {
   ncclResult_t eventSynchronize(Event) override { TUTTI_NO_CUDA("eventSynchronize"); }
   ncclResult_t launchHostFunc(Stream, HostFn, void*) override { TUTTI_NO_CUDA("launchHostFunc"); }
   ncclResult_t launchKernel(const KernelLaunch&, Stream) override { TUTTI_NO_CUDA("launchKernel"); }
+  ncclResult_t loadKernel(const void*, size_t) override { TUTTI_NO_CUDA("loadKernel"); }
   ncclResult_t captureStatus(Stream, Capture*, uint64_t*) override { TUTTI_NO_CUDA("captureStatus"); }
   ncclResult_t keepWithCapture(Stream, void*, HostFn) override { TUTTI_NO_CUDA("keepWithCapture"); }
   void failCurrentWork(ncclResult_t) override {}
