@@ -53,7 +53,15 @@ ncclResult_t selectBackend(ncclComm* comm) {
       TUTTI_FAIL(ncclInvalidUsage, "rank {}: device: cuda: GPU {} is sm_{}; the kernels need sm_80 or newer", comm->rank,
                  comm->cudaDev, comm->devArch);
   }
-  if (comm->backend != Backend::Host) TUTTI_CHECK(device::commDeviceInit(comm));
+  if (comm->backend != Backend::Host) {
+    TUTTI_CHECK(device::commDeviceInit(comm));
+    // Scratch for deterministic one-shot calls (TUTTI_DET_ONESHOT_BYTES, and the scalars), made before the
+    // rendezvous, when no peer can have launched yet: in a call, a cudaMalloc may wait while peers' kernels spin
+    // for this rank. Larger calls still grow it when they come.
+    void* scratch = nullptr;
+    TUTTI_CHECK(commScratch(comm, static_cast<size_t>(std::max<int64_t>(0, paramInt("TUTTI_DET_ONESHOT_BYTES"))) + 4096,
+                            &scratch));
+  }
   TUTTI_INFO(NCCL_INIT, "rank {}: backend {} ({}){}", comm->rank, backendName(comm->backend), from,
              comm->backend == Backend::Sim ? fmt::format(", TUTTI_SIM_SEED={}", paramInt("TUTTI_SIM_SEED")) : "");
   return ncclSuccess;

@@ -503,12 +503,9 @@ bool detReduces(const Task& t) {
 }
 
 bool detOnCorePath(const Task& t) {
-  if ((t.func != ncclFuncAllReduce && t.func != ncclFuncReduceScatter) || t.internal) return false;
-  const ncclComm* comm = t.comm;
-  const size_t total = t.count * dataTypeSize(t.datatype) *
-                       (t.func == ncclFuncReduceScatter ? static_cast<size_t>(comm->nRanks) : 1);
-  const bool userOp = static_cast<int>(t.op) >= static_cast<int>(ncclNumOps);  // a PreMulSum of the user's
-  return (oneShotWanted(comm, total) && !userOp) || directWanted(comm, t.func, total, /*det=*/true, userOp);
+  if (t.func != ncclFuncAllReduce && t.func != ncclFuncReduceScatter) return false;
+  const CorePaths paths = corePaths(t.comm, t, /*preMul: no bar to a deterministic fold=*/false);
+  return paths.oneShot || paths.direct;
 }
 
 bool detTask(const Task& t) { return detReduces(t) && !detOnCorePath(t); }

@@ -8,6 +8,7 @@
 #include "comm/callcheck.h"
 #include "device/common/dtypes.h"
 #include "device/host/stream.h"
+#include "plan/plan.h"
 #include "plan/simulate.h"
 #include "plan/tuning.h"
 #include "plugin/config.h"
@@ -91,15 +92,11 @@ ncclResult_t tryLoneOneShot(const Task& t, bool* ran) {
       !comm->directConnsReady || comm->calls.checkCalls || comm->profiler || comm->oneShotMaxBytes == 0 ||
       comm->rma)  // windows: the buffers may be symmetric ones, which planCollective runs in place
     return ncclSuccess;
-  const size_t typeSize = dataTypeSize(t.datatype);
+  const CorePaths paths = corePaths(comm, t, /*preMul: the one-shot path does not ask=*/false);
+  if (!paths.oneShot) return ncclSuccess;
+  const size_t typeSize = dataTypeSize(t.datatype), bytes = t.count * typeSize, total = paths.totalBytes;
   const bool byteWise = t.func == ncclFuncAllGather || t.func == ncclFuncBroadcast || t.func == ncclFuncAlltoAll;
-  const bool blockWise =
-      t.func == ncclFuncAllGather || t.func == ncclFuncReduceScatter || t.func == ncclFuncAlltoAll;
-  const size_t bytes = t.count * typeSize, total = bytes * (blockWise ? comm->nRanks : 1);
-  // A deterministic reduction folds in the fixed order here, but a user's PreMulSum scalars do not travel.
-  const bool det = detReduces(t);
-  if (!oneShotWanted(comm, total) || (det && static_cast<int>(t.op) >= static_cast<int>(ncclNumOps)))
-    return ncclSuccess;
+  const bool det = detReduces(t);  // folds in the fixed order (corePaths kept a user's PreMulSum off this path)
   *ran = true;
   CommOpsGuard busy(comm);
   OneShot s;

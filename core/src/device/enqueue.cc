@@ -56,35 +56,59 @@ struct DeviceLaunch;
 // more than a small collective. Blocks come in power-of-two sizes and are never given back: a launch ends
 // in a host function, where CUDA calls are not permitted, and cudaFreeHost elsewhere would wait for the
 // whole device, kernels of other ranks waiting for this one included. The pool holds what the most
-// launches in flight at once needed.
+// launches in flight at once needed. Blocks up to kSlabBytes / 8 are carved from slabs, and communicators
+// reserve a slab when they are created (reserve): a cudaHostAlloc during a call may wait while peers' kernels
+// spin for this rank, so the usual calls find their blocks without one.
 class PinnedPool {
  public:
+  static constexpr size_t kSlabBytes = size_t{1} << 20;
+
   ncclResult_t get(rt::Runtime* rt, size_t bytes, void** out) {
     const size_t size = sizeClass(bytes);
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto& list = free_[size];
-      if (!list.empty()) {
-        *out = list.back();
-        list.pop_back();
-        return ncclSuccess;
-      }
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& list = free_[size];
+    if (!list.empty()) {
+      *out = list.back();
+      list.pop_back();
+      return ncclSuccess;
     }
-    return rt->hostAlloc(out, size);
+    if (size > kSlabBytes / 8) return rt->hostAlloc(out, size);
+    if (slabLeft_ < size) TUTTI_CHECK(newSlab(rt));
+    *out = slabNext_;
+    slabNext_ += size;
+    slabLeft_ -= size;
+    return ncclSuccess;
   }
   void put(void* p, size_t bytes) {
     std::lock_guard<std::mutex> lock(mutex_);
     free_[sizeClass(bytes)].push_back(p);
   }
+  // At least `bytes` carvable without another cudaHostAlloc (at most one slab's worth).
+  ncclResult_t reserve(rt::Runtime* rt, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (slabLeft_ < std::min(bytes, kSlabBytes)) TUTTI_CHECK(newSlab(rt));
+    return ncclSuccess;
+  }
   static size_t sizeClass(size_t bytes) {
-    size_t size = 256;
+    size_t size = 256;  // every class a multiple of 256: blocks carved in turn stay 256-byte aligned
     while (size < bytes) size *= 2;
     return size;
   }
 
  private:
+  // The rest of the current slab is dropped (never freed, like the blocks).
+  ncclResult_t newSlab(rt::Runtime* rt) {
+    void* p = nullptr;
+    TUTTI_CHECK(rt->hostAlloc(&p, kSlabBytes));
+    slabNext_ = static_cast<char*>(p);
+    slabLeft_ = kSlabBytes;
+    return ncclSuccess;
+  }
+
   std::mutex mutex_;
   std::map<size_t, std::vector<void*>> free_;
+  char* slabNext_ = nullptr;
+  size_t slabLeft_ = 0;
 };
 
 PinnedPool& pinnedPoolOf(rt::Runtime* rt) {
@@ -800,6 +824,8 @@ ncclResult_t commDeviceInit(ncclComm* comm) {
     TUTTI_CHECK(d->rt->loadKernel(rma::cudaWaitKernel(), 0));
   }
 #endif
+  // Launch memory for the first calls, taken now rather than by a cudaHostAlloc during a call (PinnedPool).
+  TUTTI_CHECK(pinnedPoolOf(d->rt).reserve(d->rt, PinnedPool::kSlabBytes / 4));
   TUTTI_CHECK(d->rt->streamCreate(&d->stream));
   TUTTI_CHECK(d->rt->eventCreate(&d->done));
   if (paramInt("NCCL_GRAPH_MIXING_SUPPORT") != 0) TUTTI_CHECK(d->rt->eventCreate(&d->serial));

@@ -89,6 +89,19 @@ ncclResult_t planCorePath(CollPlan* plan, int algorithm, size_t totalBytes, Coll
 
 }  // namespace
 
+CorePaths corePaths(const ncclComm* comm, const Task& task, bool preMul) {
+  CorePaths p;
+  const bool blockWise =
+      task.func == ncclFuncAllGather || task.func == ncclFuncReduceScatter || task.func == ncclFuncAlltoAll;
+  p.totalBytes = task.count * dataTypeSize(task.datatype) * (blockWise ? static_cast<size_t>(comm->nRanks) : 1);
+  if (task.internal) return p;
+  const bool det = detReduces(task);
+  const bool userOp = static_cast<int>(task.op) >= static_cast<int>(ncclNumOps);
+  p.oneShot = oneShotFunc(task.func) && oneShotWanted(comm, p.totalBytes) && !(det && userOp);
+  p.direct = directWanted(comm, task.func, p.totalBytes, det, preMul);
+  return p;
+}
+
 ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out, bool allowDirect) {
   const int k = comm->nRanks;
   const size_t typeSize = dataTypeSize(task.datatype);
@@ -111,14 +124,10 @@ ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out, boo
     return ncclSuccess;
   }
 
-  // Bytes that cross each link per rank, for the channel-count decision.
-  const bool blockWise =
-      task.func == ncclFuncAllGather || task.func == ncclFuncReduceScatter || task.func == ncclFuncAlltoAll;
-  const size_t totalBytes = count * plan.eltSize * (blockWise ? k : 1);
   const bool preMul = !byteWise && plan.op.kind == RedOpKind::PreMulSum;  // Avg or a user's PreMulSum
-  const bool rankScaled = preMul && task.op != ncclAvg;
-  if (allowDirect && !task.internal && oneShotFunc(task.func) && oneShotWanted(comm, totalBytes) &&
-      !(det && rankScaled)) {
+  const CorePaths paths = corePaths(comm, task, preMul);
+  const size_t totalBytes = paths.totalBytes;  // also for the channel-count decision below
+  if (allowDirect && paths.oneShot) {
     auto s = std::make_shared<OneShot>();
     s->func = task.func;
     s->root = task.root;
@@ -131,7 +140,7 @@ ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out, boo
     plan.oneShot = std::move(s);
     return planCorePath(&plan, kAlgoOneShot, totalBytes, out);
   }
-  if (allowDirect && !task.internal && directWanted(comm, task.func, totalBytes, det, preMul)) {
+  if (allowDirect && paths.direct) {
     auto d = std::make_shared<DirectCopy>();
     d->func = task.func;
     d->root = task.root;

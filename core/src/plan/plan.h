@@ -72,6 +72,20 @@ inline size_t treeChunkBytes(size_t slotBytes, size_t shareBytes, int depth) {
   return chunk;
 }
 
+// Which of the core's own paths (host backend) a collective may take, decided from what every rank passes alike:
+// the one-shot path (device/host/oneshot.h) and the direct path (device/host/direct_copy.h), and the bytes
+// both decide on (every rank's block for AllGather, ReduceScatter and AlltoAll). planCollective, a lone call's
+// shortcut and the routing of deterministic reductions (comm/det_coll.h) all ask this, so they agree. A
+// deterministic reduction with a user's PreMulSum stays off the one-shot path (its per-rank scalars do not
+// travel). `preMul`: the op resolves to a PreMulSum (a floating Avg, or a user's), which keeps a
+// non-deterministic reduction off the direct path. Internal steps take neither.
+struct CorePaths {
+  size_t totalBytes = 0;
+  bool oneShot = false;
+  bool direct = false;
+};
+CorePaths corePaths(const ncclComm* comm, const Task& task, bool preMul);
+
 // `allowDirect` false keeps the collective off the single-copy and one-shot paths (kAlgoDirect, kAlgoOneShot): the
 // tuner chain's plan alone (simulate.cc).
 ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out, bool allowDirect = true);

@@ -313,6 +313,12 @@ TEST_P(SimConnections, AreRegisteredHostMemoryAndCarryCollectivesOnMemAllocBuffe
       MemKind kind{};
       ASSERT_EQ(rt->pointerKind(k.ctrl, &kind), ncclSuccess);
       EXPECT_EQ(kind, MemKind::PinnedHost);
+      // The registered pages hold nothing of the application's (CUDA refuses a pageable copy that starts in a
+      // registered page and runs past it): the control block and the Connection (whose step counter kernels
+      // read) each start a page of their own.
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(k.ctrl) % 4096, 0u) << transport << " rank " << r;
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(c.get()) % 4096, 0u) << transport << " rank " << r;
+      static_assert(sizeof(tutti::Connection) % 4096 == 0, "a Connection fills whole pages");
       if (transport == "net") {
         EXPECT_TRUE(k.flags & TUTTI_CONN_PROXIED);
       }
