@@ -35,7 +35,7 @@ mpi_shm=(--mca btl "self,$shm_btl")
 mpi_tcp=(--mca btl self,tcp --mca btl_tcp_if_include lo)
 
 mkdir -p "$build/bench" "$raw"
-rm -f "$raw"/*.txt
+rm -f "$raw"/tutti-*.txt "$raw"/ompi-*.txt "$raw"/host-limits.txt  # its own outputs only (other tools keep theirs here)
 mpicc -O2 -Wall -o "$build/bench/mpi_coll_perf" "$root/benchmarks/mpi/mpi_coll_perf.c"
 cc -O2 -Wall -o "$build/bench/host_limits" "$root/benchmarks/mpi/host_limits.c"
 
