@@ -64,7 +64,9 @@ ncclResult_t tuttiGraphDestroy(tuttiGraph_t graph);
  * results combine from the last backwards, B0 + (B1 + B2). Inputs are widened exactly to double (fp64, fp32)
  * or float (fp16, bf16, fp8), the tree runs there, and the result is rounded once to the datatype
  * (fp8 saturating). PreMulSum multiplies each widened input by the widened scalar first; Avg divides the
- * sum by n in the wide type.
+ * sum by n in the wide type. A NaN result is always the type's positive quiet NaN without payload (fp64
+ * 0x7ff8000000000000, fp32 0x7fc00000, fp16 0x7e00, bf16 0x7fc0, e4m3 0x7f, e5m2 0x7e), whatever NaNs or
+ * infinities produced it: CPUs and GPUs do not agree on NaN payloads.
  *
  * Turn it on with `deterministic: true` in the YAML config, TUTTI_DETERMINISTIC=1 in the environment (which
  * overrides the file) for communicators created afterwards, or per communicator with

@@ -313,6 +313,69 @@ TEST(DetTable, IssueRowsAreZeroWithTheSwitchOn) {
   }
 }
 
+// NaN results: whichever NaNs meet (payloads, signs, signaling or quiet, Inf - Inf), the result is the one
+// quiet NaN of the type, as the reference gives it. CPUs pass on one operand's payload (which one depends on
+// the order) and GPUs give a NaN of their own, so a NaN result would otherwise differ by position and device.
+// Element i of rank r: pattern i % 4 — 0: finite; 1: a NaN of another payload and sign on every rank; 2: +Inf
+// on rank 0, -Inf on the others (no Inf in e4m3: its NaNs instead); 3: a NaN on the last rank only.
+template <typename Bits>
+std::string checkNans(ncclComm_t comm, int r, int n, ncclDataType_t type, Bits nan, Bits payloadMask, Bits inf,
+                      Bits one, Bits canonical, ncclRedOp_t op) {
+  constexpr size_t kCount = 67;
+  const Bits sign = Bits(Bits(1) << (8 * sizeof(Bits) - 1));
+  auto input = [&](int rank, size_t i) -> Bits {
+    switch (i % 4) {
+      case 1: return Bits(nan | Bits((rank * 5 + i) & payloadMask) | (rank % 2 ? sign : Bits(0)));
+      case 2: return inf ? Bits(inf | (rank == 0 ? Bits(0) : sign)) : Bits(nan | Bits(rank & payloadMask));
+      case 3: return rank == n - 1 ? Bits(nan | Bits(i & payloadMask)) : one;
+      default: return Bits(one + Bits(i % 3));
+    }
+  };
+  std::vector<std::vector<Bits>> all(n, std::vector<Bits>(kCount));
+  std::vector<const void*> ins(n);
+  for (int k = 0; k < n; ++k) {
+    for (size_t i = 0; i < kCount; ++i) all[k][i] = input(k, i);
+    ins[k] = all[k].data();
+  }
+  std::vector<Bits> want(kCount), got(kCount, Bits(0x5a));
+  DET_OK(tuttiDeterministicReduce(ins.data(), n, want.data(), kCount, type, op, nullptr));
+  DET_OK(ncclAllReduce(all[r].data(), got.data(), kCount, type, op, comm, nullptr));
+  for (size_t i = 0; i < kCount; ++i) {
+    const bool nanWanted = i % 4 == 1 || i % 4 == 3 || (i % 4 == 2 && op != ncclProd);  // Inf * -Inf is -Inf
+    if (nanWanted && want[i] != canonical)
+      return "reference element " + std::to_string(i) + " is not the canonical NaN";
+    if (got[i] != want[i]) return "element " + std::to_string(i) + " differs from the reference";
+  }
+  return {};
+}
+
+TEST(DetNan, EveryNaNResultIsTheOneQuietNaN) {
+  for (int n : {2, 3, 5}) {
+    for (auto& f : onThreads(n, [n](ncclComm_t comm, int r) {
+           std::string e;
+           for (ncclRedOp_t op : {ncclSum, ncclProd, ncclAvg}) {
+             if (e.empty())
+               e = checkNans<uint64_t>(comm, r, n, ncclFloat64, 0x7ff0000000000001ull, 0xffffull, 0x7ff0000000000000ull,
+                                       0x3ff0000000000000ull, 0x7ff8000000000000ull, op);
+             if (e.empty())
+               e = checkNans<uint32_t>(comm, r, n, ncclFloat32, 0x7f800001u, 0x3fffffu, 0x7f800000u, 0x3f800000u,
+                                       0x7fc00000u, op);
+             if (e.empty())
+               e = checkNans<uint16_t>(comm, r, n, ncclBfloat16, 0x7f81, 0x3f, 0x7f80, 0x3f80, 0x7fc0, op);
+             if (e.empty())
+               e = checkNans<uint16_t>(comm, r, n, ncclFloat16, 0x7c01, 0x1ff, 0x7c00, 0x3c00, 0x7e00, op);
+             if (e.empty())
+               e = checkNans<uint8_t>(comm, r, n, ncclFloat8e4m3, 0x7f, 0x0, 0x0, 0x38, 0x7f, op);
+             if (e.empty())
+               e = checkNans<uint8_t>(comm, r, n, ncclFloat8e5m2, 0x7d, 0x1, 0x7c, 0x3c, 0x7e, op);
+             if (!e.empty()) return std::string(opName(op)) + ": " + e;
+           }
+           return e;
+         }))
+      ADD_FAILURE() << n << " ranks: " << f;
+  }
+}
+
 // A PreMulSum scalar in device memory (ncclScalarDevice), another on each rank, is read when the call runs:
 // changed between two calls on a stream, each call has its own scalars' bits. On the sim backend (.sim) the
 // kernel stores it where the exchange sends it from.

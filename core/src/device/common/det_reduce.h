@@ -10,7 +10,7 @@
 //
 // Arithmetic: each input is widened exactly to the accumulator (double for fp64 and fp32, float for the half
 // and fp8 types), the tree runs in the accumulator and the result is narrowed once (fp8 saturating, as
-// everywhere else). Sum, Prod, Max, Min combine; PreMulSum multiplies each input by the scalar (widened)
+// everywhere else); a NaN result is always the same quiet NaN (detNan). Sum, Prod, Max, Min combine; PreMulSum multiplies each input by the scalar (widened)
 // first; floating Avg divides the sum by n in the accumulator; integer Avg divides the wrapped sum by n,
 // truncating toward zero. Integers wrap (unsigned arithmetic), so their order never mattered.
 #pragma once
@@ -95,6 +95,25 @@ TUTTI_HOST_DEVICE inline DetAcc<T> detCombine(const DetOp<T>& op, DetAcc<T> a, D
   }
 }
 
+// The one NaN deterministic reductions give (positive, quiet, no payload). A NaN result's bits would otherwise
+// depend on the order and the hardware: CPUs pass on the payload of one NaN operand (which one depends on the
+// order), GPUs give a NaN of their own.
+template <typename T>
+TUTTI_HOST_DEVICE inline T detNan() {
+  if constexpr (std::is_same_v<T, double>) return __builtin_bit_cast(double, uint64_t{0x7ff8000000000000ull});
+  else if constexpr (std::is_same_v<T, float>) return bitsFloat(0x7fc00000u);
+  else if constexpr (std::is_same_v<T, Half>) return Half::fromBits(0x7e00u);
+  else if constexpr (std::is_same_v<T, BFloat16>) return BFloat16::fromBits(0x7fc0u);
+  else if constexpr (std::is_same_v<T, Float8E4M3>) return Float8E4M3::fromBits(0x7fu);
+  else return Float8E5M2::fromBits(0x7eu);
+}
+
+// The accumulator narrowed to T once, any NaN as detNan (every fold narrows through this).
+template <typename T, typename A>
+TUTTI_HOST_DEVICE inline T detNarrow(A v) {
+  return v != v ? detNan<T>() : fromCompute<T>(v);
+}
+
 // Element i of the deterministic reduction of n inputs; load(r) returns rank r's element as a T and, for
 // PreMulSum, scaleOf(r) rank r's scalar, widened (a user's PreMulSum scalar may differ from rank to rank).
 template <typename T, typename Load, typename Scale>
@@ -108,7 +127,7 @@ TUTTI_HOST_DEVICE inline T detReduceElementScaled(const DetOp<T>& op, int n, Loa
       },
       [&](A a, A b) { return detCombine(op, a, b); });
   if constexpr (IsFloatingType<T>) {
-    return fromCompute<T>(op.average ? acc / A(n) : acc);
+    return detNarrow<T>(op.average ? acc / A(n) : acc);
   } else {
     return op.kind == RedOpKind::SumPostDiv ? T(acc / T(op.nRanks)) : acc;
   }

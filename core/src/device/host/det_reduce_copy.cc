@@ -3,6 +3,7 @@
 #include "device/common/det_reduce.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -81,9 +82,10 @@ void detReduceChunks(const DetOp<T>& op, int n, const void* const* in, int nOut,
   auto row = [&](int s) { return rows.data() + static_cast<size_t>(s) * kDetChunk; };
   thread_local std::vector<T> result;
   if (result.size() < kDetChunk) result.resize(kDetChunk);
-  // The accumulator is the result as it is: stored straight from the fold.
-  constexpr bool kSameType = std::is_same_v<T, A>;
-  const bool direct = kSameType && !op.average && op.kind != RedOpKind::SumPostDiv;
+  // The accumulator is the result as it is (integers): stored straight from the fold. Floating results go
+  // through detNarrow, which also makes every NaN the same one.
+  constexpr bool kSameType = std::is_same_v<T, A> && !IsFloatingType<T>;
+  const bool direct = kSameType && op.kind != RedOpKind::SumPostDiv;
   for (size_t base = 0; base < count; base += kDetChunk) {
     const size_t c = std::min(kDetChunk, count - base);
     int top = 0;  // open rows, as detTreeFold's stack
@@ -117,9 +119,9 @@ void detReduceChunks(const DetOp<T>& op, int n, const void* const* in, int nOut,
       T* narrowed = result.data();
       if constexpr (IsFloatingType<T>) {
         if (op.average) {
-          for (size_t i = 0; i < c; ++i) narrowed[i] = fromCompute<T>(acc[i] / A(n));
+          for (size_t i = 0; i < c; ++i) narrowed[i] = detNarrow<T>(acc[i] / A(n));
         } else {
-          for (size_t i = 0; i < c; ++i) narrowed[i] = fromCompute<T>(acc[i]);
+          for (size_t i = 0; i < c; ++i) narrowed[i] = detNarrow<T>(acc[i]);
         }
       } else if (op.kind == RedOpKind::SumPostDiv) {
         for (size_t i = 0; i < c; ++i) narrowed[i] = T(acc[i] / T(op.nRanks));
@@ -169,7 +171,11 @@ void detSumFixed(const void* const* in, void* out, size_t count, const DetAcc<T>
     };
     A acc = blockSum<0, N, A>(leaf);
     if constexpr (kAverage) acc = acc / A(N);
-    const T y = T(acc);
+    // detNarrow without a branch, so that the loop stays vectorised: a NaN becomes detNan by a bit mask.
+    using U = std::conditional_t<sizeof(T) == 8, uint64_t, uint32_t>;
+    const T narrowed = T(acc);
+    const U nanMask = U(0) - U(narrowed != narrowed);
+    const U y = (__builtin_bit_cast(U, narrowed) & ~nanMask) | (__builtin_bit_cast(U, detNan<T>()) & nanMask);
     std::memcpy(dst + i * sizeof(T), &y, sizeof(T));
   }
 }
