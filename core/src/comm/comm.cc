@@ -1,5 +1,6 @@
 #include "comm/comm.h"
 
+#include "comm/det_coll.h"
 #include "comm/registry.h"
 
 #include "nccl_version.h"
@@ -32,8 +33,19 @@ uint64_t hashBytes(const void* data, size_t n) {
   return h;
 }
 
+// The tuning of deterministic reductions (ncclComm::det), read once.
+void readDetTuning(ncclComm* comm) {
+  auto bytes = [](const char* name, int64_t least) { return static_cast<size_t>(std::max(least, paramInt(name))); };
+  comm->det.oneShotBytes = bytes("TUTTI_DET_ONESHOT_BYTES", 0);
+  comm->det.fused = paramInt("TUTTI_DET_FUSED") != 0;
+  comm->det.stepBytes = bytes("TUTTI_DET_STEP_BYTES", 1);
+  comm->det.oneThreadBytes = bytes("TUTTI_DET_ONE_THREAD_BYTES", 0);
+  comm->det.segmentBytes = bytes("TUTTI_DET_SEGMENT_BYTES", 1);
+}
+
 // Which backend runs this communicator (backendOfNewComms), logged once per rank.
 ncclResult_t selectBackend(ncclComm* comm) {
+  readDetTuning(comm);
   std::string from, error;
   if (!backendOfNewComms(&comm->backend, &from, &error)) TUTTI_FAIL(ncclInvalidUsage, "rank {}: {}", comm->rank, error);
   if (comm->backend == Backend::Sim) {
@@ -55,12 +67,12 @@ ncclResult_t selectBackend(ncclComm* comm) {
   }
   if (comm->backend != Backend::Host) {
     TUTTI_CHECK(device::commDeviceInit(comm));
-    // Scratch for deterministic one-shot calls (TUTTI_DET_ONESHOT_BYTES, and the scalars), made before the
-    // rendezvous, when no peer can have launched yet: in a call, a cudaMalloc may wait while peers' kernels spin
-    // for this rank. Larger calls still grow it when they come.
+    // Scratch for every deterministic call (a one-shot gather, or one segment of an exchange, and the scalars:
+    // detDeviceScratchBytes), made before the rendezvous, when no peer can have launched yet. During a call, a
+    // cudaMalloc may wait for the device while peers' kernels spin for this rank, and under graph capture it is
+    // not allowed at all.
     void* scratch = nullptr;
-    TUTTI_CHECK(commScratch(comm, static_cast<size_t>(std::max<int64_t>(0, paramInt("TUTTI_DET_ONESHOT_BYTES"))) + 4096,
-                            &scratch));
+    TUTTI_CHECK(commScratch(comm, detDeviceScratchBytes(comm), &scratch));
   }
   TUTTI_INFO(NCCL_INIT, "rank {}: backend {} ({}){}", comm->rank, backendName(comm->backend), from,
              comm->backend == Backend::Sim ? fmt::format(", TUTTI_SIM_SEED={}", paramInt("TUTTI_SIM_SEED")) : "");
@@ -385,10 +397,6 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
     std::string from, why;
     if (!deterministicOfNewComms(&det, &from, &why)) TUTTI_FAIL(ncclInvalidArgument, "rank {}: {}", rank, why);
     comm->deterministic.store(det);
-    comm->det.oneShotBytes = static_cast<size_t>(std::max<int64_t>(0, paramInt("TUTTI_DET_ONESHOT_BYTES")));
-    comm->det.fused = paramInt("TUTTI_DET_FUSED") != 0;
-    comm->det.stepBytes = static_cast<size_t>(std::max<int64_t>(1, paramInt("TUTTI_DET_STEP_BYTES")));
-    comm->det.oneThreadBytes = static_cast<size_t>(std::max<int64_t>(0, paramInt("TUTTI_DET_ONE_THREAD_BYTES")));
   }
 
   TUTTI_INFO(NCCL_INIT, "comm {} rank {} nRanks {} nNodes {} channels {} buffSize {} deterministic {} - init done",
@@ -503,6 +511,7 @@ ncclResult_t commScratch(ncclComm* comm, size_t bytes, void** out) {
     TUTTI_FAIL(ncclSystemError, "rank {}: cannot allocate {} bytes of scratch memory", comm->rank, size);
   }
   comm->scratch.emplace_back(p, size);
+  TUTTI_INFO(NCCL_ALLOC, "rank {}: scratch memory of {} bytes", comm->rank, size);
   *out = p;
   return ncclSuccess;
 }

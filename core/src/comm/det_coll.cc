@@ -38,6 +38,11 @@ struct DetCall {
   int rank = 0, nRanks = 1;
   size_t esize = 1;
   bool oneShot = false;
+  // A segment of a larger call (device backends, segmentElems): which of how many, and for a ReduceScatter the
+  // elements from one rank's block of the input to the next (the whole call's count; 0: this task's count).
+  size_t segment = 0, segments = 1;
+  size_t stride = 0;
+  std::shared_ptr<const DetCall> lead;  // a later segment: the first, whose profiler event it shares
   std::vector<Task> prelude;           // device backends, per-rank PreMulSum scalars: storing this rank's
   std::vector<Task> exchange, gather;  // phases 1 and 3 (tasks of any kind, launched as a group each)
   std::vector<DetPart> parts;          // phase 2
@@ -198,6 +203,8 @@ ncclResult_t buildExchange(DetCall* c) {
   const size_t scalarsAt = (rowBytes + 15) / 16 * 16;
   c->rankScaled = c->op.kind == RedOpKind::PreMulSum && c->op.op != ncclAvg;
   const bool devScalars = c->rankScaled && t.comm->backend != Backend::Host && (q > 0 || tail > 0);
+  // Where each rank's slice (block) starts in the input, in elements.
+  const size_t stride = rs && c->stride ? c->stride : q;
   TUTTI_CHECK(allocScratch(c, devScalars ? scalarsAt + size_t(n) * es : rowBytes));
   if (devScalars) c->devScalars = c->scratch + scalarsAt;
   auto idx = [&](int s) { return size_t(s < r ? s : s - 1); };
@@ -220,7 +227,7 @@ ncclResult_t buildExchange(DetCall* c) {
     const int to = (r + d) % n, from = (r + n - d) % n;
     if (moves) {
       if (c->rankScaled) c->exchange.push_back(p2pTask(*c, ncclFuncSend, to, ownScalar, nullptr, 1));
-      if (q > 0) c->exchange.push_back(p2pTask(*c, ncclFuncSend, to, send + size_t(to) * q * es, nullptr, q));
+      if (q > 0) c->exchange.push_back(p2pTask(*c, ncclFuncSend, to, send + size_t(to) * stride * es, nullptr, q));
       if (tail > 0) c->exchange.push_back(p2pTask(*c, ncclFuncSend, to, send + tailAt * es, nullptr, tail));
       if (c->rankScaled)
         c->exchange.push_back(p2pTask(*c, ncclFuncRecv, from, nullptr, scalarOf(from), 1));
@@ -230,7 +237,7 @@ ncclResult_t buildExchange(DetCall* c) {
   }
   if (q > 0) {
     DetPart part;
-    for (int s = 0; s < n; ++s) part.in.push_back(s == r ? send + size_t(r) * q * es : sliceRow(s));
+    for (int s = 0; s < n; ++s) part.in.push_back(s == r ? send + size_t(r) * stride * es : sliceRow(s));
     part.out = rs ? recv : leaf ? c->scratch + (sliceRows + tailRows) * es : recv + size_t(r) * q * es;
     part.len = q;
     c->parts.push_back(std::move(part));
@@ -395,7 +402,8 @@ ncclResult_t buildCall(const Task& t, DetCall* c) {
   }
   const size_t inBytes = (t.func == ncclFuncReduceScatter ? t.count * c->nRanks : t.count) * c->esize;
   const bool rankScaled = c->op.kind == RedOpKind::PreMulSum && c->op.op != ncclAvg;
-  c->oneShot = c->nRanks > 1 && !rankScaled && inBytes * size_t(c->nRanks) <= comm->det.oneShotBytes;
+  // A segment exchanges (a ReduceScatter's has its blocks apart in the input).
+  c->oneShot = c->nRanks > 1 && !rankScaled && c->segments == 1 && inBytes * size_t(c->nRanks) <= comm->det.oneShotBytes;
   // The fused exchange needs two channel threads (one sends while the other receives).
   const bool fused = comm->backend == Backend::Host && c->nRanks > 1 && comm->rings.size() >= 2 && comm->det.fused;
   // Fused: a ReduceScatter always exchanges (its one step moves only the blocks each rank needs); a one-shot
@@ -408,6 +416,48 @@ ncclResult_t buildCall(const Task& t, DetCall* c) {
   else
     TUTTI_CHECK(c->oneShot ? buildOneShot(c) : buildExchange(c));
   if (comm->backend != Backend::Host) TUTTI_CHECK(buildLocalSteps(c));
+  return ncclSuccess;
+}
+
+// Device backends: the elements of one segment of `t` (of each block, for a ReduceScatter) such that an
+// exchange's rows fit the scratch made at init (detDeviceScratchBytes); 0 when the call runs whole. Every rank
+// cuts alike (the same count, type and rank count everywhere).
+size_t segmentElems(const Task& t) {
+  const ncclComm* comm = t.comm;
+  const size_t n = static_cast<size_t>(comm->nRanks);
+  if (comm->backend == Backend::Host || n == 1) return 0;
+  const size_t rowElems = comm->det.segmentBytes / dataTypeSize(t.datatype);
+  // Rows: a ReduceScatter receives n - 1 blocks; an AllReduce or Reduce n - 1 slices of count / n (a Reduce
+  // leaf also keeps its own), about the count: cut at a multiple of n, so that only the last segment has a tail.
+  const size_t len = t.func == ncclFuncReduceScatter ? std::max<size_t>(1, rowElems / (n - 1))
+                                                     : std::max(n, rowElems / n * n);
+  return t.count > len ? len : 0;
+}
+
+// The calls that run `t`: itself, or its segments in order.
+ncclResult_t buildCalls(const Task& t, std::vector<std::shared_ptr<DetCall>>* out) {
+  const size_t len = segmentElems(t);
+  if (len == 0) {
+    out->push_back(std::make_shared<DetCall>());
+    return buildCall(t, out->back().get());
+  }
+  const size_t segments = (t.count + len - 1) / len, es = dataTypeSize(t.datatype);
+  std::shared_ptr<const DetCall> lead;
+  for (size_t k = 0; k < segments; ++k) {
+    const size_t at = k * len;
+    Task s = t;
+    s.count = std::min(len, t.count - at);
+    s.sendbuff = static_cast<const char*>(t.sendbuff) + at * es;
+    if (t.recvbuff) s.recvbuff = static_cast<char*>(t.recvbuff) + at * es;  // null on a Reduce leaf, maybe
+    auto c = std::make_shared<DetCall>();
+    c->segment = k;
+    c->segments = segments;
+    c->stride = t.count;
+    c->lead = lead;
+    TUTTI_CHECK(buildCall(s, c.get()));
+    if (k == 0) lead = c;
+    out->push_back(std::move(c));
+  }
   return ncclSuccess;
 }
 
@@ -479,15 +529,20 @@ ncclResult_t startRound(std::vector<std::shared_ptr<DetCall>>& calls, const DetL
     size_t mine = c->fusedReduces;
     for (const DetPart& p : c->parts) mine += p.len;
     TUTTI_INFO(NCCL_COLL, "{}: count {} datatype {} op {} root {} comm {} [nranks={}] deterministic {} (rank {} "
-               "reduces {} elements)", funcName(t.func), t.count, dataTypeName(t.datatype), static_cast<int>(t.op),
-               t.root, static_cast<void*>(t.comm), c->nRanks, c->oneShot ? "one-shot" : "exchange", c->rank, mine);
+               "reduces {} elements){}", funcName(t.func), t.count, dataTypeName(t.datatype), static_cast<int>(t.op),
+               t.root, static_cast<void*>(t.comm), c->nRanks, c->oneShot ? "one-shot" : "exchange", c->rank, mine,
+               c->segments > 1 ? fmt::format(", segment {} of {}", c->segment + 1, c->segments) : std::string());
   }
   // Profiling: one Coll event per call (algo "Deterministic"), the parent of its steps' channel and proxy events.
   for (auto& c : calls) {
     ncclComm* comm = c->task.comm;
     if (!comm->profiler) [[likely]] continue;
-    ProfRef group(profGroupStart(comm));
-    profDetCollStart(&c->task, group.get(), comm->collOpCount);
+    if (c->lead) {  // a later segment: the call's one Coll event, ended when its last segment's steps are done
+      c->task.prof = c->lead->task.prof;
+    } else {
+      ProfRef group(profGroupStart(comm));
+      profDetCollStart(&c->task, group.get(), comm->collOpCount);
+    }
     for (std::vector<Task>* steps : {&c->prelude, &c->exchange, &c->local, &c->gather})
       for (Task& step : *steps) step.prof = c->task.prof;
   }
@@ -510,15 +565,28 @@ bool detOnCorePath(const Task& t) {
 
 bool detTask(const Task& t) { return detReduces(t) && !detOnCorePath(t); }
 
+size_t detDeviceScratchBytes(const ncclComm* comm) {
+  // segmentElems bounds an exchange's rows by segmentBytes, but for the tail of an AllReduce or Reduce (fewer
+  // than n elements from each of n - 1 peers) and the rows of a segment of fewer elements than ranks; the
+  // scalars (n of at most 8 bytes) follow 16-byte aligned.
+  const size_t n = static_cast<size_t>(comm->nRanks);
+  return std::max(comm->det.oneShotBytes, comm->det.segmentBytes) + (n * n + n) * 8 + 64;
+}
+
 ncclResult_t detLaunchGroup(const Task* tasks, size_t nTasks, const DetLaunchFn& launch) {
   if (nTasks == 1) {  // the usual case: a call alone in its group
-    std::vector<std::shared_ptr<DetCall>> calls{std::make_shared<DetCall>()};
-    TUTTI_CHECK(buildCall(tasks[0], calls[0].get()));
-    return startRound(calls, launch);
+    std::vector<std::shared_ptr<DetCall>> calls;
+    TUTTI_CHECK(buildCalls(tasks[0], &calls));
+    if (calls.size() == 1) return startRound(calls, launch);
+    for (auto& c : calls) {  // segments, one round each
+      std::vector<std::shared_ptr<DetCall>> one{std::move(c)};
+      TUTTI_CHECK(startRound(one, launch));
+    }
+    return ncclSuccess;
   }
   std::vector<Task> plain;
   std::vector<ncclComm*> comms;
-  std::vector<std::vector<const Task*>> perComm;  // deterministic tasks of comms[i], in issue order
+  std::vector<std::vector<std::shared_ptr<DetCall>>> perComm;  // calls of comms[i] (segments apart), in order
   for (size_t i = 0; i < nTasks; ++i) {
     const Task& t = tasks[i];
     if (!detTask(t)) {
@@ -530,18 +598,14 @@ ncclResult_t detLaunchGroup(const Task* tasks, size_t nTasks, const DetLaunchFn&
       comms.push_back(t.comm);
       perComm.emplace_back();
     }
-    perComm[ci].push_back(&t);
+    // Every call is checked (and its scratch found) before anything moves: a bad one fails the group whole.
+    TUTTI_CHECK(buildCalls(t, &perComm[ci]));
   }
-  // Every call is checked (and its scratch found) before anything moves: a bad one fails the group whole.
   std::vector<std::vector<std::shared_ptr<DetCall>>> rounds;
   for (size_t k = 0;; ++k) {
     std::vector<std::shared_ptr<DetCall>> calls;
-    for (const auto& list : perComm) {
-      if (k >= list.size()) continue;
-      auto c = std::make_shared<DetCall>();
-      TUTTI_CHECK(buildCall(*list[k], c.get()));
-      calls.push_back(std::move(c));
-    }
+    for (auto& list : perComm)
+      if (k < list.size()) calls.push_back(std::move(list[k]));
     if (calls.empty()) break;
     rounds.push_back(std::move(calls));
   }

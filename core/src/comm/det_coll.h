@@ -9,7 +9,9 @@
 //   exchange (larger): 1. every rank sends each peer its slice of this rank's input (AllReduce, Reduce: the
 //     count cut into n slices of count / n, the last count % n elements reduced by every rank; ReduceScatter:
 //     block j), point-to-point over the usual transports; 2. the local reduction of the n rows; 3. AllReduce:
-//     an in-place AllGather of the reduced slices; Reduce: the slices sent to the root.
+//     an in-place AllGather of the reduced slices; Reduce: the slices sent to the root. On device backends an
+//     exchange whose rows would pass TUTTI_DET_SEGMENT_BYTES runs as segments (consecutive element ranges; of
+//     each block, for a ReduceScatter), one after another, all through the scratch made at init.
 // On the host backend (two channels or more; TUTTI_DET_FUSED) phases 1 and 2 are one step, the fused exchange
 // (device/host/det_exchange.h): the received slices are reduced straight from the connections' slots, and an
 // AllReduce's AllGather runs in the same launch. Elsewhere the local reduction is hostDetReduceCopy over scratch
@@ -37,6 +39,12 @@ bool detOnCorePath(const Task& t);
 
 // Whether `t` runs as a deterministic exchange (detReduces, not on a core path).
 bool detTask(const Task& t);
+
+// Device backends: the scratch a deterministic call may need (a one-shot gather, one segment of an exchange and
+// the ranks' scalars), made when the communicator is created. An exchange whose rows would not fit runs as
+// segments of at most TUTTI_DET_SEGMENT_BYTES of rows, one after another; each element is still reduced in the
+// fixed order, by whichever rank holds its slice of that segment.
+size_t detDeviceScratchBytes(const ncclComm* comm);
 
 // Launches a group whose tasks include deterministic ones: the others first, through `launch` (the group
 // launcher, which takes any list of tasks), then each communicator's deterministic tasks in issue order, the

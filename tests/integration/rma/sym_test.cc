@@ -11,6 +11,7 @@
 #include <tutti.h>
 
 #include "../common/forked_ranks.h"
+#include "../common/log_file.h"
 #include "../common/thread_ranks.h"
 #include "device/common/det_reduce.h"
 
@@ -185,43 +186,6 @@ std::string allCases(ncclComm_t comm, int rank, int n, cudaStream_t stream) {
   return {};
 }
 
-// ncclResetDebugInit re-reads NCCL_DEBUG*: NCCL exports it without declaring it public (nccl.h marks it).
-void resetDebug() {
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-  ncclResetDebugInit();
-#pragma GCC diagnostic pop
-}
-
-// Collective log lines of this process (NCCL_DEBUG_SUBSYS=COLL) in a file, read back after the ranks ran.
-class CollLog {
- public:
-  CollLog() : path_("/tmp/tutti-sym-log." + std::to_string(getpid())) {
-    setenv("NCCL_DEBUG", "INFO", 1);
-    setenv("NCCL_DEBUG_SUBSYS", "COLL", 1);
-    setenv("NCCL_DEBUG_FILE", path_.c_str(), 1);
-    resetDebug();
-  }
-  ~CollLog() {
-    unsetenv("NCCL_DEBUG");
-    unsetenv("NCCL_DEBUG_SUBSYS");
-    unsetenv("NCCL_DEBUG_FILE");
-    resetDebug();
-    std::remove(path_.c_str());
-  }
-  // Lines that contain `what`.
-  size_t count(const std::string& what) const {
-    std::ifstream in(path_);
-    std::string line;
-    size_t k = 0;
-    while (std::getline(in, line)) k += line.find(what) != std::string::npos;
-    return k;
-  }
-
- private:
-  std::string path_;
-};
-
 std::vector<std::string> onThreads(int n, const std::function<std::string(ncclComm_t, int)>& body) {
   return tutti::itest::onThreadRanks(n, body);
 }
@@ -230,7 +194,7 @@ class SymThreads : public ::testing::TestWithParam<int> {};
 
 TEST_P(SymThreads, EveryCaseMatchesTheReferenceAndRunsSymmetric) {
   const int n = GetParam();
-  CollLog log;
+  tutti::itest::LogFile log("COLL");  // collective log lines, read back after the ranks ran
   for (auto& f : onThreads(n, [n](ncclComm_t comm, int r) { return allCases(comm, r, n, nullptr); }))
     ADD_FAILURE() << f;
   // Every rank logged every case as symmetric, and the call outside the window as something else.
