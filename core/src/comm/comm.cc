@@ -8,6 +8,7 @@
 #include "plan/tuning.h"
 
 #include "device/enqueue.h"
+#include "device/host/launch.h"
 #include "device/host/direct_copy.h"
 #include "device/sim/kernels.h"
 #include "plugin/config.h"
@@ -397,6 +398,25 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
     std::string from, why;
     if (!deterministicOfNewComms(&det, &from, &why)) TUTTI_FAIL(ncclInvalidArgument, "rank {}: {}", rank, why);
     comm->deterministic.store(det);
+  }
+
+  // Connections at init (NCCL_RUNTIME_CONNECT). Where two ranks of the communicator share a GPU in one process,
+  // a connection opened during a call would register host memory with CUDA (cudaHostRegister), which waits for the
+  // device's running kernels, among them the other rank's, which may be spinning for this one. Every rank decides
+  // alike from the peers' info; the barrier keeps every rank from launching before all have registered.
+  if (comm->backend != Backend::Host && nRanks > 1) {
+    bool sharedGpu = false;
+    for (const tuttiPeerInfo_t& a : comm->peers)
+      for (const tuttiPeerInfo_t& b : comm->peers)
+        sharedGpu |= comm->backend == Backend::Cuda && a.rank != b.rank && a.pidHash == b.pidHash &&
+                     a.cudaDev == b.cudaDev;
+    const int64_t runtimeConnect = paramInt("NCCL_RUNTIME_CONNECT");
+    if (runtimeConnect == 0 || (runtimeConnect < 0 && sharedGpu)) {
+      TUTTI_CHECK(host::connectAll(comm));
+      TUTTI_CHECK(comm->bootstrap->barrier());
+      TUTTI_INFO(NCCL_INIT, "rank {}: every connection opened at init ({})", rank,
+                 runtimeConnect == 0 ? "NCCL_RUNTIME_CONNECT=0" : "ranks share a GPU in one process");
+    }
   }
 
   TUTTI_INFO(NCCL_INIT, "comm {} rank {} nRanks {} nNodes {} channels {} buffSize {} deterministic {} - init done",

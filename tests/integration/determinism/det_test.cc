@@ -18,6 +18,7 @@
 #include "device/common/dtypes.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstdint>
@@ -488,6 +489,60 @@ TEST(DetSim, LargeCallsRunInSegmentsThroughTheScratchMadeAtInit) {
   unsetenv("TUTTI_DET_SEGMENT_BYTES");
   unsetenv("TUTTI_DET_ONESHOT_BYTES");
   for (auto& f : failed) ADD_FAILURE() << f;
+}
+
+// NCCL_RUNTIME_CONNECT=0 (the default on a GPU that two ranks of one process share, where a connection opened in
+// a call would register host memory with CUDA while the other rank's kernels spin for this one): init opens every
+// connection, and no call opens another. 4 ranks: deterministic one-shot, exchanged and segmented calls, the
+// usual collectives at three sizes, sends and receives with every peer; the log's connection lines are counted
+// after init and after the calls.
+TEST(DetSim, ConnectionsOpenedAtInitServeEveryCall) {
+  const char* dev = std::getenv("TUTTI_DEVICE");
+  if (!dev || std::string(dev) != "sim") GTEST_SKIP() << "NCCL_RUNTIME_CONNECT is for device backends (ctest suffix .sim)";
+  constexpr int n = 4;
+  setenv("NCCL_RUNTIME_CONNECT", "0", 1);
+  setenv("TUTTI_DET_SEGMENT_BYTES", "16384", 1);
+  std::atomic<int> arrived{0};
+  std::atomic<size_t> atInit{0};
+  std::vector<std::string> failed;
+  tutti::itest::LogFile log("INIT");
+  failed = tutti::itest::onThreadRanks(n, [&](ncclComm_t comm, int r) -> std::string {
+    // Every rank is past init before the lines are counted.
+    arrived.fetch_add(1);
+    while (arrived.load() < n) std::this_thread::yield();
+    if (r == 0) atInit.store(log.count(" via "));
+    arrived.fetch_add(1);
+    while (arrived.load() < 2 * n) std::this_thread::yield();
+    std::string e;
+    for (int det : {1, 0}) {
+      DET_OK(tuttiCommSetDeterministic(comm, det));
+      for (size_t count : {size_t{1}, size_t{1001}, size_t{20011}}) {
+        if (e.empty()) e = checkCase<float>(comm, r, n, ncclFloat32, ncclSum, count, nullptr);
+        if (det == 0) e.clear();  // the usual order: only the connections count here
+      }
+    }
+    if (!e.empty()) return e;
+    // Whatever the tuner picks at these sizes, on every channel it gives them.
+    std::vector<float> a(size_t{1} << 18, float(r)), b(a.size() * n);
+    for (size_t count : {size_t{16}, size_t{4096}, a.size()}) {
+      DET_OK(ncclAllReduce(a.data(), b.data(), count, ncclFloat32, ncclSum, comm, nullptr));
+      DET_OK(ncclAllGather(a.data(), b.data(), count, ncclFloat32, comm, nullptr));
+      DET_OK(ncclReduceScatter(b.data(), a.data(), count, ncclFloat32, ncclSum, comm, nullptr));
+      DET_OK(ncclBroadcast(a.data(), b.data(), count, ncclFloat32, 1, comm, nullptr));
+    }
+    DET_OK(ncclGroupStart());
+    for (int peer = 0; peer < n; ++peer) {
+      DET_OK(ncclSend(a.data(), 64, ncclFloat32, peer, comm, nullptr));
+      DET_OK(ncclRecv(b.data() + 64 * peer, 64, ncclFloat32, peer, comm, nullptr));
+    }
+    DET_OK(ncclGroupEnd());
+    return {};
+  });
+  unsetenv("NCCL_RUNTIME_CONNECT");
+  unsetenv("TUTTI_DET_SEGMENT_BYTES");
+  for (auto& f : failed) ADD_FAILURE() << f;
+  EXPECT_GT(atInit.load(), size_t{0}) << "init opened no connection";
+  EXPECT_EQ(log.count(" via "), atInit.load()) << "a call opened a connection";
 }
 
 // Numerical error against the exactly rounded sum (each element's inputs summed in double with compensation,

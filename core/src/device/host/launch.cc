@@ -413,6 +413,46 @@ ncclResult_t launchConnect(CommLaunch& launch) {
   return ncclSuccess;
 }
 
+ncclResult_t connectAll(ncclComm* comm) {
+  const int n = comm->nRanks, me = comm->rank;
+  if (n == 1) return ncclSuccess;
+  std::vector<ConnRequest> wanted;
+  std::set<std::tuple<int, int, bool>> seen;  // (channel, peer, isSend) of collective connections
+  auto want = [&](int c, int peer, bool isSend) {
+    if (peer >= 0 && peer != me && seen.insert({c, peer, isSend}).second) wanted.push_back({c, kConnColl, peer, isSend});
+  };
+  for (int c = 0; c < static_cast<int>(comm->rings.size()); ++c) {
+    want(c, comm->rings[c].next, true);
+    want(c, comm->rings[c].prev, false);
+    const TreeLinks& links = comm->trees.channelLinks(c, me);
+    for (int i = -1; i < links.nDown(); ++i) {
+      const int peer = i < 0 ? links.up : links.down[i];
+      want(c, peer, true);
+      want(c, peer, false);
+    }
+    for (ncclFunc_t func : {ncclFuncAllGather, ncclFuncReduceScatter}) {
+      for (int d = 0; d < patSteps(n); ++d) {
+        int from = 0, to = 0;
+        patPeers(func, me, d, n, &from, &to);
+        want(c, to, true);
+        want(c, from, false);
+      }
+    }
+  }
+  for (int peer = 0; peer < n; ++peer) {
+    if (peer == me) continue;
+    wanted.push_back({0, kConnP2p, peer, true});
+    wanted.push_back({0, kConnP2p, peer, false});
+  }
+  TUTTI_CHECK(commConnect(comm, wanted));
+  for (ChannelRing& ring : comm->rings) {
+    const int c = static_cast<int>(&ring - comm->rings.data());
+    ring.sendConn = commFindConnection(comm, c, kConnColl, ring.next, true);
+    ring.recvConn = commFindConnection(comm, c, kConnColl, ring.prev, false);
+  }
+  return ncclSuccess;
+}
+
 ncclResult_t orderP2p(ncclComm* comm, const std::vector<Task>& p2p, std::vector<Task>* sends,
                       std::vector<Task>* recvs, std::vector<SelfCopy>* selfCopies) {
   std::vector<Task> selfSends, selfRecvs;

@@ -23,6 +23,10 @@ struct CommLaunch {
 // Opens the connections the launch needs. Collective over the communicator's ranks taking part.
 ncclResult_t launchConnect(CommLaunch& launch);
 
+// Opens every connection a launch may need (NCCL_RUNTIME_CONNECT=0), at init: the ring, tree and PAT links of
+// every channel, and point-to-point both ways with every peer. Collective over all the communicator's ranks.
+ncclResult_t connectAll(ncclComm* comm);
+
 // Wraps a work item so that its failure poisons the communicator (asyncError set, operations cancelled,
 // connections closed so the peers stop too).
 WorkItem guarded(ncclComm* comm, WorkItem item);
