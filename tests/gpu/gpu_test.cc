@@ -13,11 +13,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <chrono>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -50,6 +52,25 @@ enum class Mem { Device, Managed, NcclMemAlloc };
 
 struct Backend {
   bool sim = simMode();
+  Backend() = default;
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+  ~Backend() {
+    for (void* p : staging_) cudaFreeHost(p);
+  }
+  // Pinned host buffers of `bytes` for up to `threads` rank threads, made now (before the ranks start: a
+  // cudaMallocHost then would wait for peers' kernels). A thread's copies then go through the first it takes:
+  // a copy from or to pageable memory can wait for the device while other ranks' kernels spin for this one
+  // (README: several ranks in one process). Without it, copies are plain cudaMemcpy calls.
+  void stage(int threads, size_t bytes) {
+    if (sim) return;
+    for (int i = 0; i < threads; ++i) {
+      void* p = nullptr;
+      ASSERT_EQ(cudaMallocHost(&p, bytes), cudaSuccess);
+      staging_.push_back(p);
+    }
+    stagingBytes_ = bytes;
+  }
   void* alloc(size_t bytes, Mem kind) {
     void* p = nullptr;
     if (kind == Mem::NcclMemAlloc || sim) {
@@ -72,12 +93,31 @@ struct Backend {
       std::memcpy(dst, src, bytes);
       return;
     }
+    if (char* pinned = ownStaging()) {
+      for (size_t at = 0; at < bytes; at += stagingBytes_) {
+        const size_t n = std::min(stagingBytes_, bytes - at);
+        std::memcpy(pinned, static_cast<const char*>(src) + at, n);
+        ASSERT_EQ(cudaMemcpy(static_cast<char*>(dst) + at, pinned, n, cudaMemcpyDefault), cudaSuccess);
+      }
+      return;
+    }
     ASSERT_EQ(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(cudaStreamLegacy), cudaSuccess);
   }
   void toHost(void* dst, const void* src, size_t bytes) {
-    if (sim) std::memcpy(dst, src, bytes);
-    else ASSERT_EQ(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), cudaSuccess);
+    if (sim) {
+      std::memcpy(dst, src, bytes);
+      return;
+    }
+    if (char* pinned = ownStaging()) {
+      for (size_t at = 0; at < bytes; at += stagingBytes_) {
+        const size_t n = std::min(stagingBytes_, bytes - at);
+        ASSERT_EQ(cudaMemcpy(pinned, static_cast<const char*>(src) + at, n, cudaMemcpyDefault), cudaSuccess);
+        std::memcpy(static_cast<char*>(dst) + at, pinned, n);
+      }
+      return;
+    }
+    ASSERT_EQ(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), cudaSuccess);
   }
   cudaStream_t stream() {
     cudaStream_t s = nullptr;
@@ -93,6 +133,22 @@ struct Backend {
     if (sim) tuttiStreamDestroy(s);
     else cudaStreamDestroy(s);
   }
+
+ private:
+  // The calling thread's staging buffer (taken at its first copy), or null when none is left.
+  char* ownStaging() {
+    std::lock_guard<std::mutex> lock(stagingMutex_);
+    const auto me = std::this_thread::get_id();
+    for (size_t i = 0; i < owners_.size(); ++i)
+      if (owners_[i] == me) return static_cast<char*>(staging_[i]);
+    if (owners_.size() == staging_.size()) return nullptr;
+    owners_.push_back(me);
+    return static_cast<char*>(staging_[owners_.size() - 1]);
+  }
+  std::vector<void*> staging_;
+  size_t stagingBytes_ = 0;
+  std::mutex stagingMutex_;
+  std::vector<std::thread::id> owners_;
 };
 
 struct Env {
@@ -122,6 +178,10 @@ void runMatrix(int nRanks, Mem mem) {
     ins[r] = static_cast<float*>(b.alloc(kCount * nRanks * sizeof(float), mem));
     outs[r] = static_cast<float*>(b.alloc(kCount * nRanks * sizeof(float), mem));
   }
+  // Streams and pinned copy buffers too: a rank thread makes no CUDA call that may wait for the device.
+  std::vector<cudaStream_t> streams(nRanks);
+  for (cudaStream_t& st : streams) st = b.stream();
+  b.stage(nRanks, kCount * nRanks * sizeof(float));
   std::vector<std::thread> threads;
   for (int r = 0; r < nRanks; ++r) {
     threads.emplace_back([&, r] {
@@ -129,7 +189,7 @@ void runMatrix(int nRanks, Mem mem) {
       const size_t total = kCount * nRanks;
       float* in = ins[r];
       float* out = outs[r];
-      cudaStream_t s = b.stream();
+      cudaStream_t s = streams[r];
       std::vector<float> hin(total), hout(total);
       auto value = [](int rank, size_t i) { return float((rank + 1) * (i % 17)); };
       auto check = [&](const char* what, size_t n, const std::function<float(size_t)>& want) {
@@ -173,10 +233,10 @@ void runMatrix(int nRanks, Mem mem) {
       ncclRecv(out, kCount, ncclFloat32, (r + nRanks - 1) % nRanks, comms[r], s);
       run("SendRecv", ncclGroupEnd());
       check("SendRecv", kCount, [&](size_t i) { return value((r + nRanks - 1) % nRanks, i); });
-      b.destroy(s);
     });
   }
   for (auto& t : threads) t.join();
+  for (cudaStream_t st : streams) b.destroy(st);
   for (int r = 0; r < nRanks; ++r) EXPECT_TRUE(failures[r].empty()) << "rank " << r << ": " << failures[r];
   for (int r = 0; r < nRanks; ++r) {
     b.free(ins[r], mem);
@@ -248,6 +308,10 @@ void runDeterministic(int nRanks, ncclDataType_t type, ncclRedOp_t op, bool prem
     ins[r] = static_cast<Bits*>(b.alloc(counts.back() * nRanks * sizeof(Bits), Mem::Device));
     outs[r] = static_cast<Bits*>(b.alloc(counts.back() * nRanks * sizeof(Bits), Mem::Device));
   }
+  // Streams and pinned copy buffers too: a rank thread makes no CUDA call that may wait for the device.
+  std::vector<cudaStream_t> streams(nRanks);
+  for (cudaStream_t& st : streams) st = b.stream();
+  b.stage(nRanks, counts.back() * nRanks * sizeof(Bits));
   std::vector<std::thread> threads;
   for (int r = 0; r < nRanks; ++r) {
     threads.emplace_back([&, r] {
@@ -256,7 +320,7 @@ void runDeterministic(int nRanks, ncclDataType_t type, ncclRedOp_t op, bool prem
         failures[r] = "tuttiCommSetDeterministic failed";
         return;
       }
-      cudaStream_t s = b.stream();
+      cudaStream_t s = streams[r];
       std::vector<float> scalars(nRanks);
       for (int k = 0; k < nRanks; ++k) scalars[k] = 0.5f + 0.25f * float(k);
       ncclRedOp_t callOp = op;
@@ -298,10 +362,10 @@ void runDeterministic(int nRanks, ncclDataType_t type, ncclRedOp_t op, bool prem
         if (r == nRanks - 1) check("Reduce", count, 0);
       }
       if (premul) ncclRedOpDestroy(callOp, comms[r]);
-      b.destroy(s);
     });
   }
   for (auto& t : threads) t.join();
+  for (cudaStream_t st : streams) b.destroy(st);
   for (int r = 0; r < nRanks; ++r) EXPECT_TRUE(failures[r].empty()) << "rank " << r << ": " << failures[r];
   for (int r = 0; r < nRanks; ++r) {
     b.free(ins[r], Mem::Device);
@@ -390,6 +454,9 @@ TEST(Gpu, ManyQueuedOperationsProgress) {
   std::vector<ncclComm_t> comms = initComms(kRanks);
   ASSERT_EQ(static_cast<int>(comms.size()), kRanks);
   std::vector<std::string> failures(kRanks);
+  std::vector<cudaStream_t> streams(kRanks);
+  for (cudaStream_t& st : streams) st = b.stream();
+  b.stage(kRanks, 4096);
   std::vector<std::thread> threads;
   for (int r = 0; r < kRanks; ++r) {
     threads.emplace_back([&, r] {
@@ -398,7 +465,7 @@ TEST(Gpu, ManyQueuedOperationsProgress) {
       auto* out = static_cast<float*>(b.alloc(kCount * sizeof(float), Mem::Device));
       const float v[kCount] = {float(r + 1), float(10 * (r + 1))};
       b.toDevice(in, v, sizeof v);
-      cudaStream_t s = b.stream();
+      cudaStream_t s = streams[r];
       for (int i = 0; i < kOps && failures[r].empty(); ++i)
         if (ncclAllReduce(in, out, kCount, ncclFloat32, ncclSum, comms[r], s) != ncclSuccess)
           failures[r] = "AllReduce " + std::to_string(i) + ": " + ncclGetLastError(comms[r]);
@@ -409,12 +476,12 @@ TEST(Gpu, ManyQueuedOperationsProgress) {
       b.toHost(got, out, sizeof got);
       if (failures[r].empty() && (got[0] != 3.0f || got[1] != 30.0f))
         failures[r] = "result " + std::to_string(got[0]) + ", " + std::to_string(got[1]) + ", want 3, 30";
-      b.destroy(s);
       b.free(in, Mem::Device);
       b.free(out, Mem::Device);
     });
   }
   for (auto& t : threads) t.join();
+  for (cudaStream_t st : streams) b.destroy(st);
   for (int r = 0; r < kRanks; ++r) EXPECT_TRUE(failures[r].empty()) << "rank " << r << ": " << failures[r];
   for (ncclComm_t c : comms) ncclCommDestroy(c);
 }

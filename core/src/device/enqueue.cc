@@ -72,7 +72,10 @@ class PinnedPool {
       list.pop_back();
       return ncclSuccess;
     }
-    if (size > kSlabBytes / 8) return rt->hostAlloc(out, size);
+    if (size > kSlabBytes / 8) {
+      TUTTI_INFO(NCCL_ALLOC, "launch memory: a pinned block of {} bytes", size);
+      return rt->hostAlloc(out, size);
+    }
     if (slabLeft_ < size) TUTTI_CHECK(newSlab(rt));
     *out = slabNext_;
     slabNext_ += size;
@@ -100,6 +103,7 @@ class PinnedPool {
   ncclResult_t newSlab(rt::Runtime* rt) {
     void* p = nullptr;
     TUTTI_CHECK(rt->hostAlloc(&p, kSlabBytes));
+    TUTTI_INFO(NCCL_ALLOC, "launch memory: a pinned slab of {} bytes", kSlabBytes);
     slabNext_ = static_cast<char*>(p);
     slabLeft_ = kSlabBytes;
     return ncclSuccess;
