@@ -563,7 +563,12 @@ bool detOnCorePath(const Task& t) {
   return paths.oneShot || paths.direct;
 }
 
-bool detTask(const Task& t) { return detReduces(t) && !detOnCorePath(t); }
+bool detPairPath(const Task& t) {
+  return t.comm->backend == Backend::Host && t.comm->nRanks == 2 && !t.internal &&
+         (t.op == ncclSum || t.op == ncclProd || t.op == ncclAvg);
+}
+
+bool detTask(const Task& t) { return detReduces(t) && !detOnCorePath(t) && !detPairPath(t); }
 
 size_t detDeviceScratchBytes(const ncclComm* comm) {
   // segmentElems bounds an exchange's rows by segmentBytes, but for the tail of an AllReduce or Reduce (fewer

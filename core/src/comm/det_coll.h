@@ -37,7 +37,13 @@ bool detReduces(const Task& t);
 // alike, as planCollective decides.
 bool detOnCorePath(const Task& t);
 
-// Whether `t` runs as a deterministic exchange (detReduces, not on a core path).
+// Whether such a task runs as any other collective, its reductions folding two ranks' raw inputs in the fixed order
+// (ResolvedRedOp::detPair): two ranks on the host backend, Sum, Prod or Avg. With two ranks every algorithm (ring,
+// tree, PAT) reduces each element once, from both ranks' inputs, and the fold of two is the same whichever comes
+// first; so the tuner chooses algorithm, protocol and channels as for any call, at the same speed.
+bool detPairPath(const Task& t);
+
+// Whether `t` runs as a deterministic exchange (detReduces, not on a core path, not detPairPath).
 bool detTask(const Task& t);
 
 // Device backends: the scratch a deterministic call may need (a one-shot gather, one segment of an exchange and

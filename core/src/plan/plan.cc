@@ -154,9 +154,10 @@ ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out, boo
     plan.direct = std::move(d);
     return planCorePath(&plan, kAlgoDirect, totalBytes, out);
   }
-  if (det)
+  if (det && !detPairPath(task))
     TUTTI_FAIL(ncclInternalError, "rank {}: deterministic {} of {} bytes planned off the one-shot and single-copy paths",
                comm->rank, funcName(task.func), totalBytes);
+  plan.op.detPair = det;  // two ranks: every reduction folds both raw inputs in the fixed order
   // ncclAlltoAll records a collective only where it takes the one-shot or the direct path (grouped sends and
   // receives otherwise).
   if (task.func == ncclFuncAlltoAll)

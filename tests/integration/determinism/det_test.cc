@@ -604,7 +604,8 @@ TEST(DetError, NoWorseThanTheDefaultPath) {
 // reductions (exact in any order) still take it.
 TEST(DetForced, TreeForAllReduceIsAClearError) {
   tutti::itest::ScopedEnv algo("NCCL_ALGO", "Tree");
-  auto failed = onThreads(2, [](ncclComm_t comm, int) -> std::string {
+  // Three ranks: on two the tree reduces each element once from both inputs, and is allowed (DetPair).
+  auto failed = onThreads(3, [](ncclComm_t comm, int) -> std::string {
     float in[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[8];
     const ncclResult_t res = ncclAllReduce(in, out, 8, ncclFloat32, ncclSum, comm, nullptr);
     const std::string msg = ncclGetLastError(comm);
@@ -612,9 +613,46 @@ TEST(DetForced, TreeForAllReduceIsAClearError) {
     if (msg.find("fixed reduction order") == std::string::npos) return "unclear message: " + msg;
     int32_t a[8] = {1, 2, 3, 4, 5, 6, 7, 8}, b[8];
     DET_OK(ncclAllReduce(a, b, 8, ncclInt32, ncclSum, comm, nullptr));
-    return b[7] == 16 ? std::string() : "int32 AllReduce gave " + std::to_string(b[7]);
+    return b[7] == 24 ? std::string() : "int32 AllReduce gave " + std::to_string(b[7]);
   });
   for (auto& f : failed) ADD_FAILURE() << f;
+}
+
+// Two ranks on the host backend: a deterministic Sum, Prod or Avg runs as any collective (every algorithm reduces
+// each element once, from both ranks' raw inputs, and the fold of two does not depend on which comes first), so
+// the tuner's choice and a forced algorithm and protocol stand. Ranks as threads, kept off the one-shot and direct
+// paths; every forced ring and tree protocol: the bits against the reference, and the log shows the forced
+// algorithm ran for deterministic calls.
+TEST(DetPair, TwoRanksTakeAnyAlgorithmWithTheFixedOrderBits) {
+  const char* dev = std::getenv("TUTTI_DEVICE");
+  if (dev && std::string(dev) != "host") GTEST_SKIP() << "the host backend's two-rank path";
+  tutti::itest::ScopedEnv noOneShot("TUTTI_ONESHOT_MAX_BYTES", "0");
+  tutti::itest::ScopedEnv noDirect("TUTTI_DET_DIRECT_MIN_BYTES", "0");
+  for (const char* algo : {"Ring", "Tree"}) {
+    for (const char* proto : {"LL", "LL128", "Simple"}) {
+      // The tree is AllReduce's alone: ReduceScatter and Reduce take the ring.
+      const std::string algos = std::string(algo) == "Tree" ? "allreduce:tree;reducescatter:ring;reduce:ring" : algo;
+      tutti::itest::ScopedEnv a("NCCL_ALGO", algos), p("NCCL_PROTO", proto);
+      tutti::itest::LogFile log("COLL");
+      auto failed = onThreads(2, [](ncclComm_t comm, int r) -> std::string {
+        for (size_t count : {size_t{1}, size_t{1001}, size_t{70001}}) {
+          for (int op : {int(ncclSum), int(ncclProd), int(ncclAvg)}) {
+            std::string e = checkCase<float>(comm, r, 2, ncclFloat32, op, count, nullptr);
+            if (e.empty()) e = checkCase<double>(comm, r, 2, ncclFloat64, op, count, nullptr);
+            if (e.empty()) e = checkCase<tutti::BFloat16>(comm, r, 2, ncclBfloat16, op, count, nullptr);
+            if (e.empty()) e = checkCase<tutti::Float8E4M3>(comm, r, 2, ncclFloat8e4m3, op, count, nullptr);
+            if (!e.empty()) return e;
+          }
+        }
+        return {};
+      });
+      for (auto& f : failed) ADD_FAILURE() << algo << "/" << proto << ": " << f;
+      EXPECT_GT(log.count(std::string("algo ") + (std::string(algo) == "Tree" ? "Tree" : "Ring") + " proto " +
+                          proto), size_t{0}) << algo << "/" << proto;
+      EXPECT_GT(log.count("(deterministic)"), size_t{0});
+      EXPECT_EQ(log.count("tuner deterministic"), size_t{0}) << algo << "/" << proto << ": an exchange ran";
+    }
+  }
 }
 
 // ---- The switch ------------------------------------------------------------------------------------------

@@ -35,6 +35,10 @@ struct ResolvedRedOp {
   // PreMulSum scalar: its bytes in the datatype's representation, in the low bytes of scalarBits
   // (memcpy layout), or, when scalarIsPtr, read from scalarPtr at execution time (ncclScalarDevice).
   bool scalarIsPtr = false;
+  // A deterministic reduction of two ranks on the host backend (comm/det_coll.h, detPairPath): every reduction of
+  // the plan combines two ranks' raw inputs once, so hostReduceCopy folds them in the fixed order
+  // (hostDetReduceCopy: commutative for two inputs) and copies without the pre- or post-op.
+  bool detPair = false;
   uint64_t scalarBits = 0;
   const void* scalarPtr = nullptr;
   int nRanks = 1;  // SumPostDiv divisor

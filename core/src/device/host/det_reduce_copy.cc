@@ -149,15 +149,16 @@ inline A blockSum(const Leaf& leaf) {
   else return perfectSum<Lo, kBlock, A>(leaf) + blockSum<Lo + kBlock, Rem - kBlock, A>(leaf);
 }
 
-// Sum, Avg and PreMulSum of N float or double inputs into one output, element by element with the tree inlined
-// (the compiler vectorises the loop; an output equal to an input is read before it is written at each index).
-// scalars: N widened scalars (PreMulSum) or null.
-template <typename T, int N, bool kScaled, bool kAverage>
-void detSumFixed(const void* const* in, void* out, size_t count, const DetAcc<T>* scalars) {
+// Sum, Avg and PreMulSum of N float or double inputs into one or two outputs (a ring step writes its output and
+// the next rank's slot), element by element with the tree inlined (the compiler vectorises the loop; an output
+// equal to an input is read before it is written at each index). scalars: N widened scalars (PreMulSum) or null.
+template <typename T, int N, bool kScaled, bool kAverage, bool kTwoOut>
+void detSumFixed(const void* const* in, void* const* out, size_t count, const DetAcc<T>* scalars) {
   using A = DetAcc<T>;
   const char* src[N];
   for (int k = 0; k < N; ++k) src[k] = static_cast<const char*>(in[k]);
-  char* dst = static_cast<char*>(out);
+  char* dst = static_cast<char*>(out[0]);
+  char* dst2 = kTwoOut ? static_cast<char*>(out[1]) : nullptr;
   A scale[N] = {};
   if constexpr (kScaled)
     for (int k = 0; k < N; ++k) scale[k] = scalars[k];
@@ -177,15 +178,17 @@ void detSumFixed(const void* const* in, void* out, size_t count, const DetAcc<T>
     const U nanMask = U(0) - U(narrowed != narrowed);
     const U y = (__builtin_bit_cast(U, narrowed) & ~nanMask) | (__builtin_bit_cast(U, detNan<T>()) & nanMask);
     std::memcpy(dst + i * sizeof(T), &y, sizeof(T));
+    if constexpr (kTwoOut) std::memcpy(dst2 + i * sizeof(T), &y, sizeof(T));
   }
 }
 
-template <typename T, int N>
-bool detSumFixedOp(const DetOp<T>& op, const void* const* in, void* out, size_t count, const void* rankScalars) {
+template <typename T, int N, bool kTwoOut>
+bool detSumFixedOp(const DetOp<T>& op, const void* const* in, void* const* out, size_t count,
+                   const void* rankScalars) {
   using A = DetAcc<T>;
   if (op.kind == RedOpKind::Sum) {
-    if (op.average) detSumFixed<T, N, false, true>(in, out, count, nullptr);
-    else detSumFixed<T, N, false, false>(in, out, count, nullptr);
+    if (op.average) detSumFixed<T, N, false, true, kTwoOut>(in, out, count, nullptr);
+    else detSumFixed<T, N, false, false, kTwoOut>(in, out, count, nullptr);
     return true;
   }
   if (op.kind != RedOpKind::PreMulSum) return false;
@@ -199,24 +202,26 @@ bool detSumFixedOp(const DetOp<T>& op, const void* const* in, void* out, size_t 
       scalars[k] = op.scalar;
     }
   }
-  detSumFixed<T, N, true, false>(in, out, count, scalars);
+  detSumFixed<T, N, true, false, kTwoOut>(in, out, count, scalars);
   return true;
 }
 
-// The unrolled form where it applies (fp32 and fp64 sums of 2 to 8 inputs into one output), else false.
+// The unrolled form where it applies (fp32 and fp64 sums of 2 to 8 inputs into one output, of 2 into two
+// outputs), else false.
 template <typename T>
 bool detSumFast(const DetOp<T>& op, int n, const void* const* in, int nOut, void* const* out, size_t count,
                 const void* rankScalars) {
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    if (nOut == 2 && n == 2) return detSumFixedOp<T, 2, true>(op, in, out, count, rankScalars);
     if (nOut != 1) return false;
     switch (n) {
-      case 2: return detSumFixedOp<T, 2>(op, in, out[0], count, rankScalars);
-      case 3: return detSumFixedOp<T, 3>(op, in, out[0], count, rankScalars);
-      case 4: return detSumFixedOp<T, 4>(op, in, out[0], count, rankScalars);
-      case 5: return detSumFixedOp<T, 5>(op, in, out[0], count, rankScalars);
-      case 6: return detSumFixedOp<T, 6>(op, in, out[0], count, rankScalars);
-      case 7: return detSumFixedOp<T, 7>(op, in, out[0], count, rankScalars);
-      case 8: return detSumFixedOp<T, 8>(op, in, out[0], count, rankScalars);
+      case 2: return detSumFixedOp<T, 2, false>(op, in, out, count, rankScalars);
+      case 3: return detSumFixedOp<T, 3, false>(op, in, out, count, rankScalars);
+      case 4: return detSumFixedOp<T, 4, false>(op, in, out, count, rankScalars);
+      case 5: return detSumFixedOp<T, 5, false>(op, in, out, count, rankScalars);
+      case 6: return detSumFixedOp<T, 6, false>(op, in, out, count, rankScalars);
+      case 7: return detSumFixedOp<T, 7, false>(op, in, out, count, rankScalars);
+      case 8: return detSumFixedOp<T, 8, false>(op, in, out, count, rankScalars);
       default: return false;
     }
   }

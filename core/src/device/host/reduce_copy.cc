@@ -1,5 +1,7 @@
 #include "device/host/reduce_copy.h"
 
+#include "device/host/det_reduce_copy.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -98,6 +100,13 @@ void runKernel(const Op& op, int nSrcs, const void* const* srcs, int nDsts, void
 void hostReduceCopy(const ResolvedRedOp& op, int nSrcs, const void* const* srcs, int nDsts, void* const* dsts,
                     size_t count, bool preOpFirstSrc, bool postOp) {
   if (count == 0 || nDsts <= 0 || nSrcs <= 0) return;
+  if (op.detPair) [[unlikely]] {
+    if (nSrcs > 1) return hostDetReduceCopy(op, nSrcs, srcs, nDsts, dsts, count, nullptr);
+    const size_t bytes = count * dataTypeSize(op.datatype);
+    for (int d = 0; d < nDsts; ++d)
+      if (dsts[d] != srcs[0]) std::memcpy(dsts[d], srcs[0], bytes);
+    return;
+  }
   dispatchDataType(op.datatype, [&](auto tag) {
     using T = typename decltype(tag)::Type;
     dispatchRedOp<T>(op, [&](const auto& fn) {
