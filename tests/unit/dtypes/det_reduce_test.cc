@@ -282,6 +282,45 @@ void checkHostForm(ncclDataType_t d) {
   }
 }
 
+// Two fp32 inputs summed in fp32 (the host form's shortcut) against the reference's widen-add-round, over every
+// kind of bit pattern: random words (NaNs with payloads, infinities, subnormals, both zeros), pairs that overflow,
+// cancel exactly or differ in exponent by 0 to 60, into one output and into two.
+TEST(DetReduce, TwoFloatSumsMatchTheReferenceOnEveryBitPattern) {
+  std::mt19937_64 rng(2024);
+  constexpr size_t kCount = 1 << 20;
+  std::vector<float> a(kCount), b(kCount);
+  auto bits = [](uint32_t u) { return __builtin_bit_cast(float, u); };
+  for (size_t i = 0; i < kCount; ++i) {
+    const uint32_t u = uint32_t(rng()), v = uint32_t(rng());
+    switch (i % 4) {
+      case 0: a[i] = bits(u); b[i] = bits(v); break;                                     // any words
+      case 1: a[i] = bits((u & 0x80000000u) | 0x7f000000u | (u & 0x7fffff));             // near FLT_MAX
+              b[i] = bits((v & 0x80000000u) | 0x7f000000u | (v & 0x7fffff)); break;
+      case 2: a[i] = bits(u); b[i] = -a[i]; break;                                       // exact cancellation
+      default: {                                                                         // exponents 0-60 apart
+        const uint32_t e = 1 + (u >> 8) % 200, d = (v >> 8) % 61;
+        a[i] = bits((u & 0x807fffffu) | (e + d < 255 ? (e + d) << 23 : e << 23));
+        b[i] = bits((v & 0x807fffffu) | (e << 23));
+      }
+    }
+  }
+  const void* in[2] = {a.data(), b.data()};
+  for (ncclRedOp_t op : {ncclSum, ncclAvg}) {
+    const ResolvedRedOp r = builtin(op, ncclFloat32, 2);
+    std::vector<float> want(kCount), one(kCount), two0(kCount), two1(kCount);
+    ASSERT_EQ(detReduceReference(in, 2, want.data(), kCount, r), ncclSuccess);
+    void* o1[1] = {one.data()};
+    hostDetReduceCopy(r, 2, in, 1, o1, kCount);
+    void* o2[2] = {two0.data(), two1.data()};
+    hostDetReduceCopy(r, 2, in, 2, o2, kCount);
+    for (size_t i = 0; i < kCount; ++i) {
+      ASSERT_TRUE(sameBits(one[i], want[i]) && sameBits(two0[i], want[i]) && sameBits(two1[i], want[i]))
+          << "op " << int(op) << " element " << i << ": " << a[i] << " + " << b[i] << " gave " << one[i] << ", want "
+          << want[i];
+    }
+  }
+}
+
 TEST(DetReduce, HostFormMatchesTheReference) {
   checkHostForm<int8_t>(ncclInt8);
   checkHostForm<uint8_t>(ncclUint8);

@@ -170,11 +170,24 @@ void detSumFixed(const void* const* in, void* const* out, size_t count, const De
       if constexpr (kScaled) return A(x) * scale[r];
       else return A(x);
     };
-    A acc = blockSum<0, N, A>(leaf);
-    if constexpr (kAverage) acc = acc / A(N);
+    // Two fp32 inputs summed: fp32's own addition gives the same bits as widening to double, adding and rounding
+    // once (double has more than twice fp32's precision plus two bits, so rounding twice rounds as once; the
+    // double sum of two floats never overflows, and its rounding overflows exactly where fp32's does). Half the
+    // conversions, twice the lanes.
+    constexpr bool kFloatPair = std::is_same_v<T, float> && N == 2 && !kScaled && !kAverage;
+    T narrowed;
+    if constexpr (kFloatPair) {
+      T x0, x1;
+      std::memcpy(&x0, src[0] + i * sizeof(T), sizeof(T));
+      std::memcpy(&x1, src[1] + i * sizeof(T), sizeof(T));
+      narrowed = x0 + x1;
+    } else {
+      A acc = blockSum<0, N, A>(leaf);
+      if constexpr (kAverage) acc = acc / A(N);
+      narrowed = T(acc);
+    }
     // detNarrow without a branch, so that the loop stays vectorised: a NaN becomes detNan by a bit mask.
     using U = std::conditional_t<sizeof(T) == 8, uint64_t, uint32_t>;
-    const T narrowed = T(acc);
     const U nanMask = U(0) - U(narrowed != narrowed);
     const U y = (__builtin_bit_cast(U, narrowed) & ~nanMask) | (__builtin_bit_cast(U, detNan<T>()) & nanMask);
     std::memcpy(dst + i * sizeof(T), &y, sizeof(T));
