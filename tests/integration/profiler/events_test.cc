@@ -150,14 +150,16 @@ void expectWellFormed(const Log& log) {
   EXPECT_TRUE(log.problems.empty()) << log.problems.size() << " well-formedness problem(s)";
 }
 
-void allReduce(const CommSet& set, size_t count, Report& report) {
+// Rank r contributes r + 1: Sum gives 3, Max 2.
+void allReduce(const CommSet& set, size_t count, Report& report, ncclRedOp_t op = ncclSum) {
   runPerRank(set, [&](int rank, ncclComm_t comm) {
     std::vector<float> send(count, static_cast<float>(rank + 1)), recv(count, 0.0f);
-    if (!report.ok(ncclAllReduce(send.data(), recv.data(), count, ncclFloat, ncclSum, comm, nullptr),
+    if (!report.ok(ncclAllReduce(send.data(), recv.data(), count, ncclFloat, op, comm, nullptr),
                    "ncclAllReduce", comm))
       return;
+    const float want = op == ncclMax ? 2.0f : 3.0f;
     for (size_t i = 0; i < count; ++i)
-      if (recv[i] != 3.0f) {
+      if (recv[i] != want) {
         report.fail("rank " + std::to_string(rank) + ": element " + std::to_string(i) + " is " + std::to_string(recv[i]));
         return;
       }
@@ -301,15 +303,16 @@ INSTANTIATE_TEST_SUITE_P(Versions, ProfilerAbi, ::testing::Values("4", "5", "6")
 // A deterministic AllReduce (one-shot, then exchanged) is one Coll event each, algo "Deterministic", under its
 // CollApi: the channel events of its steps (the AllGather, the sends and receives, the local reduction) are its
 // children, and the steps get no Coll or P2p events of their own. (Off the core's one-shot and direct paths, which
-// fold in the fixed order themselves and profile as any call on them.)
+// fold in the fixed order themselves and profile as any call on them; and Max: two ranks' Sum, Prod and Avg run as
+// any call too, comm/det_coll.h detPairPath.)
 TEST(ProfilerDeterministic, OneCollEventPerCallWithItsStepsBelow) {
   ProfilerConfig cfg({"6"});
   ScopedEnv det("TUTTI_DETERMINISTIC", "1");
   ScopedEnv oneShot("TUTTI_ONESHOT_MAX_BYTES", "0");
   ScopedEnv direct("TUTTI_DET_DIRECT_MIN_BYTES", "0");
   const Log log = runAndParse("6", [&](const CommSet& set, Report& r) {
-    allReduce(set, 1024, r);   // 8 KiB x 2 ranks: one-shot
-    allReduce(set, 70001, r);  // exchange
+    allReduce(set, 1024, r, ncclMax);   // 8 KiB x 2 ranks: one-shot
+    allReduce(set, 70001, r, ncclMax);  // exchange
   });
   expectWellFormed(log);
   for (int rank = 0; rank < kRanks; ++rank) {
