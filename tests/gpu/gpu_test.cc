@@ -93,14 +93,7 @@ struct Backend {
       std::memcpy(dst, src, bytes);
       return;
     }
-    if (char* pinned = ownStaging()) {
-      for (size_t at = 0; at < bytes; at += stagingBytes_) {
-        const size_t n = std::min(stagingBytes_, bytes - at);
-        std::memcpy(pinned, static_cast<const char*>(src) + at, n);
-        ASSERT_EQ(cudaMemcpy(static_cast<char*>(dst) + at, pinned, n, cudaMemcpyDefault), cudaSuccess);
-      }
-      return;
-    }
+    if (staged(dst, src, bytes, /*toDevice=*/true)) return;
     ASSERT_EQ(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(cudaStreamLegacy), cudaSuccess);
   }
@@ -109,14 +102,7 @@ struct Backend {
       std::memcpy(dst, src, bytes);
       return;
     }
-    if (char* pinned = ownStaging()) {
-      for (size_t at = 0; at < bytes; at += stagingBytes_) {
-        const size_t n = std::min(stagingBytes_, bytes - at);
-        ASSERT_EQ(cudaMemcpy(pinned, static_cast<const char*>(src) + at, n, cudaMemcpyDefault), cudaSuccess);
-        std::memcpy(static_cast<char*>(dst) + at, pinned, n);
-      }
-      return;
-    }
+    if (staged(dst, src, bytes, /*toDevice=*/false)) return;
     ASSERT_EQ(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), cudaSuccess);
   }
   cudaStream_t stream() {
@@ -135,6 +121,20 @@ struct Backend {
   }
 
  private:
+  // A copy through the calling thread's pinned buffer, piece by piece; false (nothing copied) without one.
+  bool staged(void* dst, const void* src, size_t bytes, bool toDevice) {
+    char* pinned = ownStaging();
+    if (!pinned) return false;
+    for (size_t at = 0; at < bytes; at += stagingBytes_) {
+      const size_t n = std::min(stagingBytes_, bytes - at);
+      char* to = static_cast<char*>(dst) + at;
+      const char* from = static_cast<const char*>(src) + at;
+      if (toDevice) std::memcpy(pinned, from, n);
+      EXPECT_EQ(cudaMemcpy(toDevice ? to : pinned, toDevice ? pinned : from, n, cudaMemcpyDefault), cudaSuccess);
+      if (!toDevice) std::memcpy(to, pinned, n);
+    }
+    return true;
+  }
   // The calling thread's staging buffer (taken at its first copy), or null when none is left.
   char* ownStaging() {
     std::lock_guard<std::mutex> lock(stagingMutex_);

@@ -468,8 +468,7 @@ TEST(DetSim, LargeCallsRunInSegmentsThroughTheScratchMadeAtInit) {
   const char* dev = std::getenv("TUTTI_DEVICE");
   if (!dev || std::string(dev) != "sim") GTEST_SKIP() << "segments are for device backends (ctest suffix .sim)";
   constexpr int n = 3;
-  setenv("TUTTI_DET_SEGMENT_BYTES", "16384", 1);
-  setenv("TUTTI_DET_ONESHOT_BYTES", "4096", 1);
+  tutti::itest::ScopedEnv segment("TUTTI_DET_SEGMENT_BYTES", "16384"), oneShot("TUTTI_DET_ONESHOT_BYTES", "4096");
   std::vector<std::string> failed;
   {
     tutti::itest::LogFile log("ALLOC,COLL");
@@ -486,8 +485,6 @@ TEST(DetSim, LargeCallsRunInSegmentsThroughTheScratchMadeAtInit) {
     EXPECT_EQ(log.count("scratch memory of"), size_t{n}) << "a call allocated scratch memory";
     EXPECT_GT(log.count(", segment 3 of "), size_t{0}) << "no call ran in segments";
   }
-  unsetenv("TUTTI_DET_SEGMENT_BYTES");
-  unsetenv("TUTTI_DET_ONESHOT_BYTES");
   for (auto& f : failed) ADD_FAILURE() << f;
 }
 
@@ -500,8 +497,7 @@ TEST(DetSim, ConnectionsOpenedAtInitServeEveryCall) {
   const char* dev = std::getenv("TUTTI_DEVICE");
   if (!dev || std::string(dev) != "sim") GTEST_SKIP() << "NCCL_RUNTIME_CONNECT is for device backends (ctest suffix .sim)";
   constexpr int n = 4;
-  setenv("NCCL_RUNTIME_CONNECT", "0", 1);
-  setenv("TUTTI_DET_SEGMENT_BYTES", "16384", 1);
+  tutti::itest::ScopedEnv connect("NCCL_RUNTIME_CONNECT", "0"), segment("TUTTI_DET_SEGMENT_BYTES", "16384");
   std::atomic<int> arrived{0};
   std::atomic<size_t> atInit{0};
   std::vector<std::string> failed;
@@ -538,8 +534,6 @@ TEST(DetSim, ConnectionsOpenedAtInitServeEveryCall) {
     DET_OK(ncclGroupEnd());
     return {};
   });
-  unsetenv("NCCL_RUNTIME_CONNECT");
-  unsetenv("TUTTI_DET_SEGMENT_BYTES");
   for (auto& f : failed) ADD_FAILURE() << f;
   EXPECT_GT(atInit.load(), size_t{0}) << "init opened no connection";
   EXPECT_EQ(log.count(" via "), atInit.load()) << "a call opened a connection";
