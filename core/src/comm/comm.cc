@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <set>
 #include <thread>
 
 namespace tutti {
@@ -405,11 +406,10 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   // device's running kernels, among them the other rank's, which may be spinning for this one. Every rank decides
   // alike from the peers' info; the barrier keeps every rank from launching before all have registered.
   if (comm->backend != Backend::Host && nRanks > 1) {
+    std::set<std::pair<uint64_t, int>> gpus;  // (process, device) of each rank
     bool sharedGpu = false;
-    for (const tuttiPeerInfo_t& a : comm->peers)
-      for (const tuttiPeerInfo_t& b : comm->peers)
-        sharedGpu |= comm->backend == Backend::Cuda && a.rank != b.rank && a.pidHash == b.pidHash &&
-                     a.cudaDev == b.cudaDev;
+    for (const tuttiPeerInfo_t& p : comm->peers)
+      sharedGpu |= comm->backend == Backend::Cuda && !gpus.insert({p.pidHash, p.cudaDev}).second;
     const int64_t runtimeConnect = paramInt("NCCL_RUNTIME_CONNECT");
     if (runtimeConnect == 0 || (runtimeConnect < 0 && sharedGpu)) {
       TUTTI_CHECK(host::connectAll(comm));

@@ -338,6 +338,39 @@ bool sendsFitFifos(ncclComm* comm, const std::vector<Task>& sends) {
   return true;
 }
 
+// The collective connections of channel c's tree links (both ways with the parent and each child), through
+// want(channel, peer, isSend).
+template <typename Want>
+void wantTreeLinks(const ncclComm* comm, int c, Want&& want) {
+  const TreeLinks& links = comm->trees.channelLinks(c, comm->rank);
+  if (links.up >= 0) {
+    want(c, links.up, true);
+    want(c, links.up, false);
+  }
+  for (int i = 0; i < links.nDown(); ++i) {
+    want(c, links.down[i], true);
+    want(c, links.down[i], false);
+  }
+}
+
+// The same for the peers of a PAT collective on channel c.
+template <typename Want>
+void wantPatPeers(const ncclComm* comm, ncclFunc_t func, int c, Want&& want) {
+  for (int d = 0; d < patSteps(comm->nRanks); ++d) {
+    int from = 0, to = 0;
+    patPeers(func, comm->rank, d, comm->nRanks, &from, &to);
+    want(c, to, true);
+    want(c, from, false);
+  }
+}
+
+// Points channel c's ring at its connections, once they are open.
+void setRingConns(ncclComm* comm, int c) {
+  ChannelRing& ring = comm->rings[c];
+  ring.sendConn = commFindConnection(comm, c, kConnColl, ring.next, true);
+  ring.recvConn = commFindConnection(comm, c, kConnColl, ring.prev, false);
+}
+
 }  // namespace
 
 ncclResult_t launchConnect(CommLaunch& launch) {
@@ -372,24 +405,11 @@ ncclResult_t launchConnect(CommLaunch& launch) {
       }
       for (int c = 0; c < static_cast<int>(p.work.size()); ++c) {
         if (isTree(p)) {
-          const TreeLinks& links = comm->trees.channelLinks(c, comm->rank);
-          if (links.up >= 0) {
-            want(c, links.up, true);
-            want(c, links.up, false);
-          }
-          for (int i = 0; i < links.nDown(); ++i) {
-            want(c, links.down[i], true);
-            want(c, links.down[i], false);
-          }
+          wantTreeLinks(comm, c, want);
           continue;
         }
         if (isPat(p)) {
-          for (int d = 0; d < patSteps(comm->nRanks); ++d) {
-            int from = 0, to = 0;
-            patPeers(p.task.func, comm->rank, d, comm->nRanks, &from, &to);
-            want(c, to, true);
-            want(c, from, false);
-          }
+          wantPatPeers(comm, p.task.func, c, want);
           continue;
         }
         const ChannelRing& ring = comm->rings[c];
@@ -405,11 +425,7 @@ ncclResult_t launchConnect(CommLaunch& launch) {
   if (wanted.empty()) return ncclSuccess;
   TUTTI_CHECK(commConnect(comm, wanted));
   if (std::any_of(launch.colls.begin(), launch.colls.end(), isDirect)) comm->directConnsReady = true;
-  for (int c : ringsToSet) {
-    ChannelRing& ring = comm->rings[c];
-    ring.sendConn = commFindConnection(comm, c, kConnColl, ring.next, true);
-    ring.recvConn = commFindConnection(comm, c, kConnColl, ring.prev, false);
-  }
+  for (int c : ringsToSet) setRingConns(comm, c);
   return ncclSuccess;
 }
 
@@ -419,25 +435,14 @@ ncclResult_t connectAll(ncclComm* comm) {
   std::vector<ConnRequest> wanted;
   std::set<std::tuple<int, int, bool>> seen;  // (channel, peer, isSend) of collective connections
   auto want = [&](int c, int peer, bool isSend) {
-    if (peer >= 0 && peer != me && seen.insert({c, peer, isSend}).second) wanted.push_back({c, kConnColl, peer, isSend});
+    if (peer != me && seen.insert({c, peer, isSend}).second) wanted.push_back({c, kConnColl, peer, isSend});
   };
-  for (int c = 0; c < static_cast<int>(comm->rings.size()); ++c) {
+  const int channels = static_cast<int>(comm->rings.size());
+  for (int c = 0; c < channels; ++c) {
     want(c, comm->rings[c].next, true);
     want(c, comm->rings[c].prev, false);
-    const TreeLinks& links = comm->trees.channelLinks(c, me);
-    for (int i = -1; i < links.nDown(); ++i) {
-      const int peer = i < 0 ? links.up : links.down[i];
-      want(c, peer, true);
-      want(c, peer, false);
-    }
-    for (ncclFunc_t func : {ncclFuncAllGather, ncclFuncReduceScatter}) {
-      for (int d = 0; d < patSteps(n); ++d) {
-        int from = 0, to = 0;
-        patPeers(func, me, d, n, &from, &to);
-        want(c, to, true);
-        want(c, from, false);
-      }
-    }
+    wantTreeLinks(comm, c, want);
+    for (ncclFunc_t func : {ncclFuncAllGather, ncclFuncReduceScatter}) wantPatPeers(comm, func, c, want);
   }
   for (int peer = 0; peer < n; ++peer) {
     if (peer == me) continue;
@@ -445,11 +450,7 @@ ncclResult_t connectAll(ncclComm* comm) {
     wanted.push_back({0, kConnP2p, peer, false});
   }
   TUTTI_CHECK(commConnect(comm, wanted));
-  for (ChannelRing& ring : comm->rings) {
-    const int c = static_cast<int>(&ring - comm->rings.data());
-    ring.sendConn = commFindConnection(comm, c, kConnColl, ring.next, true);
-    ring.recvConn = commFindConnection(comm, c, kConnColl, ring.prev, false);
-  }
+  for (int c = 0; c < channels; ++c) setRingConns(comm, c);
   return ncclSuccess;
 }
 
