@@ -187,30 +187,57 @@ NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_
     if (oneShotWanted(comm, block * comm->nRanks) || directWanted(comm, ncclFuncAlltoAll, block * comm->nRanks))
       return enqueue("ncclAlltoAll", ncclFuncAlltoAll, sendbuff, recvbuff, count, datatype, ncclSum, 0, comm, stream);
     // In place (sendbuff == recvbuff): a receive would overwrite a block before it was sent, so the blocks
-    // are sent from a copy in the communicator's scratch, made first by a send to and receive from this rank
-    // (a copy in stream order, before the group's other sends start); this rank's own block stays where it is.
+    // are sent from a copy in the communicator's scratch, made first by sends to and receives from this rank
+    // (copies in stream order, before the group's other sends start); this rank's own block stays where it is.
+    // Device backends keep to the scratch made at init (comm->scratchAtInit): the call runs in rounds, one group
+    // each, round i moving the same columns [a, a + m) of every block. A round overwrites only its own columns,
+    // which it copied first, so later rounds still find theirs.
     const bool inPlace = sendbuff == recvbuff && comm->nRanks > 1 && block > 0;
-    const char* from = static_cast<const char*>(sendbuff);
-    void* scratch = nullptr;
-    if (inPlace) TUTTI_CHECK(commScratch(comm, block * comm->nRanks, &scratch));
-    return asGroup([&]() -> ncclResult_t {
-      if (inPlace) {
-        const size_t all = count * comm->nRanks;
-        TUTTI_CHECK(enqueue("ncclAlltoAll", ncclFuncSend, sendbuff, nullptr, all, datatype, ncclSum, comm->rank,
-                            comm, stream));
-        TUTTI_CHECK(enqueue("ncclAlltoAll", ncclFuncRecv, nullptr, scratch, all, datatype, ncclSum, comm->rank,
-                            comm, stream));
-        from = static_cast<const char*>(scratch);
-      }
-      for (int r = 0; r < comm->nRanks; ++r) {
-        if (inPlace && r == comm->rank) continue;
-        TUTTI_CHECK(enqueue("ncclAlltoAll", ncclFuncSend, from + r * block, nullptr,
-                            count, datatype, ncclSum, r, comm, stream));
-        TUTTI_CHECK(enqueue("ncclAlltoAll", ncclFuncRecv, nullptr, static_cast<char*>(recvbuff) + r * block, count,
-                            datatype, ncclSum, r, comm, stream));
-      }
-      return ncclSuccess;
-    });
+    if (!inPlace) {
+      return asGroup([&]() -> ncclResult_t {
+        for (int r = 0; r < comm->nRanks; ++r) {
+          TUTTI_CHECK(enqueue("ncclAlltoAll", ncclFuncSend, static_cast<const char*>(sendbuff) + r * block, nullptr,
+                              count, datatype, ncclSum, r, comm, stream));
+          TUTTI_CHECK(enqueue("ncclAlltoAll", ncclFuncRecv, nullptr, static_cast<char*>(recvbuff) + r * block, count,
+                              datatype, ncclSum, r, comm, stream));
+        }
+        return ncclSuccess;
+      });
+    }
+    // Inside a user's group the rounds would be one launch (every staged copy before any send), beside other work
+    // that may use the scratch: the call takes one round, in staging memory of its own (comm->staging, past the
+    // group's other in-place AlltoAlls: groupScratchOffset), even where that allocates during the call.
+    const size_t esize = dataTypeSize(datatype), n = static_cast<size_t>(comm->nRanks);
+    const bool grouped = groupActive();
+    size_t columns = count;  // elements of each block per round
+    if (comm->scratchAtInit && !grouped) columns = std::clamp<size_t>(comm->scratchAtInit / (n * esize), 1, count);
+    const size_t at = groupScratchOffset(comm, columns * n * esize);
+    void* scratchPtr = nullptr;
+    TUTTI_CHECK(commScratch(comm, at + columns * n * esize, &scratchPtr, grouped));
+    char* scratch = static_cast<char*>(scratchPtr) + at;
+    char* buf = static_cast<char*>(recvbuff);
+    for (size_t a = 0; a < count; a += columns) {
+      const size_t m = std::min(columns, count - a);
+      TUTTI_CHECK(asGroup([&]() -> ncclResult_t {
+        for (int r = 0; r < comm->nRanks; ++r) {  // this round's columns of every peer's block, into scratch
+          if (r == comm->rank) continue;
+          char* from = buf + r * block + a * esize;
+          TUTTI_CHECK(enqueue("ncclAlltoAll", ncclFuncSend, from, nullptr, m, datatype, ncclSum, comm->rank, comm,
+                              stream));
+          TUTTI_CHECK(enqueue("ncclAlltoAll", ncclFuncRecv, nullptr, scratch + r * m * esize, m, datatype, ncclSum,
+                              comm->rank, comm, stream));
+        }
+        for (int r = 0; r < comm->nRanks; ++r) {
+          if (r == comm->rank) continue;
+          TUTTI_CHECK(enqueue("ncclAlltoAll", ncclFuncSend, scratch + r * m * esize, nullptr, m, datatype, ncclSum, r,
+                              comm, stream));
+          TUTTI_CHECK(enqueue("ncclAlltoAll", ncclFuncRecv, nullptr, buf + r * block + a * esize, m, datatype,
+                              ncclSum, r, comm, stream));
+        }
+        return ncclSuccess;
+      }));
+    }
+    return ncclSuccess;
   });
 }
 

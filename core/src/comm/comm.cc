@@ -69,12 +69,13 @@ ncclResult_t selectBackend(ncclComm* comm) {
   }
   if (comm->backend != Backend::Host) {
     TUTTI_CHECK(device::commDeviceInit(comm));
-    // Scratch for every deterministic call (a one-shot gather, or one segment of an exchange, and the scalars:
-    // detDeviceScratchBytes), made before the rendezvous, when no peer can have launched yet. During a call, a
+    // Scratch for every call that needs some (a deterministic one-shot gather, or one segment of an exchange, and
+    // the scalars: detDeviceScratchBytes; a segment of PAT ReduceScatter; a round of in-place AlltoAll), made before the rendezvous, when no peer can have launched yet. During a call, a
     // cudaMalloc may wait for the device while peers' kernels spin for this rank, and under graph capture it is
     // not allowed at all.
     void* scratch = nullptr;
-    TUTTI_CHECK(commScratch(comm, detDeviceScratchBytes(comm), &scratch));
+    comm->scratchAtInit = detDeviceScratchBytes(comm);
+    TUTTI_CHECK(commScratch(comm, comm->scratchAtInit, &scratch));
   }
   TUTTI_INFO(NCCL_INIT, "rank {}: backend {} ({}){}", comm->rank, backendName(comm->backend), from,
              comm->backend == Backend::Sim ? fmt::format(", TUTTI_SIM_SEED={}", paramInt("TUTTI_SIM_SEED")) : "");
@@ -516,22 +517,23 @@ void commQuiesce(ncclComm* comm) {
   }
 }
 
-ncclResult_t commScratch(ncclComm* comm, size_t bytes, void** out) {
+ncclResult_t commScratch(ncclComm* comm, size_t bytes, void** out, bool staging) {
   std::lock_guard<std::mutex> lock(comm->scratchMutex);
-  if (!comm->scratch.empty() && comm->scratch.back().second >= bytes) {
-    *out = comm->scratch.back().first;
+  auto& list = staging ? comm->staging : comm->scratch;
+  if (!list.empty() && list.back().second >= bytes) {
+    *out = list.back().first;
     return ncclSuccess;
   }
   // Doubling: the outgrown buffers kept until commFree add up to less than the newest.
-  const size_t size = std::max(bytes, comm->scratch.empty() ? size_t{0} : 2 * comm->scratch.back().second);
+  const size_t size = std::max(bytes, list.empty() ? size_t{0} : 2 * list.back().second);
   void* p = nullptr;
   if (rt::Runtime* rt = device::runtimeOf(comm)) {
     TUTTI_CHECK(rt->alloc(&p, size, /*shareable=*/false));
   } else if (!(p = std::malloc(size))) {
     TUTTI_FAIL(ncclSystemError, "rank {}: cannot allocate {} bytes of scratch memory", comm->rank, size);
   }
-  comm->scratch.emplace_back(p, size);
-  TUTTI_INFO(NCCL_ALLOC, "rank {}: scratch memory of {} bytes", comm->rank, size);
+  list.emplace_back(p, size);
+  TUTTI_INFO(NCCL_ALLOC, "rank {}: {} memory of {} bytes", comm->rank, staging ? "staging" : "scratch", size);
   *out = p;
   return ncclSuccess;
 }
@@ -541,11 +543,13 @@ ncclResult_t commFree(ncclComm* comm) {
   commQuiesce(comm);
   device::commDeviceFree(comm);  // its watcher and internal stream end before the connections go
   comm->rma.reset();              // windows never deregistered, signal blocks
-  for (auto [p, bytes] : comm->scratch) {
-    if (rt::Runtime* rt = device::runtimeOf(comm)) rt->free(p);
-    else std::free(p);
+  for (auto* list : {&comm->scratch, &comm->staging}) {
+    for (auto [p, bytes] : *list) {
+      if (rt::Runtime* rt = device::runtimeOf(comm)) rt->free(p);
+      else std::free(p);
+    }
+    list->clear();
   }
-  comm->scratch.clear();
   for (auto [p, bytes] : comm->detScratchFree) std::free(p);
   comm->detScratchFree.clear();
   {

@@ -179,6 +179,13 @@ struct ncclComm {
   // queued or captured work may still read them.
   std::mutex scratchMutex;
   std::vector<std::pair<void*, size_t>> scratch;
+  // Device backends: bytes of the scratch made when the communicator was created. Calls keep their scratch within
+  // it (in segments or rounds where they would need more), so none allocates device memory: a cudaMalloc may wait
+  // for the device while peers' kernels spin, and graph capture refuses it. 0 on the host backend (no bound).
+  size_t scratchAtInit = 0;
+  // Staging of in-place AlltoAlls inside a user's group (commScratch's `staging`): apart from `scratch`, which
+  // other work of the same launch (PAT, deterministic calls) may write while the AlltoAll's sends read this.
+  std::vector<std::pair<void*, size_t>> staging;
   // Host backend: scratch rows of deterministic reductions (comm/det_coll.h) that no call holds, kept for the
   // next ones (a fresh large allocation costs a page fault per page on every call).
   std::mutex detScratchMutex;
@@ -229,8 +236,9 @@ ncclResult_t commCheckUsable(ncclComm* comm, const char* call);
 // Waits until no call or queued work uses the communicator and its background job has ended.
 void commQuiesce(ncclComm* comm);
 // At least `bytes` of scratch in memory the communicator's kernels or host work reach (device memory on a
-// device backend), for work queued on the communicator; grown as needed, freed by commFree.
-ncclResult_t commScratch(ncclComm* comm, size_t bytes, void** out);
+// device backend), for work queued on the communicator; grown as needed, freed by commFree. `staging`: the
+// separate buffers of comm->staging instead of comm->scratch.
+ncclResult_t commScratch(ncclComm* comm, size_t bytes, void** out, bool staging = false);
 
 // config.blocking = 0: init, split, shrink and groups of operations run in the background and return
 // ncclInProgress; ncclCommGetAsyncError says when they are done. Unset (NCCL_CONFIG_UNDEF_INT) is blocking.

@@ -45,6 +45,7 @@ struct GroupState {
   std::vector<host::WorkItem> initJobs;
   std::vector<std::function<void()>> asyncInits;  // starters of nonblocking inits (return at once)
   std::vector<std::function<ncclResult_t()>> rmaPuts, rmaWaits;  // groupAddRmaOp
+  std::vector<std::pair<ncclComm*, size_t>> scratchTaken;        // groupScratchOffset, per communicator
 };
 thread_local GroupState tGroup;
 
@@ -336,6 +337,18 @@ ncclResult_t launchTasks(std::vector<Task> tasks) {
 
 bool groupActive() { return tGroup.depth > 0; }
 
+size_t groupScratchOffset(ncclComm* comm, size_t bytes) {
+  if (tGroup.depth == 0) return 0;
+  for (auto& [c, taken] : tGroup.scratchTaken) {
+    if (c != comm) continue;
+    const size_t at = taken;
+    taken += (bytes + 255) / 256 * 256;
+    return at;
+  }
+  tGroup.scratchTaken.emplace_back(comm, (bytes + 255) / 256 * 256);
+  return 0;
+}
+
 ncclResult_t groupStart() {
   ++tGroup.depth;
   return ncclSuccess;
@@ -344,6 +357,7 @@ ncclResult_t groupStart() {
 ncclResult_t groupEnd() {
   if (tGroup.depth == 0) TUTTI_FAIL(ncclInvalidUsage, "ncclGroupEnd called without a matching ncclGroupStart");
   if (--tGroup.depth > 0) return ncclSuccess;
+  tGroup.scratchTaken.clear();
   std::vector<Task> tasks = std::move(tGroup.tasks);
   std::vector<host::WorkItem> inits = std::move(tGroup.initJobs);
   std::vector<std::function<void()>> asyncInits = std::move(tGroup.asyncInits);
@@ -370,6 +384,7 @@ ncclResult_t groupSimulateEnd(ncclSimInfo_t* simInfo) {
     TUTTI_FAIL(ncclInvalidUsage, "ncclGroupSimulateEnd called without a matching ncclGroupStart");
   const ncclResult_t valid = simInfoCheck(simInfo);
   if (--tGroup.depth > 0) return valid;
+  tGroup.scratchTaken.clear();
   std::vector<Task> tasks = std::move(tGroup.tasks);
   std::vector<host::WorkItem> inits = std::move(tGroup.initJobs);
   std::vector<std::function<void()>> asyncInits = std::move(tGroup.asyncInits);

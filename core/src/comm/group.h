@@ -14,6 +14,10 @@ ncclResult_t groupEnd();
 // predicted time to simInfo->estimatedTime (see plan/simulate.h); the tasks are then discarded.
 ncclResult_t groupSimulateEnd(ncclSimInfo_t* simInfo);
 bool groupActive();
+// Where a call's part of `comm`'s scratch starts (bytes): 0 outside a group; inside one, past what the group's
+// earlier calls on `comm` took, so calls whose scratch is filled before any of the group's work reads it (the
+// staged copies of in-place AlltoAll) do not share bytes. The whole is asked of commScratch by the caller.
+size_t groupScratchOffset(ncclComm* comm, size_t bytes);
 
 // Adds a task to the current group, or runs it as a group of one.
 ncclResult_t groupEnqueue(const Task& task);

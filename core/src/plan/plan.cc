@@ -185,11 +185,20 @@ ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out, boo
   const size_t slotElems = stepData / plan.eltSize;
   const size_t chunkCount = std::max<size_t>(align, slotElems - slotElems % align);
 
-  // PAT ReduceScatter keeps partial sums of every block in scratch memory (pat.h).
-  void* scratch = nullptr;
+  // PAT ReduceScatter keeps partial sums of every block in scratch memory (pat.h): k blocks of one segment per
+  // channel. A segment is the channel's whole share on the host backend; device backends bound it by the scratch
+  // made at init (comm->scratchAtInit), so the call allocates nothing.
+  char* scratch = nullptr;
+  size_t scratchSeg = 0;
   const bool pat = plan.algorithm == NCCL_ALGO_PAT;
-  if (pat && task.func == ncclFuncReduceScatter && k > 1)
-    TUTTI_CHECK(commScratch(comm, count * plan.eltSize * static_cast<size_t>(k), &scratch));
+  if (pat && task.func == ncclFuncReduceScatter && k > 1) {
+    const size_t perRow = static_cast<size_t>(nc) * static_cast<size_t>(k) * plan.eltSize;  // bytes per element
+    scratchSeg = std::max<size_t>(perChannel, 1);
+    if (comm->scratchAtInit) scratchSeg = std::min(scratchSeg, std::max(align, comm->scratchAtInit / perRow / align * align));
+    void* p = nullptr;
+    TUTTI_CHECK(commScratch(comm, scratchSeg * perRow, &p));
+    scratch = static_cast<char*>(p);
+  }
 
   for (int c = 0; c < nc; ++c) {
     const ChannelRing& ring = comm->rings[c];
@@ -208,7 +217,11 @@ ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out, boo
     w.inPlace = task.sendbuff == task.recvbuff;
     w.ringRanks = pat ? nullptr : ring.ranks.data();
     if (pat) w.ringIx = comm->rank;  // PAT's peers are ranks at distances 2^d, not ring positions
-    w.scratch = scratch;
+    if (scratch) {  // channel c's partial sums: k blocks of one segment
+      w.scratchSeg = scratchSeg;
+      w.scratchStride = scratchSeg;
+      w.scratch = scratch + static_cast<size_t>(c) * static_cast<size_t>(k) * scratchSeg * plan.eltSize;
+    }
     plan.work.push_back(w);
   }
   *out = std::move(plan);

@@ -2,9 +2,16 @@
 // multi-device application uses NCCL. A slice of the matrix: all collectives and datatypes, a few ops.
 #include "coll_case.h"
 #include "dtypes.h"
+#include "harness.h"
+#include "log_file.h"
 #include "p2p_case.h"
+#include "thread_ranks.h"
 
 #include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
 
 namespace tutti::itest {
 namespace {
@@ -115,6 +122,107 @@ TEST(GroupedInitAll, ManyCollectivesInOneGroup) {
       }
     }
   }
+}
+
+// AlltoAll input of rank r: element i of block p tells where it came from.
+int32_t a2aValue(int r, int p, size_t count, size_t i, int salt) {
+  return static_cast<int32_t>(r * 1000003 + salt * 7919 + p * static_cast<int>(count) + static_cast<int>(i));
+}
+
+void fillAlltoAll(std::vector<int32_t>& buf, int r, int n, size_t count, int salt) {
+  for (int p = 0; p < n; ++p)
+    for (size_t i = 0; i < count; ++i) buf[p * count + i] = a2aValue(r, p, count, i, salt);
+}
+
+// "" or the first element of rank r's AlltoAll output that is not rank p's block r.
+std::string checkAlltoAll(const std::vector<int32_t>& out, int r, int n, size_t count, int salt, const char* what) {
+  for (int p = 0; p < n; ++p)
+    for (size_t i = 0; i < count; ++i)
+      if (out[p * count + i] != a2aValue(p, r, count, i, salt))
+        return std::string(what) + ": block " + std::to_string(p) + " element " + std::to_string(i) + " is " +
+               std::to_string(out[p * count + i]) + ", expected " + std::to_string(a2aValue(p, r, count, i, salt));
+  return {};
+}
+
+// ReduceScatter input of rank r (int32 Sum is exact whatever the algorithm): element j is r + j % 7.
+std::string runReduceScatter(ncclComm_t comm, int r, int n, size_t count) {
+  std::vector<int32_t> in(count * n), out(count, -1);
+  for (size_t j = 0; j < in.size(); ++j) in[j] = r + static_cast<int32_t>(j % 7);
+  if (ncclReduceScatter(in.data(), out.data(), count, ncclInt32, ncclSum, comm, nullptr) != ncclSuccess)
+    return std::string("ncclReduceScatter: ") + ncclGetLastError(comm);
+  for (size_t i = 0; i < count; ++i) {
+    const int32_t want = n * (n - 1) / 2 + n * static_cast<int32_t>((r * count + i) % 7);
+    if (out[i] != want)
+      return "ReduceScatter element " + std::to_string(i) + " is " + std::to_string(out[i]) + ", expected " +
+             std::to_string(want);
+  }
+  return {};
+}
+
+// Two in-place AlltoAlls and a ReduceScatter (PAT, which keeps partial sums in the communicator's scratch) in one
+// group: every staged copy of a launch is made before any of its sends, so each AlltoAll needs staging memory of
+// its own, apart from the scratch the ReduceScatter writes meanwhile.
+TEST(GroupedScratch, InPlaceAlltoAllsBesidePatReduceScatterInOneGroup) {
+  constexpr int n = 3;
+  constexpr size_t count = 5003;  // blocks of 20 KB: the grouped sends and receives, not the one-shot path
+  ScopedEnv algo("NCCL_ALGO", "reducescatter:pat");
+  ScopedEnv direct("TUTTI_DIRECT_MIN_BYTES", "0");
+  const std::vector<std::string> failed = onThreadRanks(n, [&](ncclComm_t comm, int r) -> std::string {
+    for (int round = 0; round < 2; ++round) {  // the second group reuses what the first one grew
+      std::vector<int32_t> a(count * n), b(count * n), rsIn(count * n), rsOut(count, -1);
+      fillAlltoAll(a, r, n, count, 1 + round);
+      fillAlltoAll(b, r, n, count, 3 + round);
+      for (size_t j = 0; j < rsIn.size(); ++j) rsIn[j] = r + static_cast<int32_t>(j % 7);
+      if (ncclGroupStart() != ncclSuccess) return "ncclGroupStart";
+      ncclResult_t res = ncclAlltoAll(a.data(), a.data(), count, ncclInt32, comm, nullptr);
+      if (res == ncclSuccess) res = ncclReduceScatter(rsIn.data(), rsOut.data(), count, ncclInt32, ncclSum, comm, nullptr);
+      if (res == ncclSuccess) res = ncclAlltoAll(b.data(), b.data(), count, ncclInt32, comm, nullptr);
+      const ncclResult_t end = ncclGroupEnd();
+      if (res != ncclSuccess || end != ncclSuccess) return std::string("group: ") + ncclGetLastError(comm);
+      std::string e = checkAlltoAll(a, r, n, count, 1 + round, "first AlltoAll");
+      if (e.empty()) e = checkAlltoAll(b, r, n, count, 3 + round, "second AlltoAll");
+      for (size_t i = 0; i < count && e.empty(); ++i) {
+        const int32_t want = n * (n - 1) / 2 + n * static_cast<int32_t>((r * count + i) % 7);
+        if (rsOut[i] != want) e = "ReduceScatter element " + std::to_string(i) + " is " + std::to_string(rsOut[i]);
+      }
+      if (!e.empty()) return "group " + std::to_string(round) + ": " + e;
+    }
+    return {};
+  });
+  for (const std::string& f : failed) ADD_FAILURE() << f;
+}
+
+// Device backends make their scratch when the communicator is created and keep to it: a call that would need more
+// runs in pieces (PAT ReduceScatter in segments of every block, an in-place AlltoAll outside a group in rounds of
+// columns), so no call allocates device memory (cudaMalloc may wait on peers' spinning kernels; capture refuses
+// it). 3 ranks, a scratch of about 16 KiB, two channels; the log shows the one allocation per rank made at init.
+TEST(GroupedScratch, DeviceCallsKeepToTheScratchMadeAtInit) {
+  const char* dev = std::getenv("TUTTI_DEVICE");
+  if (!dev || std::string(dev) != "sim") GTEST_SKIP() << "bounded scratch is for device backends (ctest suffix @sim)";
+  constexpr int n = 3;
+  ScopedEnv segment("TUTTI_DET_SEGMENT_BYTES", "16384"), oneShot("TUTTI_DET_ONESHOT_BYTES", "4096");
+  ScopedEnv algo("NCCL_ALGO", "reducescatter:pat");
+  ScopedEnv minCh("NCCL_MIN_NCHANNELS", "2"), maxCh("NCCL_MAX_NCHANNELS", "2");
+  std::vector<std::string> failed;
+  {
+    LogFile log("ALLOC");
+    failed = onThreadRanks(n, [&](ncclComm_t comm, int r) -> std::string {
+      for (size_t count : {size_t{1}, size_t{1000}, size_t{12289}, size_t{40000}}) {
+        std::string e = runReduceScatter(comm, r, n, count);
+        if (!e.empty()) return "count " + std::to_string(count) + ": " + e;
+        std::vector<int32_t> buf(count * n);
+        fillAlltoAll(buf, r, n, count, 5);
+        if (ncclAlltoAll(buf.data(), buf.data(), count, ncclInt32, comm, nullptr) != ncclSuccess)
+          return std::string("ncclAlltoAll: ") + ncclGetLastError(comm);
+        e = checkAlltoAll(buf, r, n, count, 5, "in-place AlltoAll");
+        if (!e.empty()) return "count " + std::to_string(count) + ": " + e;
+      }
+      return {};
+    });
+    EXPECT_EQ(log.count("scratch memory of"), size_t{n}) << "a call allocated scratch memory";
+    EXPECT_EQ(log.count("staging memory of"), size_t{0}) << "a call allocated staging memory";
+  }
+  for (const std::string& f : failed) ADD_FAILURE() << f;
 }
 
 }  // namespace

@@ -11,8 +11,10 @@
 // to rank r + s its partial sums of blocks [r + s, r + s + c) and receives from rank r - s partial sums of
 // blocks [r, r + c), which it adds to its own. Block r + j (j >= 1) is received at the steps d with
 // j < c(d), all of them before the step floor(log2 j) that sends it on; partial sums wait in scratch memory
-// (CollWork::scratch, block b at b * count). Block r accumulates in the output, where the last step (d = 0)
-// applies the post-op.
+// until then. Block r accumulates in the output, where the last step (d = 0) applies the post-op. The scratch
+// holds k blocks of one segment (CollWork::scratchSeg elements of the channel's share): the channel runs all
+// D steps over one segment, then over the next, so a call of any size needs only a bounded scratch (device
+// backends make it when the communicator is created; nothing is allocated during a call).
 //
 // Every step cuts each block's channel share into chunks of one FIFO slot and alternates one send and one
 // receive per chunk, in the same order on every rank, so a sender is never more than the FIFO's depth
@@ -111,35 +113,37 @@ TUTTI_HOST_DEVICE ncclResult_t patReduceScatter(Dim& dim, const CollWork& w, con
       if (j < patBlocks(e, k)) return true;
     return false;
   };
-  for (int d = steps - 1; d >= 0; --d) {
-    const int s = 1 << d, c = patBlocks(d, k);
-    TUTTI_PAT_STEP(dim(d, [&](auto& p) -> ncclResult_t {
-      for (size_t at = 0; at < w.chCount; at += w.chunkCount) {
-        const size_t n = minSize(w.chunkCount, w.chCount - at);
-        for (int j = 0; j < c; ++j) {
-          // Send the partial sum of block r + s + j: from scratch where partial sums arrived for it, else this
-          // rank's input alone (its pre-op applied on the way).
-          if (accumulated(s + j, d)) {
+  const size_t seg = w.scratchSeg ? w.scratchSeg : w.chCount;
+  for (size_t segAt = 0;; segAt += seg) {  // at least once: an empty share still takes its steps
+    const size_t segEnd = minSize(w.chCount, segAt + seg);
+    // Partial sums of block b in scratch, element `at` of the channel's share (within this segment).
+    auto scratchOff = [&](int b, size_t at) { return static_cast<size_t>(b % k) * w.scratchStride + (at - segAt); };
+    for (int d = steps - 1; d >= 0; --d) {
+      const int s = 1 << d, c = patBlocks(d, k);
+      TUTTI_PAT_STEP(dim(d, [&](auto& p) -> ncclResult_t {
+        for (size_t at = segAt; at < segEnd; at += w.chunkCount) {
+          const size_t n = minSize(w.chunkCount, segEnd - at);
+          for (int j = 0; j < c; ++j) {
+            // Send the partial sum of block r + s + j: from scratch where partial sums arrived for it, else
+            // this rank's input alone (its pre-op applied on the way).
             p.setBuffers(input, w.scratch);
-            TUTTI_PAT_STEP(p.sendFromOutput(blockOff(r + s + j, at), n));
-          } else {
-            p.setBuffers(input, w.scratch);
-            TUTTI_PAT_STEP(p.send(blockOff(r + s + j, at), n));
-          }
-          // Receive a partial sum of block r + j and add it: block r in the output (post-op at the last step),
-          // the others in scratch; the first partial of a block is added to this rank's input.
-          const bool first = j == 0 ? d == steps - 1 : !accumulated(j, d);
-          if (j == 0) {
-            p.setBuffers(input, output);
-            TUTTI_PAT_STEP(p.recvReduceInto(!first, blockOff(r, at), ownOff(at), n, d == 0));
-          } else {
-            p.setBuffers(input, w.scratch);
-            TUTTI_PAT_STEP(p.recvReduceInto(!first, blockOff(r + j, at), blockOff(r + j, at), n, false));
+            if (accumulated(s + j, d)) TUTTI_PAT_STEP(p.sendFromOutput(scratchOff(r + s + j, at), n));
+            else TUTTI_PAT_STEP(p.send(blockOff(r + s + j, at), n));
+            // Receive a partial sum of block r + j and add it: block r in the output (post-op at the last
+            // step), the others in scratch; the first partial of a block is added to this rank's input.
+            const bool first = j == 0 ? d == steps - 1 : !accumulated(j, d);
+            if (j == 0) {
+              p.setBuffers(input, output);
+              TUTTI_PAT_STEP(p.recvReduceInto(!first, blockOff(r, at), ownOff(at), n, d == 0));
+            } else {
+              TUTTI_PAT_STEP(p.recvReduceInto(!first, blockOff(r + j, at), scratchOff(r + j, at), n, false));
+            }
           }
         }
-      }
-      return ncclSuccess;
-    }));
+        return ncclSuccess;
+      }));
+    }
+    if (segEnd >= w.chCount) break;
   }
   return ncclSuccess;
 }

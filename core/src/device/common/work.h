@@ -28,7 +28,11 @@ struct CollWork {
   size_t align;      // chunk sizes are rounded to this many elements (vector-friendly offsets)
   int inPlace;       // send buffer is (the right part of) the receive buffer
   const int* ringRanks;  // ring position -> rank (AllGather / ReduceScatter blocks are indexed by rank)
-  void* scratch;         // PAT ReduceScatter: partial sums, a block of `count` per rank (pat.h)
+  // PAT ReduceScatter: this channel's partial sums (pat.h). The channel's share runs in segments of scratchSeg
+  // elements per block, one after another; a segment's partial sums of block b start at element b * scratchStride.
+  void* scratch;
+  size_t scratchStride;
+  size_t scratchSeg;
 };
 
 TUTTI_HOST_DEVICE inline size_t divUp(size_t a, size_t b) { return (a + b - 1) / b; }
