@@ -43,6 +43,7 @@ void readDetTuning(ncclComm* comm) {
   comm->det.stepBytes = bytes("TUTTI_DET_STEP_BYTES", 1);
   comm->det.oneThreadBytes = bytes("TUTTI_DET_ONE_THREAD_BYTES", 0);
   comm->det.segmentBytes = bytes("TUTTI_DET_SEGMENT_BYTES", 1);
+  comm->det.pipelineBytes = bytes("TUTTI_DET_PIPELINE_BYTES", 0);
 }
 
 // Which backend runs this communicator (backendOfNewComms), logged once per rank.

@@ -202,6 +202,7 @@ struct ncclComm {
     size_t stepBytes = 1;       // TUTTI_DET_STEP_BYTES (at least 1)
     size_t oneThreadBytes = 0;  // TUTTI_DET_ONE_THREAD_BYTES
     size_t segmentBytes = 1;    // TUTTI_DET_SEGMENT_BYTES (at least 1)
+    size_t pipelineBytes = 0;   // TUTTI_DET_PIPELINE_BYTES (0: off)
   } det;
   tutti::CommCallCheck calls;  // TUTTI_CHECK_CALLS, TUTTI_WAIT_WARN, who reached a stuck operation
 };

@@ -14,9 +14,10 @@
 //     each block, for a ReduceScatter), one after another, all through the scratch made at init.
 // On the host backend (two channels or more; TUTTI_DET_FUSED) phases 1 and 2 are one step, the fused exchange
 // (device/host/det_exchange.h): the received slices are reduced straight from the connections' slots, and an
-// AllReduce's AllGather runs in the same launch. Elsewhere the local reduction is hostDetReduceCopy over scratch
-// rows (host backend) or, on the sim and cuda backends, a local step of the symmetric kernel (sym.h,
-// SymPeers::local). The phases of one call run in order on its stream, or
+// AllReduce's AllGather runs in the same launch; an AllReduce of more than TUTTI_DET_PIPELINE_BYTES runs as segments
+// of that size, one launch each, so that each segment's reduced slices are gathered while still in cache. Elsewhere
+// the local reduction is hostDetReduceCopy over scratch rows (host backend) or, on the sim and cuda backends, a
+// local step of the symmetric kernel (sym.h, SymPeers::local). The phases of one call run in order on its stream, or
 // before the call returns (stream NULL on the host backend). The AllGathers and point-to-point operations are
 // steps of the call (Task::internal): NCCL_ALGO / NCCL_PROTO do not restrict them.
 #pragma once

@@ -197,6 +197,32 @@ TEST(DetThreadsLarge, LargeCountsMatchTheReference) {
     ADD_FAILURE() << f;
 }
 
+// The host backend's pipelined AllReduce (TUTTI_DET_PIPELINE_BYTES): a large call runs as segments, each exchanged,
+// reduced and gathered in turn. Ranks as threads kept off the one-shot and direct paths, 4 KiB segments; counts of
+// several segments and a ragged last one, in and out of place, shifted, grouped, per-rank PreMulSum: the bits against
+// the reference, and the log shows calls that ran in segments.
+TEST(DetPipeline, SegmentedAllReducesMatchTheReference) {
+  const char* dev = std::getenv("TUTTI_DEVICE");
+  if (dev && std::string(dev) != "host") GTEST_SKIP() << "the host backend's pipeline";
+  tutti::itest::ScopedEnv noOneShot("TUTTI_ONESHOT_MAX_BYTES", "0"), noDirect("TUTTI_DET_DIRECT_MIN_BYTES", "0");
+  tutti::itest::ScopedEnv detOneShot("TUTTI_DET_ONESHOT_BYTES", "4096"), pipeline("TUTTI_DET_PIPELINE_BYTES", "4096");
+  for (int n : {3, 4}) {
+    tutti::itest::LogFile log("COLL");
+    auto failed = onThreads(n, [n](ncclComm_t comm, int r) -> std::string {
+      for (size_t count : {size_t{3001}, size_t{10007}}) {
+        for (int op : {int(ncclSum), kPreMulSum}) {
+          std::string e = checkCase<float>(comm, r, n, ncclFloat32, op, count, nullptr);
+          if (e.empty()) e = checkCase<tutti::BFloat16>(comm, r, n, ncclBfloat16, op, count, nullptr);
+          if (!e.empty()) return e;
+        }
+      }
+      return {};
+    });
+    for (auto& f : failed) ADD_FAILURE() << n << " ranks: " << f;
+    EXPECT_GT(log.count(", segment 3 of "), size_t{0}) << n << " ranks: no call ran in segments";
+  }
+}
+
 // Host streams: every call returns at once and its phases run in stream order.
 TEST(DetStreams, CallsOnStreams) {
   constexpr int n = 3;

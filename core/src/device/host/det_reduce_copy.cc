@@ -1,6 +1,7 @@
 #include "device/host/det_reduce_copy.h"
 
 #include "device/common/det_reduce.h"
+#include "util/simd.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -64,6 +65,7 @@ void foldLeafOp(const DetOp<T>& op, A scalar, A* lo, const char* src, size_t c) 
 }
 
 template <typename T>
+TUTTI_SIMD_CLONES
 void detReduceChunks(const DetOp<T>& op, int n, const void* const* in, int nOut, void* const* out, size_t count,
                      const void* rankScalars) {
   using A = DetAcc<T>;
@@ -153,6 +155,7 @@ inline A blockSum(const Leaf& leaf) {
 // the next rank's slot), element by element with the tree inlined (the compiler vectorises the loop; an output
 // equal to an input is read before it is written at each index). scalars: N widened scalars (PreMulSum) or null.
 template <typename T, int N, bool kScaled, bool kAverage, bool kTwoOut>
+TUTTI_SIMD_CLONES
 void detSumFixed(const void* const* in, void* const* out, size_t count, const DetAcc<T>* scalars) {
   using A = DetAcc<T>;
   const char* src[N];

@@ -1,6 +1,7 @@
 #include "device/host/reduce_copy.h"
 
 #include "device/host/det_reduce_copy.h"
+#include "util/simd.h"
 
 #include <algorithm>
 #include <cstring>
@@ -28,6 +29,7 @@ inline void storeElem(unsigned char* base, size_t i, T v) {
 // dst = (Pre ? preOp(a) : a) op b: the shape of recvReduceSend / recvReduceCopy, the hot case.
 // dst may equal a or b exactly: each element is read before it is written.
 template <typename T, typename Op, bool Pre, bool Post>
+TUTTI_SIMD_CLONES
 void reduceTwo(const Op& op, const unsigned char* a, const unsigned char* b, unsigned char* dst, size_t count) {
   for (size_t i = 0; i < count; ++i) {
     T x = loadElem<T>(a, i);
@@ -42,6 +44,7 @@ void reduceTwo(const Op& op, const unsigned char* a, const unsigned char* b, uns
 // every ring AllReduce, writes its result to the output and to the next rank's slot. Element-wise, so
 // either destination may equal a or b exactly.
 template <typename T, typename Op, bool Pre, bool Post>
+TUTTI_SIMD_CLONES
 void reduceTwoToTwo(const Op& op, const unsigned char* a, const unsigned char* b, unsigned char* dst0,
                     unsigned char* dst1, size_t count) {
   for (size_t i = 0; i < count; ++i) {
@@ -58,6 +61,7 @@ void reduceTwoToTwo(const Op& op, const unsigned char* a, const unsigned char* b
 // into acc, postOp, then write acc to every destination. A destination equal to src[0] is safe because
 // a block is fully read before it is written.
 template <typename T, typename Op, bool Pre, bool Post>
+TUTTI_SIMD_CLONES
 void reduceGeneral(const Op& op, int nSrcs, const void* const* srcs, int nDsts, void* const* dsts, size_t count) {
   alignas(64) T acc[kBlockElems];
   for (size_t base = 0; base < count; base += kBlockElems) {
