@@ -13,6 +13,7 @@
 #include "device/sim/kernels.h"
 #include "plugin/config.h"
 #include "plugin/params.h"
+#include "proxy/net_transport.h"
 #include "proxy/proxy.h"
 #include "plugin/transport_plugin.h"
 #include "util/check.h"
@@ -467,6 +468,16 @@ void commCancelOps(ncclComm* comm) {
       // A network end its rank drove is closed by whoever progresses it next: here, or the proxy thread.
       if (c->host.proxyTask) proxyRelease(c->host.proxyTask);
     }
+  // An end that may move user buffers (zero copy) is closed before the error reaches the caller, who may free
+  // those buffers at once: the proxy thread, if it holds the end now, closes it within a round.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  for (auto& [key, c] : comm->connections) {
+    if (!c->host.netEnd || !c->host.conn.ctrl) continue;
+    while (!netEndClosed(c->host.netEnd) && std::chrono::steady_clock::now() < deadline) {
+      proxyRelease(c->host.proxyTask);
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
 }
 
 void commSignalAbort(ncclComm* comm) {

@@ -3,6 +3,7 @@
 #include "comm/comm.h"
 
 #include "device/enqueue.h"
+#include "plugin/params.h"
 #include "plugin/transport_plugin.h"
 #include "proxy/net_transport.h"
 #include "util/check.h"
@@ -173,8 +174,15 @@ ncclResult_t commConnect(ncclComm* comm, const std::vector<ConnRequest>& wanted)
       if (comm->backend != Backend::Host) TUTTI_CHECK(device::registerConnection(comm, &c));
       // A host rank sends and receives on its own network ends (no proxy wake-up on the critical path), except
       // the one-sided service's, which its service thread polls without driving.
-      if (comm->backend == Backend::Host && p.req.connIndex != kConnRma && netTransportIs(api))
+      if (comm->backend == Backend::Host && p.req.connIndex != kConnRma && netTransportIs(api)) {
         c.host.proxyTask = netProxyTaskOf(c.res);
+        const int64_t zeroCopy = paramInt("TUTTI_NET_ZERO_COPY_MIN_BYTES");
+        if (zeroCopy > 0 && netTakesUserBuffers(c.res)) {
+          c.host.netEnd = c.res;
+          c.host.userBufferMinBytes = static_cast<size_t>(zeroCopy);
+          c.host.sendFromUser = netSendFrom;
+        }
+      }
       connected[i] = true;
       progressed = true;
       --left;

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <utility>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -133,6 +134,19 @@ struct NetEnd {
   bool failed = false;  // a plugin call failed: the end is closed and moves nothing more
   void* requests[TUTTI_STEPS] = {};
   std::shared_ptr<NetProxyTask> task;
+  // Zero copy (netSendFrom / netRecvInto). Send end: the user buffer of each posted slot (null: the FIFO
+  // slot), written by the rank before tail and cleared by the proxy when it posts the step. Receive end: the
+  // user steps not posted yet, in step order (under userMutex; nUser counts them). Either end: the
+  // registration of a user buffer in flight, per slot, deregistered when its step completes.
+  const void* sendFrom[TUTTI_STEPS] = {};
+  std::mutex userMutex;
+  std::deque<NetUserStep> userSteps;
+  std::atomic<size_t> nUser{0};
+  void* userMh[TUTTI_STEPS] = {};
+  std::atomic<bool> closedLocally{false};
+  bool userLogged = false;  // the first user-buffer step was logged  // closed after a local cancel: the plugin touches no buffer again
+  void* userPtr[TUTTI_STEPS] = {};
+  size_t userBytes[TUTTI_STEPS] = {};
   // Profiling: ProxyOps the ranks queued (under profMutex, in step order) and the ProxyStep of each slot in
   // flight. The counters belong to the proxy thread; `profiled` turns on with the first queued op.
   struct ProfOp {
@@ -252,8 +266,6 @@ ncclResult_t NetProxyTask::progress(bool* active) {
   NetState* net = loadNet();
   const ncclNet_v12_t& api = net->plugin->net;
   tuttiConnCtrl_t* ctrl = e->ctrl();
-  // A failed end stays failed: the rank driving it may poll it again before the proxy thread drops it.
-  if (e->failed) return ncclRemoteError;
   auto fail = [&](const char* what) {
     e->failed = true;
     TUTTI_WARN("net: {} {} rank {} failed (see the plugin's message above)", what, e->recv ? "from" : "to", e->peer);
@@ -267,10 +279,15 @@ ncclResult_t NetProxyTask::progress(bool* active) {
     if (e->comm) {
       for (void*& mh : e->mhandles)
         if (mh) api.deregMr(e->comm, std::exchange(mh, nullptr));
+      for (void*& mh : e->userMh)
+        if (mh) api.deregMr(e->comm, std::exchange(mh, nullptr));
       (e->recv ? api.closeRecv : api.closeSend)(std::exchange(e->comm, nullptr));
     }
+    e->closedLocally.store(true, std::memory_order_release);
     return ncclRemoteError;  // the proxy stops progressing this end
   }
+  // A failed end stays failed: the rank driving it may poll it again before the proxy thread drops it.
+  if (e->failed) return ncclRemoteError;
   if (!e->recv) {
     // Sender: isend every step the primitives posted, oldest first; complete them in order.
     const uint64_t tail = std::atomic_ref<uint64_t>(ctrl->tail).load(std::memory_order_acquire);
@@ -290,10 +307,20 @@ ncclResult_t NetProxyTask::progress(bool* active) {
       if (proto < 0 || proto >= TUTTI_NUM_PROTOCOLS || !e->regionBytes[proto]) return fail("send (bad protocol)");
       void* data = e->sendSlot(proto, e->posted);
       const size_t wire = lineWireBytes(proto, static_cast<size_t>(bytes));
+      void* mh = e->mhandles[proto];
+      if (const void* user = std::atomic_ref<const void*>(e->sendFrom[slot]).load(std::memory_order_relaxed)) {
+        data = const_cast<void*>(user);
+        // Registered once per step, kept across a busy plugin's retries.
+        if (!e->userMh[slot] && api.regMr(e->comm, data, wire, NCCL_PTR_HOST, &e->userMh[slot]) != ncclSuccess)
+          return fail("registering a user buffer to send");
+        mh = e->userMh[slot];
+        if (!std::exchange(e->userLogged, true))
+          TUTTI_INFO(NCCL_NET, "net: steps to rank {} leave from user buffers (zero copy, {} bytes first)", e->peer, wire);
+      }
       void* req = nullptr;
-      if (api.isend(e->comm, data, wire, 0, e->mhandles[proto], nullptr, &req) != ncclSuccess)
-        return fail("isend");
+      if (api.isend(e->comm, data, wire, 0, mh, nullptr, &req) != ncclSuccess) return fail("isend");
       if (!req) break;  // plugin busy: retry later
+      std::atomic_ref<const void*>(e->sendFrom[slot]).store(nullptr, std::memory_order_relaxed);
       if (prof) [[unlikely]] profStepState(e, e->posted, ncclProfilerProxyStepSendWait, wire);
       e->requests[slot] = req;
       ++e->posted;
@@ -304,6 +331,7 @@ ncclResult_t NetProxyTask::progress(bool* active) {
       if (api.test(e->requests[e->done % TUTTI_STEPS], &isDone, &size) != ncclSuccess) return fail("send test");
       if (!isDone) break;
       if (prof) [[unlikely]] profStepEnd(e, e->done);
+      if (void*& mh = e->userMh[e->done % TUTTI_STEPS]) api.deregMr(e->comm, std::exchange(mh, nullptr));
       ++e->done;
       publishCounter(&ctrl->head, &ctrl->headWaiters, &ctrl->headSeq, e->done);
       *active = true;
@@ -312,7 +340,8 @@ ncclResult_t NetProxyTask::progress(bool* active) {
     // Receiver: keep an irecv posted into every free slot; publish completed ones in order.
     // Only steps an operation announced are received, so an idle connection has nothing posted.
     const uint64_t head = std::atomic_ref<uint64_t>(ctrl->head).load(std::memory_order_acquire);
-    const uint64_t wanted = std::atomic_ref<uint64_t>(ctrl->recvWanted).load(std::memory_order_relaxed);
+    // Acquire: the user steps registered before an announcement are seen with it.
+    const uint64_t wanted = std::atomic_ref<uint64_t>(ctrl->recvWanted).load(std::memory_order_acquire);
     const bool prof = e->profiled.load(std::memory_order_relaxed);
     if (prof) [[unlikely]] {
       if (!e->profSynced) profSync(e);
@@ -320,12 +349,33 @@ ncclResult_t NetProxyTask::progress(bool* active) {
       for (; e->profStopped < head && e->profStopped < e->done; ++e->profStopped) profStepEnd(e, e->profStopped);
     }
     while (e->posted < head + TUTTI_STEPS && e->posted < wanted && e->posted - e->done < TUTTI_STEPS) {
+      const int slot = static_cast<int>(e->posted % TUTTI_STEPS);
       void* data = e->landing(e->posted);
       size_t size = e->slotBytes;
+      void* mh = e->mhandles[TUTTI_PROTO_SIMPLE];
+      if (!e->userMh[slot] && e->nUser.load(std::memory_order_acquire)) {
+        std::lock_guard<std::mutex> lock(e->userMutex);
+        while (!e->userSteps.empty() && e->userSteps.front().step < e->posted) e->userSteps.pop_front();
+        if (!e->userSteps.empty() && e->userSteps.front().step == e->posted) {
+          const NetUserStep u = e->userSteps.front();
+          e->userSteps.pop_front();
+          if (api.regMr(e->comm, u.ptr, u.bytes, NCCL_PTR_HOST, &e->userMh[slot]) != ncclSuccess)
+            return fail("registering a user buffer to receive into");
+          e->userPtr[slot] = u.ptr;
+          e->userBytes[slot] = u.bytes;
+        }
+        e->nUser.store(e->userSteps.size(), std::memory_order_relaxed);
+      }
+      if (e->userMh[slot]) {  // this step lands in the user's buffer (kept across a busy plugin's retries)
+        data = e->userPtr[slot];
+        size = e->userBytes[slot];
+        mh = e->userMh[slot];
+        if (!std::exchange(e->userLogged, true))
+          TUTTI_INFO(NCCL_NET, "net: steps from rank {} land in user buffers (zero copy, {} bytes first)", e->peer, size);
+      }
       int tag = 0;
       void* req = nullptr;
-      if (api.irecv(e->comm, 1, &data, &size, &tag, &e->mhandles[TUTTI_PROTO_SIMPLE], nullptr, &req) != ncclSuccess)
-        return fail("irecv");
+      if (api.irecv(e->comm, 1, &data, &size, &tag, &mh, nullptr, &req) != ncclSuccess) return fail("irecv");
       if (!req) break;
       if (prof) [[unlikely]] profStepState(e, e->posted, ncclProfilerProxyStepRecvWait, size);
       e->requests[e->posted % TUTTI_STEPS] = req;
@@ -351,6 +401,7 @@ ncclResult_t NetProxyTask::progress(bool* active) {
       if (prof) [[unlikely]] profStepState(e, e->done, ncclProfilerProxyStepRecvGPUWait, static_cast<size_t>(size));
       std::atomic_ref<int64_t>(ctrl->sizes[e->done % TUTTI_STEPS]).store(size, std::memory_order_relaxed);
       std::atomic_ref<int32_t>(ctrl->protos[e->done % TUTTI_STEPS]).store(-1, std::memory_order_relaxed);
+      if (void*& mh = e->userMh[e->done % TUTTI_STEPS]) api.deregMr(e->comm, std::exchange(mh, nullptr));
       ++e->done;
       publishCounter(&ctrl->tail, &ctrl->tailWaiters, &ctrl->tailSeq, e->done);
       *active = true;
@@ -562,6 +613,8 @@ ncclResult_t netFree(void* res) {
   profDrop(e);  // before the communicator's profilers are finalized
   for (void* mh : e->mhandles)
     if (mh) api.deregMr(e->comm, mh);
+  for (void* mh : e->userMh)
+    if (mh) api.deregMr(e->comm, mh);
   if (e->comm) (e->recv ? api.closeRecv : api.closeSend)(e->comm);
   if (e->listenComm) api.closeListen(e->listenComm);
   freeEnd(e);
@@ -601,6 +654,28 @@ void netProfilePost(void* res, ProfEvent* op, uint64_t firstStep, uint64_t nStep
     e->profOps.push_back({op, firstStep, firstStep + nSteps, false});
   }
   e->profiled.store(true, std::memory_order_release);
+}
+
+bool netTakesUserBuffers(void* res) {
+  const NetState* net = loadNet();
+  const int dev = static_cast<NetEnd*>(res)->dev;
+  return !static_cast<NetEnd*>(res)->devData && dev < static_cast<int>(net->ptrSupport.size()) &&
+         (net->ptrSupport[dev] & NCCL_PTR_HOST);
+}
+
+bool netEndClosed(void* res) { return static_cast<NetEnd*>(res)->closedLocally.load(std::memory_order_acquire); }
+
+void netSendFrom(void* res, uint64_t step, const void* data) {
+  auto* e = static_cast<NetEnd*>(res);
+  std::atomic_ref<const void*>(e->sendFrom[step % TUTTI_STEPS]).store(data, std::memory_order_relaxed);
+}
+
+void netRecvInto(void* res, const NetUserStep* steps, size_t n) {
+  if (n == 0) return;
+  auto* e = static_cast<NetEnd*>(res);
+  std::lock_guard<std::mutex> lock(e->userMutex);
+  e->userSteps.insert(e->userSteps.end(), steps, steps + n);
+  e->nUser.store(e->userSteps.size(), std::memory_order_release);
 }
 
 ProxyTask* netProxyTaskOf(void* res) { return static_cast<NetEnd*>(res)->task.get(); }

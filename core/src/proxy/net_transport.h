@@ -6,6 +6,9 @@
 
 #include <tutti/transport.h>
 
+#include <cstddef>
+#include <cstdint>
+
 namespace tutti {
 
 // The transport table of the network path ("net"), used after the intra-node transports of the config.
@@ -26,6 +29,25 @@ class ProxyTask;
 
 // The proxy task that moves the network end `res` (a rank may drive it itself: proxy.h, proxyProgressInline).
 ProxyTask* netProxyTaskOf(void* res);
+
+// Zero copy on a host rank's network end (host backend only; HostConn::userBufferMinBytes).
+// Whether the net plugin takes host pointers it did not allocate (NCCL_PTR_HOST): user buffers can then be
+// registered (regMr) and moved as they are.
+bool netTakesUserBuffers(void* res);
+// Send end: step `step` (about to be posted) goes out from `data`, a user buffer that stays untouched until the
+// end's head passes the step, instead of from its FIFO slot. Called before tail publishes the step.
+void netSendFrom(void* res, uint64_t step, const void* data);
+// Receive end: steps [steps[i].step] land at steps[i].ptr (exactly steps[i].bytes) instead of in the landing
+// FIFO. Called, in step order, before those steps are announced (announceRecvSteps).
+struct NetUserStep {
+  uint64_t step;
+  void* ptr;
+  size_t bytes;
+};
+void netRecvInto(void* res, const NetUserStep* steps, size_t n);
+// Whether the end was closed after its communicator cancelled its operations: from then on the plugin reads
+// and writes no user buffer of it.
+bool netEndClosed(void* res);
 
 // Name of the net plugin in use ("" when none could be loaded), loading the config's nets on first call.
 const char* netTransportPluginName();

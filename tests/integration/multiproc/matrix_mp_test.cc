@@ -20,7 +20,10 @@ namespace {
 // (device/host/direct_copy.h: each rank reads the others' buffers with process_vm_readv).
 // kOneShot: over shm, every AllReduce, ReduceScatter, AllGather, Broadcast and AlltoAll up to half a Simple slot on the
 // one-shot path (device/host/oneshot.h).
-enum class Via { kShm, kNet, kDirect, kOneShot };
+// kNetZeroCopy: over net-socket, with every non-empty Simple step of a ring collective or a send/recv moved
+// straight between the user's buffers and the wire (TUTTI_NET_ZERO_COPY_MIN_BYTES=1): odd counts, unaligned
+// and in-place buffers included.
+enum class Via { kShm, kNet, kDirect, kOneShot, kNetZeroCopy };
 enum class Suite { kColl, kSendRecv };
 
 struct MpMatrixParam {
@@ -30,14 +33,15 @@ struct MpMatrixParam {
   Coll coll;  // kColl only
 };
 
-const char* viaName(Via v) { return v == Via::kNet ? "net" : "shm"; }
+const char* viaName(Via v) { return v == Via::kNet || v == Via::kNetZeroCopy ? "net" : "shm"; }
 
 std::string paramLabel(const MpMatrixParam& p) {
   const std::string what = p.suite == Suite::kSendRecv ? "SendRecv" : collName(p.coll);
-  const char* via = p.via == Via::kShm      ? "Shm_"
-                    : p.via == Via::kNet    ? "Net_"
-                    : p.via == Via::kDirect ? "Direct_"
-                                            : "OneShot_";
+  const char* via = p.via == Via::kShm           ? "Shm_"
+                    : p.via == Via::kNet         ? "Net_"
+                    : p.via == Via::kNetZeroCopy ? "NetZeroCopy_"
+                    : p.via == Via::kDirect      ? "Direct_"
+                                                 : "OneShot_";
   return via + what + "_k" + std::to_string(p.nranks);
 }
 void PrintTo(const MpMatrixParam& p, std::ostream* os) { *os << paramLabel(p); }
@@ -67,12 +71,17 @@ TEST_P(MpMatrix, Cases) {
   opts.nranks = p.nranks;
   opts.timeoutSeconds = 45;  // a case list takes a few seconds; anything near this is a hang
   opts.env = initLogEnv(logDir);
-  if (p.via == Via::kNet) {
+  if (p.via == Via::kNet || p.via == Via::kNetZeroCopy) {
     opts.env.push_back({"NCCL_SHM_DISABLE", "1"});
     opts.env.push_back({"NCCL_P2P_DISABLE", "1"});
     opts.env.push_back({"NCCL_SOCKET_IFNAME", "lo"});
   }
   if (p.via == Via::kDirect) opts.env.push_back({"TUTTI_DIRECT_MIN_BYTES", "1"});
+  if (p.via == Via::kNetZeroCopy) {
+    opts.env.push_back({"TUTTI_NET_ZERO_COPY_MIN_BYTES", "1"});
+    for (auto& [name, value] : opts.env)
+      if (name == "NCCL_DEBUG_SUBSYS") value = "INIT,NET";  // the net transport logs its first zero-copy step
+  }
   if (p.via == Via::kOneShot) opts.env.push_back({"TUTTI_ONESHOT_MAX_BYTES", "262144"});
   if (hostOnly) {
     for (auto& [name, value] : opts.env)
@@ -98,6 +107,15 @@ TEST_P(MpMatrix, Cases) {
     // Every rank ran collectives on the one-shot path (the larger cases of the list take the ring).
     EXPECT_GE(countLogLines(logDir, "algo ONESHOT"), p.nranks) << "in the logs under " << logDir;
   }
+  const char* device = std::getenv("TUTTI_DEVICE");
+  if (p.via == Via::kNetZeroCopy && (!device || std::string(device) == "host")) {
+    // Steps left from and (except where every receive is reduced) landed in user buffers: the host backend's
+    // driven ends. Device backends keep their FIFOs.
+    EXPECT_GE(countLogLines(logDir, "leave from user buffers"), 1) << "in the logs under " << logDir;
+    const bool reducesAll = p.suite == Suite::kColl && (p.coll == Coll::kReduce || p.coll == Coll::kReduceScatter);
+    if (!reducesAll)
+      EXPECT_GE(countLogLines(logDir, "land in user buffers"), 1) << "in the logs under " << logDir;
+  }
   if (p.via == Via::kDirect) {
     // Every rank found it could read every other rank (the probe at init), so the path was taken.
     EXPECT_EQ(countLogLines(logDir, "single-copy AllGather from 1 bytes, Broadcast from 1 bytes, AlltoAll from 1 bytes, "
@@ -116,6 +134,10 @@ std::vector<MpMatrixParam> params() {
       for (Coll c : matrixColls()) out.push_back({via, k, Suite::kColl, c});
       out.push_back({via, k, Suite::kSendRecv, Coll::kAllReduce});
     }
+  }
+  for (int k : {2, 3}) {
+    for (Coll c : matrixColls()) out.push_back({Via::kNetZeroCopy, k, Suite::kColl, c});
+    out.push_back({Via::kNetZeroCopy, k, Suite::kSendRecv, Coll::kAllReduce});
   }
   for (int k : {2, 3, 4}) {
     for (Coll c : {Coll::kAllGather, Coll::kBroadcast, Coll::kBcast, Coll::kAlltoAll, Coll::kAllReduce,

@@ -136,10 +136,12 @@ void addSteps(StepCounts* counts, HostConn* conn, uint64_t steps) {
   counts->entries[counts->n++] = {conn, steps};
 }
 
-ncclResult_t countChannelSteps(ncclComm* comm, const std::vector<CollPlan>& colls, int c, HostConn* ringRecv,
-                               StepCounts* counts) {
-  for (const CollPlan& p : colls) {
-    if (c >= static_cast<int>(p.work.size()) || isSym(p) || isDetx(p) || isDirect(p)) continue;
+// One plan's steps on channel c. A ring plan whose receive end takes user buffers also records, in
+// *userSteps (when given), the steps HostPrims::useUserBuffers receives straight into the output.
+ncclResult_t countPlanSteps(ncclComm* comm, const CollPlan& p, int c, HostConn* ringRecv, StepCounts* counts,
+                            std::vector<HostStepCounter::UserStep>* userSteps = nullptr) {
+  {
+    if (c >= static_cast<int>(p.work.size()) || isSym(p) || isDetx(p) || isDirect(p)) return ncclSuccess;
     if (isTree(p)) {
       const TreeWork tw = treeWorkOf(comm, p.work[c], c);
       TreeConns tc;
@@ -160,11 +162,28 @@ ncclResult_t countChannelSteps(ncclComm* comm, const std::vector<CollPlan>& coll
       TUTTI_CHECK(runPatCollective(dim, p.work[c], p.task.sendbuff, p.task.recvbuff));
     } else if (ringRecv) {
       HostStepCounter counter(ringRecv, p.protocol, p.eltSize);
+      if (userSteps && ringRecv->netEnd)
+        counter.recordUserBuffers(ringRecv, p.protocol, p.task.recvbuff, p.eltSize, userSteps);
       TUTTI_CHECK(runRingCollective(counter, p.work[c]));
       addSteps(counts, ringRecv, counter.recvSteps());
     }
   }
   return ncclSuccess;
+}
+
+ncclResult_t countChannelSteps(ncclComm* comm, const std::vector<CollPlan>& colls, int c, HostConn* ringRecv,
+                               StepCounts* counts) {
+  for (const CollPlan& p : colls) TUTTI_CHECK(countPlanSteps(comm, p, c, ringRecv, counts));
+  return ncclSuccess;
+}
+
+// Hands the network end of `conn` the steps counted from its current step that land in user buffers.
+void registerUserSteps(HostConn* conn, const std::vector<HostStepCounter::UserStep>& steps) {
+  if (steps.empty() || !conn->netEnd) return;
+  std::vector<NetUserStep> abs;
+  abs.reserve(steps.size());
+  for (const HostStepCounter::UserStep& u : steps) abs.push_back({conn->step + u.step, u.ptr, u.bytes});
+  netRecvInto(conn->netEnd, abs.data(), abs.size());
 }
 
 }  // namespace
@@ -287,7 +306,11 @@ struct KernelChGuard {
   }
 };
 
-ncclResult_t runP2pList(ncclComm* comm, const std::vector<Task>& tasks, bool sending) {
+// userBuffers: sends leave from and receives land in the tasks' buffers where the network end allows it
+// (HostConn::userBufferMinBytes). Sends from user buffers complete before the call returns, or, with
+// `userSent`, are left in flight and listed there for waitUserSends.
+ncclResult_t runP2pList(ncclComm* comm, const std::vector<Task>& tasks, bool sending, bool userBuffers,
+                        std::vector<HostConn*>* userSent = nullptr) {
   ResolvedRedOp copyOp{};
   resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &copyOp);  // byte copy
   const ResolvedRedOp* copy = &copyOp;
@@ -307,16 +330,56 @@ ncclResult_t runP2pList(ncclComm* comm, const std::vector<Task>& tasks, bool sen
                sending ? "to" : "from", t.root, proto == TUTTI_PROTO_LL ? "LL" : "Simple", comm->p2pOpCount);
     if (sending) {
       HostPrims prims(nullptr, conn, t.sendbuff, nullptr, 1, *copy, wait, label, proto);
+      prims.useUserBuffers(false, userBuffers);
       TUTTI_CHECK(prims.send(0, bytes));
+      if (prims.sentFromUser() && userSent) {
+        if (std::find(userSent->begin(), userSent->end(), conn) == userSent->end()) userSent->push_back(conn);
+      } else {
+        TUTTI_CHECK(prims.waitSent());
+      }
     } else {
       HostStepCounter steps(conn, proto, 1);
+      std::vector<HostStepCounter::UserStep> userSteps;
+      if (userBuffers && conn->netEnd) steps.recordUserBuffers(conn, proto, t.recvbuff, 1, &userSteps);
       steps.recv(0, bytes);
+      registerUserSteps(conn, userSteps);
       announceRecvSteps(conn, steps.recvSteps());
       HostPrims prims(conn, nullptr, nullptr, t.recvbuff, 1, *copy, wait, label, proto);
+      prims.useUserBuffers(userBuffers, false);
       TUTTI_CHECK(prims.recv(0, bytes));
     }
   }
   return ncclSuccess;
+}
+
+// Waits until the sends runP2pList left in flight from user buffers have left (see HostPrims::waitSent).
+ncclResult_t waitUserSends(ncclComm* comm, const std::vector<HostConn*>& conns) {
+  ResolvedRedOp copyOp{};
+  resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &copyOp);
+  const WaitContext wait = commWaitContext(comm);
+  for (HostConn* conn : conns) {
+    OpLabel label{comm->rank, "Send", comm->p2pOpCount, 0, &comm->failure, commAskFailure, comm};
+    HostPrims prims(nullptr, conn, nullptr, nullptr, 1, copyOp, wait, label, TUTTI_PROTO_SIMPLE);
+    TUTTI_CHECK(prims.waitSent(true));
+  }
+  return ncclSuccess;
+}
+
+// Whether a launch's point-to-point calls may use user buffers on the network: no send buffer overlaps a
+// receive buffer (a receive landing early would overwrite data still to be sent). Large groups are not
+// searched.
+bool p2pUserBuffersSafe(const std::vector<Task>& sends, const std::vector<Task>& recvs) {
+  if (sends.size() * recvs.size() > 4096) return false;
+  for (const Task& s : sends) {
+    const auto* sb = static_cast<const char*>(s.sendbuff);
+    const size_t sn = s.count * dataTypeSize(s.datatype);
+    for (const Task& r : recvs) {
+      const auto* rb = static_cast<const char*>(r.recvbuff);
+      const size_t rn = r.count * dataTypeSize(r.datatype);
+      if (sn && rn && sb < rb + rn && rb < sb + sn) return false;
+    }
+  }
+  return true;
 }
 
 // Whether every connection's sends of this launch fit its FIFO (at most NCCL_STEPS steps): they then complete
@@ -492,15 +555,20 @@ ncclResult_t launchItems(CommLaunch& launch, std::vector<WorkItem>* items, std::
       const WaitContext wait = commWaitContext(comm);
       HostConn *recv = nullptr, *send = nullptr;
       ringConnsOf(comm, *colls, c, &recv, &send);
-      if (comm->nRanks > 1) {
-        // Tell the receive sides (network proxies) how many steps this launch will take from them.
-        StepCounts counts;
-        TUTTI_CHECK(countChannelSteps(comm, *colls, c, recv, &counts));
-        if (comm->profiler) [[unlikely]] TUTTI_CHECK(profileChannelProxyOps(comm, *colls, c));
-        for (int i = 0; i < counts.n; ++i) announceRecvSteps(counts.entries[i].first, counts.entries[i].second);
-      }
+      if (comm->nRanks > 1 && comm->profiler) [[unlikely]] TUTTI_CHECK(profileChannelProxyOps(comm, *colls, c));
+      std::vector<HostStepCounter::UserStep> userSteps;
       for (const CollPlan& p : *colls) {
         if (c >= static_cast<int>(p.work.size())) continue;
+        if (comm->nRanks > 1) {
+          // Tell the receive sides (network proxies) how many steps this plan will take from them, and where
+          // the steps that go straight into the output land. Plan by plan, just before it runs: a step received
+          // into a user buffer must not land there before the earlier plans are done with that memory.
+          StepCounts counts;
+          userSteps.clear();
+          TUTTI_CHECK(countPlanSteps(comm, p, c, recv, &counts, &userSteps));
+          if (recv) registerUserSteps(recv, userSteps);
+          for (int i = 0; i < counts.n; ++i) announceRecvSteps(counts.entries[i].first, counts.entries[i].second);
+        }
         KernelChGuard kernelCh;
         if (p.task.prof) [[unlikely]] kernelCh.e = profKernelChStart(p.task.prof.get(), c);
         OpLabel label{comm->rank, funcName(p.task.func), p.opCount, c, &comm->failure, commAskFailure, comm};
@@ -541,7 +609,11 @@ ncclResult_t launchItems(CommLaunch& launch, std::vector<WorkItem>* items, std::
           continue;
         }
         HostPrims prims(recv, send, p.task.sendbuff, p.task.recvbuff, p.eltSize, p.op, wait, label, p.protocol);
+        // A ring writes each block of its output once, and reads a block of its input only before the data
+        // that depends on it can come back: user buffers are safe to receive into and send from.
+        prims.useUserBuffers(true, true);
         TUTTI_CHECK(runRingCollective(prims, p.work[c]));
+        TUTTI_CHECK(prims.waitSent());
       }
       return ncclSuccess;
     }));
@@ -550,20 +622,24 @@ ncclResult_t launchItems(CommLaunch& launch, std::vector<WorkItem>* items, std::
   // Point-to-point: self pairs now (or by the caller); the rest in round order (send to rank+i, receive from rank-i).
   std::vector<Task> sends, recvs;
   TUTTI_CHECK(orderP2p(comm, launch.p2p, &sends, &recvs, selfCopies));
+  const bool user = p2pUserBuffersSafe(sends, recvs);
   if (!sends.empty() && !recvs.empty() && sendsFitFifos(comm, sends)) {
     // No send waits for a receive of this launch (each fits its connection's free slots), so one thread sends
     // everything, then receives: no hand-off to a second thread (an AlltoAll, a halo exchange, small pairs).
-    items->push_back(guarded(comm, [comm, sends = std::move(sends), recvs = std::move(recvs)]() -> ncclResult_t {
-      TUTTI_CHECK(runP2pList(comm, sends, true));
-      return runP2pList(comm, recvs, false);
+    // Sends from user buffers are waited for last: a peer drains them only once it reaches its receives.
+    items->push_back(guarded(comm, [comm, user, sends = std::move(sends), recvs = std::move(recvs)]() -> ncclResult_t {
+      std::vector<HostConn*> userSent;
+      TUTTI_CHECK(runP2pList(comm, sends, true, user, &userSent));
+      TUTTI_CHECK(runP2pList(comm, recvs, false, user));
+      return waitUserSends(comm, userSent);
     }));
     ++comm->p2pOpCount;
     return ncclSuccess;
   }
   if (!sends.empty())
-    items->push_back(guarded(comm, [comm, sends = std::move(sends)] { return runP2pList(comm, sends, true); }));
+    items->push_back(guarded(comm, [comm, user, sends = std::move(sends)] { return runP2pList(comm, sends, true, user); }));
   if (!recvs.empty())
-    items->push_back(guarded(comm, [comm, recvs = std::move(recvs)] { return runP2pList(comm, recvs, false); }));
+    items->push_back(guarded(comm, [comm, user, recvs = std::move(recvs)] { return runP2pList(comm, recvs, false, user); }));
   if (!launch.p2p.empty()) ++comm->p2pOpCount;
   return ncclSuccess;
 }

@@ -208,7 +208,7 @@ ncclResult_t HostPrims::waitTail(const HostConn* rc) const {
 
 // Waits until the current receive slot of recvs_[peer] holds `bytes` of data and points *data at it
 // (contiguous).
-ncclResult_t HostPrims::waitRecv(int peer, size_t bytes, const char** data) {
+ncclResult_t HostPrims::waitRecv(int peer, size_t bytes, const char** data, const char* inPlace) {
   const HostConn* rc = recvs_[peer];
   const tuttiConnector_t& conn = rc->conn;
   const uint64_t step = rc->step;
@@ -217,8 +217,8 @@ ncclResult_t HostPrims::waitRecv(int peer, size_t bytes, const char** data) {
   if (proto_ == TUTTI_PROTO_SIMPLE) {
     TUTTI_CHECK(waitTail());
     TUTTI_CHECK(checkSize(rc, bytes));
-    *data = (conn.flags & TUTTI_CONN_PROXIED)
-                ? proxiedSlot(conn, slot)
+    *data = inPlace                            ? inPlace
+            : (conn.flags & TUTTI_CONN_PROXIED) ? proxiedSlot(conn, slot)
                 : static_cast<const char*>(conn.buffs[TUTTI_PROTO_SIMPLE]) + slot * (conn.buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS);
     return ncclSuccess;
   }
@@ -451,17 +451,28 @@ ncclResult_t HostPrims::run(unsigned mode, size_t in, size_t out, size_t n, bool
     void* dsts[2 + kMaxPrimsPeers];
     char* sendSlots[kMaxPrimsPeers];
     int nSrcs = 0, nDsts = 0;
+    char* const outPtr = output_ + (out + done) * eltSize_;
     if (mode & kSrcInput) srcs[nSrcs++] = input_ + (in + done) * eltSize_;
-    if (mode & kSrcOutput) srcs[nSrcs++] = output_ + (out + done) * eltSize_;
-    if (mode & kDstOutput) dsts[nDsts++] = output_ + (out + done) * eltSize_;
+    if (mode & kSrcOutput) srcs[nSrcs++] = outPtr;
+    if (mode & kDstOutput) dsts[nDsts++] = outPtr;
+    // Zero copy (useUserBuffers): a receive into the output finds its data there; a send of data that sits in
+    // the user's buffers as it must go out leaves from them.
+    const bool recvInPlace = userRecv_ && nRecv == 1 && (mode & kDstOutput) && !(mode & (kSrcInput | kSrcOutput)) &&
+                             userBufferStep(recvs_[0], proto_, bytes);
+    const char* sendFrom = nullptr;
+    if (userSend_ && nSend == 1 && userBufferStep(sends_[0], proto_, bytes)) {
+      if (mode & kDstOutput) sendFrom = outPtr;  // what the step writes to its output is what it sends
+      else if (mode == (kSrcInput | kSend) && (op_.detPair || op_.kind != RedOpKind::PreMulSum))
+        sendFrom = input_ + (in + done) * eltSize_;
+    }
     for (int i = 0; i < nRecv; ++i) {
       const char* data = nullptr;
-      TUTTI_CHECK(waitRecv(i, bytes, &data));
+      TUTTI_CHECK(waitRecv(i, bytes, &data, recvInPlace ? outPtr : nullptr));
       srcs[nSrcs++] = data;
     }
     for (int i = 0; i < nSend; ++i) {
       TUTTI_CHECK(waitSend(i, &sendSlots[i]));
-      if (!lines) dsts[nDsts++] = sendSlots[i];
+      if (!lines && !sendFrom) dsts[nDsts++] = sendSlots[i];
     }
     // LL / LL128: the data is staged once, then written as lines to every send slot.
     if (lines && nSend > 0) dsts[nDsts++] = tStaging.send.data();
@@ -478,6 +489,10 @@ ncclResult_t HostPrims::run(unsigned mode, size_t in, size_t out, size_t n, bool
       const int slot = static_cast<int>(sc->step % TUTTI_STEPS);
       std::atomic_ref<int64_t>(ctrl->sizes[slot]).store(static_cast<int64_t>(bytes), std::memory_order_relaxed);
       std::atomic_ref<int32_t>(ctrl->protos[slot]).store(proto_, std::memory_order_relaxed);
+      if (sendFrom) {
+        sc->sendFromUser(sc->netEnd, sc->step, sendFrom);
+        sentFromUser_[i] = true;
+      }
       if (proto_ == TUTTI_PROTO_LL) llWrite(sendSlots[i], tStaging.send.data(), bytes, sc->step);
       if (proto_ == TUTTI_PROTO_LL128) ll128Write(sendSlots[i], tStaging.send.data(), bytes, sc->step);
       publish(&ctrl->tail, &ctrl->tailWaiters, &ctrl->tailSeq, ++sc->step, sc->conn.shared);
@@ -493,6 +508,22 @@ ncclResult_t HostPrims::run(unsigned mode, size_t in, size_t out, size_t n, bool
     }
     done += elems;
   } while (done < n);
+  return ncclSuccess;
+}
+
+ncclResult_t HostPrims::waitSent(bool all) {
+  for (int i = 0; i < nSend_; ++i) {
+    if (!sentFromUser_[i] && !all) continue;
+    HostConn* sc = sends_[i];
+    tuttiConnCtrl_t* ctrl = sc->conn.ctrl;
+    // A network send end's head counts the steps whose isend completed.
+    const SlowWait slow{this, sc, true};
+    const WaitContext w = connWait(sc, &slow);
+    const WaitStatus st =
+        waitAtLeast(&ctrl->head, &ctrl->headWaiters, &ctrl->headSeq, &ctrl->receiverClosed, sc->step, w);
+    if (st != WaitStatus::Ready) return waitFailed(st, sc, true, sc->step);
+    sentFromUser_[i] = false;
+  }
   return ncclSuccess;
 }
 

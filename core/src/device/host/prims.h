@@ -13,8 +13,10 @@
 
 #include <tutti/transport.h>
 
+#include <algorithm>
 #include <atomic>
 #include <string>
+#include <vector>
 
 namespace tutti::host {
 
@@ -29,7 +31,20 @@ struct HostConn {
   // A network end the rank drives itself (proxy.h, proxyProgressInline); null for ends the proxy thread alone
   // moves (intra-node transports, device backends, one-sided service connections).
   ProxyTask* proxyTask = nullptr;
+  // A driven network end whose plugin takes host pointers (TUTTI_NET_ZERO_COPY_MIN_BYTES): Simple steps of at
+  // least `userBufferMinBytes` may move straight between the user's buffers and the wire (netSendFrom /
+  // netRecvInto); 0: never. `netEnd` is the transport's resource of the end, `sendFromUser` its netSendFrom.
+  void* netEnd = nullptr;
+  size_t userBufferMinBytes = 0;
+  void (*sendFromUser)(void* netEnd, uint64_t step, const void* data) = nullptr;
 };
+
+// Whether a Simple step of `bytes` on `c` may be received straight into the user's output, or sent from the
+// user's buffer. The primitives and the step counter ask the same question, so both ends of the announcement
+// (what the proxy posts) and the consumption (where the rank finds the data) agree.
+inline bool userBufferStep(const HostConn* c, int proto, size_t bytes) {
+  return c && c->userBufferMinBytes && proto == TUTTI_PROTO_SIMPLE && bytes >= c->userBufferMinBytes;
+}
 
 // Describes the running operation for error messages ("rank 3 AllReduce opCount 7 channel 1").
 struct OpLabel {
@@ -107,6 +122,25 @@ class HostPrims {
   // Whether the step recvPeek would wait for is complete (Simple), without waiting.
   bool recvReady() const;
 
+  // Zero copy on network ends (HostConn::userBufferMinBytes). recv: receive and recvCopySend steps read their
+  // data in the output, where the proxy received it; the caller registered those steps with netRecvInto
+  // (HostStepCounter::recordUserBuffers) before announcing them. send: a step whose data already sits in the
+  // user's buffers (the output, or the input without a pre-op) is sent from there; the operation then ends
+  // with waitSent(). The caller enables either only where no later step of the operation writes what an
+  // earlier step reads (ring collectives, point-to-point without overlapping buffers).
+  void useUserBuffers(bool recv, bool send) {
+    userRecv_ = recv;
+    userSend_ = send;
+  }
+  // Waits until every step sent from a user buffer has left (its isend completed): the buffer is the
+  // caller's again. No-op when none was; `all`: waits for every step posted on the send connections.
+  ncclResult_t waitSent(bool all = false);
+  bool sentFromUser() const {
+    for (int i = 0; i < nSend_; ++i)
+      if (sentFromUser_[i]) return true;
+    return false;
+  }
+
   // Slot capacity in elements.
   size_t slotElems() const { return slotData_ / eltSize_; }
   // Data bytes a slot of protocol `proto` carries, for connections of this geometry.
@@ -117,7 +151,8 @@ class HostPrims {
   ncclResult_t run(unsigned mode, size_t in, size_t out, size_t n, bool postOp);
   ncclResult_t waitFailed(WaitStatus st, const HostConn* c, bool sending, uint64_t step) const;
   ncclResult_t waitTail(const HostConn* rc) const;
-  ncclResult_t waitRecv(int peer, size_t bytes, const char** data);
+  // inPlace: the step was received straight into the user's buffer there (zero copy), Simple only.
+  ncclResult_t waitRecv(int peer, size_t bytes, const char** data, const char* inPlace = nullptr);
   ncclResult_t waitRecvLL(int peer, size_t bytes, const char** data);
   ncclResult_t waitSend(int peer, char** slot);
   ncclResult_t checkSize(const HostConn* c, size_t bytes) const;
@@ -147,6 +182,8 @@ class HostPrims {
   const ResolvedRedOp& op_;
   WaitContext wait_;
   OpLabel label_;
+  bool userRecv_ = false, userSend_ = false;
+  bool sentFromUser_[kMaxPrimsPeers] = {};  // a step left from a user buffer: waitSent waits for it
 };
 
 // Same interface as HostPrims, moving nothing: counts the steps an algorithm will make on EACH of the
@@ -157,16 +194,31 @@ class HostStepCounter {
   HostStepCounter(const HostConn* conn, int proto, size_t eltSize)
       : HostStepCounter(conn ? HostPrims::slotDataBytes(conn->conn, proto) / eltSize : 1) {}
   ncclResult_t send(size_t, size_t n) { return count(n, false, true); }
-  ncclResult_t recv(size_t, size_t n) { return count(n, true, false); }
+  ncclResult_t recv(size_t out, size_t n) { return countInto(out, n, false); }
   ncclResult_t copySend(size_t, size_t, size_t n) { return count(n, false, true); }
   ncclResult_t sendFromOutput(size_t, size_t n) { return count(n, false, true); }
-  ncclResult_t recvCopySend(size_t, size_t n) { return count(n, true, true); }
+  ncclResult_t recvCopySend(size_t out, size_t n) { return countInto(out, n, true); }
   ncclResult_t recvReduceSend(size_t, size_t n) { return count(n, true, true); }
   ncclResult_t recvReduceCopy(size_t, size_t, size_t n) { return count(n, true, false); }
   ncclResult_t recvReduceCopySend(size_t, size_t, size_t n) { return count(n, true, true); }
   ncclResult_t localCopy(size_t, size_t, size_t) { return ncclSuccess; }
   ncclResult_t recvReduceInto(bool, size_t, size_t, size_t n, bool) { return count(n, true, false); }
   void setBuffers(const void*, void*) {}
+  // Records every step that HostPrims with useUserBuffers(true, ...) receives straight into `output` (on
+  // `conn`, a ring or point-to-point receive end): the step's index from this counter's start, its address
+  // and its bytes.
+  struct UserStep {
+    uint64_t step;
+    char* ptr;
+    size_t bytes;
+  };
+  void recordUserBuffers(const HostConn* conn, int proto, void* output, size_t eltSize, std::vector<UserStep>* out) {
+    userConn_ = conn;
+    userProto_ = proto;
+    userOutput_ = static_cast<char*>(output);
+    userElt_ = eltSize;
+    userSteps_ = out;
+  }
   uint64_t recvSteps() const { return steps_; }
   uint64_t sendSteps() const { return sendSteps_; }  // on EACH send connection (profiler ProxyOps)
 
@@ -177,8 +229,24 @@ class HostStepCounter {
     if (send) sendSteps_ += steps;
     return ncclSuccess;
   }
+  // A receive into the output (recv, recvCopySend): the steps zero copy takes are recorded.
+  ncclResult_t countInto(size_t out, size_t n, bool send) {
+    if (userSteps_) {
+      for (size_t done = 0, k = 0; done < n; done += slotElems_, ++k) {
+        const size_t bytes = std::min(slotElems_, n - done) * userElt_;
+        if (userBufferStep(userConn_, userProto_, bytes))
+          userSteps_->push_back({steps_ + k, userOutput_ + (out + done) * userElt_, bytes});
+      }
+    }
+    return count(n, true, send);
+  }
   size_t slotElems_;
   uint64_t steps_ = 0, sendSteps_ = 0;
+  const HostConn* userConn_ = nullptr;
+  int userProto_ = 0;
+  char* userOutput_ = nullptr;
+  size_t userElt_ = 1;
+  std::vector<UserStep>* userSteps_ = nullptr;
 };
 
 // Announces `steps` more expected receive steps on `conn` (see tuttiConnCtrl_t::recvWanted).
