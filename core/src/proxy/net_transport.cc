@@ -143,8 +143,8 @@ struct NetEnd {
   std::deque<NetUserStep> userSteps;
   std::atomic<size_t> nUser{0};
   void* userMh[TUTTI_STEPS] = {};
-  std::atomic<bool> closedLocally{false};
-  bool userLogged = false;  // the first user-buffer step was logged  // closed after a local cancel: the plugin touches no buffer again
+  std::atomic<bool> closedLocally{false};  // closed after a local cancel: the plugin touches no buffer again
+  bool userLogged = false;                 // the first user-buffer step was logged
   void* userPtr[TUTTI_STEPS] = {};
   size_t userBytes[TUTTI_STEPS] = {};
   // Profiling: ProxyOps the ranks queued (under profMutex, in step order) and the ProxyStep of each slot in
@@ -315,7 +315,8 @@ ncclResult_t NetProxyTask::progress(bool* active) {
           return fail("registering a user buffer to send");
         mh = e->userMh[slot];
         if (!std::exchange(e->userLogged, true))
-          TUTTI_INFO(NCCL_NET, "net: steps to rank {} leave from user buffers (zero copy, {} bytes first)", e->peer, wire);
+          TUTTI_INFO(NCCL_NET, "net: steps to rank {} leave from user buffers (zero copy, {} bytes first)", e->peer,
+                     wire);
       }
       void* req = nullptr;
       if (api.isend(e->comm, data, wire, 0, mh, nullptr, &req) != ncclSuccess) return fail("isend");
@@ -371,7 +372,8 @@ ncclResult_t NetProxyTask::progress(bool* active) {
         size = e->userBytes[slot];
         mh = e->userMh[slot];
         if (!std::exchange(e->userLogged, true))
-          TUTTI_INFO(NCCL_NET, "net: steps from rank {} land in user buffers (zero copy, {} bytes first)", e->peer, size);
+          TUTTI_INFO(NCCL_NET, "net: steps from rank {} land in user buffers (zero copy, {} bytes first)", e->peer,
+                     size);
       }
       int tag = 0;
       void* req = nullptr;

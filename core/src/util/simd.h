@@ -1,9 +1,9 @@
 // Host reduction loops compiled twice: for AVX2 and for the baseline x86-64, the CPU's choice made once when the
 // library loads (GCC/Clang function multiversioning, an ifunc). The loops vectorise over elements only, and AVX2
 // brings no fused multiply-add, so both versions give every element the same bits (deterministic reductions rely on
-// it). On AVX2, four doubles a vector instead of two cut a fixed-order fp32 sum in cache by about a third (4 rows 41 -> 28 us).
-// Left out under ThreadSanitizer, whose runtime is not yet set up when the loader runs an ifunc resolver, and where
-// the compiler or target has no clones: the baseline version alone.
+// it). On AVX2, four doubles a vector instead of two cut a fixed-order fp32 sum in cache by about a third (4 rows:
+// 41 -> 28 us). Left out under ThreadSanitizer, whose runtime is not yet set up when the loader runs an ifunc
+// resolver, and where the compiler or target has no clones: the baseline version alone.
 #pragma once
 
 #if defined(__has_feature)

@@ -34,7 +34,9 @@ MpOptions zeroCopyOptions() {
   return opts;
 }
 
-float valueOf(int rank, int iter, size_t i) { return static_cast<float>(rank * 1000 + iter) + static_cast<float>(i % 977); }
+float valueOf(int rank, int iter, size_t i) {
+  return static_cast<float>(rank * 1000 + iter) + static_cast<float>(i % 977);
+}
 
 int initComm(const RankContext& ctx, ncclComm_t* comm) {
   if (ncclCommInitRank(comm, ctx.nranks, ctx.id, ctx.rank) != ncclSuccess) {

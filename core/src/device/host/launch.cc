@@ -637,9 +637,11 @@ ncclResult_t launchItems(CommLaunch& launch, std::vector<WorkItem>* items, std::
     return ncclSuccess;
   }
   if (!sends.empty())
-    items->push_back(guarded(comm, [comm, user, sends = std::move(sends)] { return runP2pList(comm, sends, true, user); }));
+    items->push_back(
+        guarded(comm, [comm, user, sends = std::move(sends)] { return runP2pList(comm, sends, true, user); }));
   if (!recvs.empty())
-    items->push_back(guarded(comm, [comm, user, recvs = std::move(recvs)] { return runP2pList(comm, recvs, false, user); }));
+    items->push_back(
+        guarded(comm, [comm, user, recvs = std::move(recvs)] { return runP2pList(comm, recvs, false, user); }));
   if (!launch.p2p.empty()) ++comm->p2pOpCount;
   return ncclSuccess;
 }
