@@ -11,6 +11,7 @@
 # GPU_BUNDLE_KEEP_DEBUG=1 keeps the debug info (backtraces with lines, a larger bundle).
 # The libraries come from the build machine: its glibc must not be newer than the GPU machine's.
 set -euo pipefail
+shopt -s nullglob  # no nccl-tests binaries: the loops below skip their folder
 
 if [ $# -lt 2 ]; then
   sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <chrono>
@@ -805,8 +806,9 @@ TEST(Gpu, AWaitThatCannotFinishTimesOut) {
   for (ncclComm_t c : comms) ncclCommAbort(c);
 }
 
-// Ranks as processes on one GPU (the shm transport between them, its FIFOs registered with CUDA). Nothing
-// touches CUDA before the fork: the probe runs in a child too.
+// Ranks as processes on one GPU (the shm transport between them, its FIFOs registered with CUDA). Each rank is a
+// fresh copy of this program (main below runs it when TUTTI_GPU_TEST_RANK_PROCESS names a rank): a child that
+// is only forked inherits the CUDA state an earlier test made in the parent, and CUDA refuses it.
 int runRankProcess(int rank, int nRanks, int idPipe) {
   ncclUniqueId id;
   if (read(idPipe, &id, sizeof id) != static_cast<ssize_t>(sizeof id)) return 10;
@@ -841,38 +843,23 @@ int runRankProcess(int rank, int nRanks, int idPipe) {
 }
 
 TEST(GpuProcesses, AllReduceAcrossProcessesOnOneGpu) {
-  if (!simMode()) {
-    int probe[2];
-    ASSERT_EQ(pipe(probe), 0);
-    const pid_t child = fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
-      const std::string why = unavailable();
-      (void)!write(probe[1], why.data(), why.size());
-      _exit(0);
-    }
-    close(probe[1]);
-    char why[512] = {};
-    (void)!read(probe[0], why, sizeof why - 1);
-    close(probe[0]);
-    waitpid(child, nullptr, 0);
-    if (why[0]) GTEST_SKIP() << why << " (TUTTI_GPU_CHECK_SIM=1 runs these steps on the sim backend)";
-  }
+  if (!simMode()) SKIP_WITHOUT_DEVICE();
   for (int nRanks : {2, 3}) {
     std::vector<int> pipes(2 * nRanks);
     std::vector<pid_t> pids(nRanks);
     for (int r = 0; r < nRanks; ++r) ASSERT_EQ(pipe(&pipes[2 * r]), 0);
+    // The id (and the bootstrap root behind it) from this process, which outlives the ranks.
+    ncclUniqueId id;
+    ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+    for (int r = 0; r < nRanks; ++r) ASSERT_EQ(write(pipes[2 * r + 1], &id, sizeof id), static_cast<ssize_t>(sizeof id));
     for (int r = 0; r < nRanks; ++r) {
       pids[r] = fork();
       ASSERT_GE(pids[r], 0);
       if (pids[r] == 0) {
-        if (r == 0) {  // rank 0 makes the id and hands it to every rank (itself included)
-          ncclUniqueId id;
-          if (ncclGetUniqueId(&id) != ncclSuccess) _exit(9);
-          for (int q = 0; q < nRanks; ++q)
-            if (write(pipes[2 * q + 1], &id, sizeof id) != static_cast<ssize_t>(sizeof id)) _exit(9);
-        }
-        _exit(runRankProcess(r, nRanks, pipes[2 * r]));
+        const std::string spec = std::to_string(r) + " " + std::to_string(nRanks) + " " + std::to_string(pipes[2 * r]);
+        setenv("TUTTI_GPU_TEST_RANK_PROCESS", spec.c_str(), 1);
+        execl("/proc/self/exe", "test_gpu", static_cast<char*>(nullptr));
+        _exit(16);  // exec failed
       }
     }
     for (int r = 0; r < nRanks; ++r) {
@@ -899,3 +886,14 @@ TEST(Gpu, HostBuffersAreRefusedWithAMessage) {
 }
 
 }  // namespace
+
+// The tests, or one rank of AllReduceAcrossProcessesOnOneGpu ("rank nRanks fd" in TUTTI_GPU_TEST_RANK_PROCESS).
+int main(int argc, char** argv) {
+  if (const char* spec = std::getenv("TUTTI_GPU_TEST_RANK_PROCESS")) {
+    int rank = -1, nRanks = 0, fd = -1;
+    if (std::sscanf(spec, "%d %d %d", &rank, &nRanks, &fd) != 3 || rank < 0 || rank >= nRanks || fd < 0) return 17;
+    return runRankProcess(rank, nRanks, fd);
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

@@ -84,6 +84,32 @@ ncclResult_t selectBackend(ncclComm* comm) {
   return ncclSuccess;
 }
 
+// Several ranks on one GPU in one process need their kernels to run side by side. CUDA spreads streams over
+// CUDA_DEVICE_MAX_CONNECTIONS hardware queues (8 unless set); streams that share a queue run in its order, so a
+// rank's launch queued behind a peer's kernel (which spins until this rank joins) never starts, and the operation
+// times out. Each rank uses two streams (its user stream and the communicator's internal one). On an H200, two ranks
+// with CUDA_DEVICE_MAX_CONNECTIONS=1 time out on their first AllGather; with the default, 4 ranks ran.
+ncclResult_t warnFewHardwareQueues(const ncclComm* comm) {
+  const tuttiPeerInfo_t& me = comm->peers[comm->rank];
+  int sharing = 0, first = -1;
+  for (int r = 0; r < comm->nRanks; ++r) {
+    const tuttiPeerInfo_t& p = comm->peers[r];
+    if (p.pidHash != me.pidHash || p.cudaDev != me.cudaDev) continue;
+    ++sharing;
+    if (first < 0) first = r;
+  }
+  const char* env = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  if (!env || first != comm->rank) return ncclSuccess;  // one warning per GPU, from its first rank
+  char* end = nullptr;
+  const long queues = std::strtol(env, &end, 10);
+  if (end == env || queues >= 2L * sharing) return ncclSuccess;
+  TUTTI_WARN("rank {}: {} ranks of this communicator share GPU {} in this process, and CUDA_DEVICE_MAX_CONNECTIONS={} "
+             "gives their {} streams fewer hardware queues than that: a rank's kernels can then wait behind a peer's "
+             "that wait for it, and operations time out. Unset it, or set it to at least {}",
+             first, sharing, me.cudaDev, env, 2 * sharing, 2 * sharing);
+  return ncclSuccess;
+}
+
 }  // namespace
 
 const char* backendName(Backend b) {
@@ -413,6 +439,7 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
     bool sharedGpu = false;
     for (const tuttiPeerInfo_t& p : comm->peers)
       sharedGpu |= comm->backend == Backend::Cuda && !gpus.insert({p.pidHash, p.cudaDev}).second;
+    if (sharedGpu) TUTTI_CHECK(warnFewHardwareQueues(comm));
     const int64_t runtimeConnect = paramInt("NCCL_RUNTIME_CONNECT");
     if (runtimeConnect == 0 || (runtimeConnect < 0 && sharedGpu)) {
       TUTTI_CHECK(host::connectAll(comm));

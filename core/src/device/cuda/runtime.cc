@@ -416,7 +416,28 @@ class CudaRuntime final : public Runtime {
     constexpr size_t kDefaultShared = 48 << 10;          // more needs the function's opt-in
     if (sharedBytes > kDefaultShared)
       TUTTI_CUDA_TRY(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sharedBytes)));
+    TUTTI_CHECK(reserveLocalMemory(dev, attr.localSizeBytes));
     allowed = std::max({allowed, sharedBytes, size_t{1}});
+    return ncclSuccess;
+  }
+  // A thread's local memory (stack frame, spills) comes from a per-device reservation that CUDA grows at the first
+  // launch of a kernel needing more than it holds, and growing it waits for every kernel running on the device. A
+  // first launch of the kernel with the largest frame (on sm_90, 1728 bytes for fp32 against 1712 for int8), queued
+  // while another rank's kernel spins for this rank, would wait for that kernel, which waits for this launch: the
+  // ranks sharing a GPU then time out one after the other. So the stack limit is raised to the largest frame of the
+  // loaded kernels here, at communicator init, before any of them runs. It reserves what the first launch would
+  // have (the frame times the device's resident threads), only earlier. mutex_ held.
+  ncclResult_t reserveLocalMemory(int dev, size_t frameBytes) {
+    size_t& reserved = localBytes_[dev];
+    if (frameBytes <= reserved) return ncclSuccess;
+    size_t limit = 0;
+    TUTTI_CUDA_TRY(cudaDeviceGetLimit(&limit, cudaLimitStackSize));
+    if (limit < frameBytes) {
+      TUTTI_CUDA_TRY(cudaDeviceSetLimit(cudaLimitStackSize, frameBytes));
+      TUTTI_INFO(NCCL_INIT, "cuda runtime: device {}: stack limit raised from {} to {} bytes (the largest frame of "
+                 "the kernels), reserved before any runs", dev, limit, frameBytes);
+    }
+    reserved = std::max(limit, frameBytes);
     return ncclSuccess;
   }
 
@@ -569,6 +590,7 @@ class CudaRuntime final : public Runtime {
   std::map<uintptr_t, Entry> regions_;         // allocations and imports, by base address
   // Kernels loaded, by device: the dynamic shared memory each was opened to (at least 1).
   std::map<std::pair<int, const void*>, size_t> loaded_;
+  std::map<int, size_t> localBytes_;  // device -> the stack limit known to cover the loaded kernels
 };
 
 #else  // no CUDA toolkit
