@@ -432,12 +432,18 @@ class CudaRuntime final : public Runtime {
     if (frameBytes <= reserved) return ncclSuccess;
     size_t limit = 0;
     TUTTI_CUDA_TRY(cudaDeviceGetLimit(&limit, cudaLimitStackSize));
-    if (limit < frameBytes) {
-      TUTTI_CUDA_TRY(cudaDeviceSetLimit(cudaLimitStackSize, frameBytes));
-      TUTTI_INFO(NCCL_INIT, "cuda runtime: device {}: stack limit raised from {} to {} bytes (the largest frame of "
-                 "the kernels), reserved before any runs", dev, limit, frameBytes);
+    reserved = std::max(limit, frameBytes);  // a failure below is reported once, not at every load
+    if (limit >= frameBytes) return ncclSuccess;
+    // Not fatal (a device short of memory): the first launch then reserves it, or fails with CUDA's error.
+    if (const cudaError_t e = cudaDeviceSetLimit(cudaLimitStackSize, frameBytes); e != cudaSuccess) {
+      (void)cudaGetLastError();
+      TUTTI_WARN("cuda runtime: device {}: cannot raise the stack limit from {} to {} bytes ({}): the first launch "
+                 "of a kernel with that frame will wait for every kernel running on the device, and ranks sharing "
+                 "it may time out", dev, limit, frameBytes, cudaGetErrorString(e));
+      return ncclSuccess;
     }
-    reserved = std::max(limit, frameBytes);
+    TUTTI_INFO(NCCL_INIT, "cuda runtime: device {}: stack limit raised from {} to {} bytes (the largest frame of the "
+               "kernels), reserved before any runs", dev, limit, frameBytes);
     return ncclSuccess;
   }
 
