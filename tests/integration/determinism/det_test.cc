@@ -705,14 +705,19 @@ TEST(DetSwitch, EnvironmentTurnsItOn) {
   EXPECT_EQ(err, "");
 }
 
-std::string writeConfig(const std::string& text) {
-  const std::string path = testing::TempDir() + "det_switch_" + std::to_string(getpid()) + ".yaml";
-  std::ofstream(path) << text;
-  return path;
-}
+// A config file for one test, removed when it ends.
+struct TempConfig {
+  std::string path;
+  explicit TempConfig(const std::string& text)
+      : path(testing::TempDir() + "det_switch_" + std::to_string(getpid()) + ".yaml") {
+    std::ofstream(path) << text;
+  }
+  ~TempConfig() { std::remove(path.c_str()); }
+};
 
 TEST(DetSwitch, ConfigTurnsItOnAndTheEnvironmentOverrides) {
-  tutti::itest::ScopedEnv cfg("TUTTI_CONFIG", writeConfig("deterministic: true\n"));
+  const TempConfig file("deterministic: true\n");
+  tutti::itest::ScopedEnv cfg("TUTTI_CONFIG", file.path);
   std::string err;
   EXPECT_EQ(deterministicOfNewComm(&err), 1);
   {
@@ -723,7 +728,8 @@ TEST(DetSwitch, ConfigTurnsItOnAndTheEnvironmentOverrides) {
 }
 
 TEST(DetSwitch, BadConfigValueIsAnErrorWithItsPlace) {
-  tutti::itest::ScopedEnv cfg("TUTTI_CONFIG", writeConfig("version: 1\ndeterministic: maybe\n"));
+  const TempConfig file("version: 1\ndeterministic: maybe\n");
+  tutti::itest::ScopedEnv cfg("TUTTI_CONFIG", file.path);
   ncclUniqueId id;
   ncclComm_t comm = nullptr;
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
