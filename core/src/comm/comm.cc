@@ -337,9 +337,13 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   // bytes, measured 2/4/8 ranks, 16 KiB to 64 MiB): from 1 MiB (4 ranks: 167 us against 268 for the sends and
   // receives), from 256 KiB while ranks outnumber cores (8 ranks: 201 us against 258); below, the descriptor
   // round trip and the page pinning cost more than the second copy.
-  // AllReduce / ReduceScatter (threads as ranks, 2/4/8, 16 KiB to 64 MiB, the best of three runs): from 1 MiB where
-  // every rank is a thread of this process (plain copies: AllReduce 4 ranks 4 MiB 2048 -> 531 us, 8 ranks 16 MiB
-  // 24382 -> 11050 us; below 1 MiB the two are even); never across processes, where a read costs a system call and the
+  // AllReduce / ReduceScatter where every rank is a thread of this process (plain copies; 2/3/4/8 threads on 2 cores,
+  // the best of two or three runs, the ring or one-shot -> direct): AllReduce every call past the one-shot path
+  // (64 KiB: 4 ranks 79 -> 23 us, 8 ranks 219 -> 57; 256 KiB: 3 ranks 150 -> 43, 4 ranks 253 -> 43, 8 ranks 652 -> 126;
+  // 512 KiB on 2 ranks 228 -> 37; 4 MiB on 4 ranks 2048 -> 531), and from 16 KiB even where the call fits the
+  // one-shot path (2 ranks 16 KiB 8.4 -> 3.8 us, 64 KiB 9.0 -> 6.4, 256 KiB 50 -> 28; 8 ranks 16 KiB 78 -> 53; even on
+  // 4 ranks); ReduceScatter from 128 KiB of input (8 ranks 128 KiB 90 -> 59 us, 256 KiB 174 -> 112; 4 ranks 256 KiB
+  // 63 -> 50; at 64 KiB 8 ranks lose, 61 -> 85). Never across processes, where a read costs a system call and the
   // page pinning (measured even at 1 MiB, slower from 4 MiB, than the ring). Deterministic reductions: every call past
   // the one-shot path among threads (2-3 times faster than the exchange from 1 MiB); across processes the exchange,
   // which the direct path does not beat there from 16 KiB to 16 MiB.
@@ -347,16 +351,20 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   for (const tuttiPeerInfo_t& p : comm->peers) otherProcess |= p.pidHash != comm->peers[comm->rank].pidHash;
   const int64_t directMin = paramInt("TUTTI_DIRECT_MIN_BYTES");
   const bool forced = paramIsSet("NCCL_ALGO") || paramIsSet("NCCL_PROTO");
+  comm->directOverOneShot = 0;
   if (forced || directMin == 0) {
-    comm->directMinGather = comm->directMinBcast = comm->directMinAlltoAll = comm->directMinReduce = 0;
+    comm->directMinGather = comm->directMinBcast = comm->directMinAlltoAll = comm->directMinReduce =
+        comm->directMinReduceScatter = 0;
   } else if (directMin > 0) {
     comm->directMinGather = comm->directMinBcast = comm->directMinAlltoAll = comm->directMinReduce =
-        static_cast<size_t>(directMin);
+        comm->directMinReduceScatter = static_cast<size_t>(directMin);
   } else {
     comm->directMinGather = size_t{4} << 20;
     comm->directMinBcast = localRanks > cores ? size_t{64} << 10 : 0;
     comm->directMinAlltoAll = localRanks > cores ? size_t{256} << 10 : size_t{1} << 20;
-    comm->directMinReduce = otherProcess ? 0 : size_t{1} << 20;
+    comm->directMinReduce = otherProcess ? 0 : 1;
+    comm->directMinReduceScatter = otherProcess ? 0 : size_t{128} << 10;
+    comm->directOverOneShot = otherProcess || paramIsSet("TUTTI_ONESHOT_MAX_BYTES") ? 0 : size_t{16} << 10;
   }
   const int64_t detDirect = paramInt("TUTTI_DET_DIRECT_MIN_BYTES");
   comm->directMinDetReduce = forced ? 0 : detDirect >= 0 ? static_cast<size_t>(detDirect) : otherProcess ? 0 : 1;

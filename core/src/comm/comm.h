@@ -131,9 +131,11 @@ struct ncclComm {
   bool ll128 = false;  // every pair's transport guarantees LL128 ordering (same answer on every rank)
   // Single-copy collectives (device/host/direct_copy.h): every rank can read every other rank's memory, and the
   // smallest collective of each that takes the path (TUTTI_DIRECT_MIN_BYTES; 0: never); a deterministic reduction has
-  // its own.
+  // its own. An AllReduce of at least directOverOneShot bytes takes the path even where it fits the one-shot path (0:
+  // never; ranks as threads, TUTTI_DIRECT_MIN_BYTES and TUTTI_ONESHOT_MAX_BYTES unset).
   bool directOk = false;
-  size_t directMinGather = 0, directMinBcast = 0, directMinAlltoAll = 0, directMinReduce = 0, directMinDetReduce = 0;
+  size_t directMinGather = 0, directMinBcast = 0, directMinAlltoAll = 0, directMinReduce = 0,
+         directMinReduceScatter = 0, directMinDetReduce = 0, directOverOneShot = 0;
   // What an in-place AlltoAll offers its peers (a copy of its input), or the peers' rows a direct reduction stages.
   std::vector<char> directStaging;
   // Channel 0's collective connections to every peer, both ways, are made (the single-copy and one-shot paths'):

@@ -99,6 +99,11 @@ CorePaths corePaths(const ncclComm* comm, const Task& task, bool preMul) {
   const bool userOp = static_cast<int>(task.op) >= static_cast<int>(ncclNumOps);
   p.oneShot = oneShotFunc(task.func) && oneShotWanted(comm, p.totalBytes) && !(det && userOp);
   p.direct = directWanted(comm, task.func, p.totalBytes, det, preMul);
+  // Ranks as threads: from comm->directOverOneShot bytes an AllReduce reads the peers' inputs in place rather than
+  // sending them whole (comm.cc).
+  if (p.oneShot && p.direct && task.func == ncclFuncAllReduce && comm->directOverOneShot &&
+      p.totalBytes >= comm->directOverOneShot)
+    p.oneShot = false;
   return p;
 }
 

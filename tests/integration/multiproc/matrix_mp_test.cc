@@ -119,7 +119,7 @@ TEST_P(MpMatrix, Cases) {
   if (p.via == Via::kDirect) {
     // Every rank found it could read every other rank (the probe at init), so the path was taken.
     EXPECT_EQ(countLogLines(logDir, "single-copy AllGather from 1 bytes, Broadcast from 1 bytes, AlltoAll from 1 bytes, "
-                                      "AllReduce / ReduceScatter from 1 bytes"),
+                                      "AllReduce from 1 bytes, ReduceScatter from 1 bytes"),
               p.nranks)
         << "in the INIT logs under " << logDir;
     EXPECT_GE(countLogLines(logDir, "algo DIRECT"), p.nranks) << "in the logs under " << logDir;

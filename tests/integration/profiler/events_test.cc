@@ -206,6 +206,7 @@ class ProfilerAbi : public ::testing::TestWithParam<std::string> {
 TEST_P(ProfilerAbi, AllReduceTwoRanks) {
   ProfilerConfig cfg({GetParam()});
   ScopedEnv oneShot("TUTTI_ONESHOT_MAX_BYTES", "0");  // the tuner's ring or tree, one KernelCh per channel
+  ScopedEnv direct("TUTTI_DIRECT_MIN_BYTES", "0");
   constexpr size_t kCount = 4096;
   const Log log = runAndParse(GetParam(), [&](const CommSet& set, Report& r) { allReduce(set, kCount, r); });
   expectWellFormed(log);

@@ -43,6 +43,7 @@ class LogLines : public ::testing::Test {
   ScopedEnv debug_{"NCCL_DEBUG", "INFO"};
   ScopedEnv file_{"NCCL_DEBUG_FILE", logPath_};
   ScopedEnv oneShot_{"TUTTI_ONESHOT_MAX_BYTES", "0"};  // the tuner decides every AllReduce
+  ScopedEnv direct_{"TUTTI_DIRECT_MIN_BYTES", "0"};
 };
 
 // Each rank: AllReduce (sum, float, 2000 elements; the fixture keeps it off the one-shot path, so the tuner decides),

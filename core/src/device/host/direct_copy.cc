@@ -102,9 +102,9 @@ ncclResult_t directProbe(ncclComm* comm) {
   for (int p = 0; p < n; ++p) comm->directOk = comm->directOk && oks[p];
   if (comm->directOk)
     TUTTI_INFO(NCCL_INIT, "rank {}: single-copy AllGather from {} bytes, Broadcast from {} bytes, AlltoAll from {} "
-               "bytes, AllReduce / ReduceScatter from {} bytes (deterministic: {}) (0: never; cross memory attach)", r,
-               comm->directMinGather, comm->directMinBcast, comm->directMinAlltoAll, comm->directMinReduce,
-               comm->directMinDetReduce);
+               "bytes, AllReduce from {} bytes, ReduceScatter from {} bytes (deterministic: {}) (0: never; cross memory "
+               "attach)", r, comm->directMinGather, comm->directMinBcast, comm->directMinAlltoAll, comm->directMinReduce,
+               comm->directMinReduceScatter, comm->directMinDetReduce);
   else if (!ok)
     TUTTI_INFO(NCCL_INIT, "rank {}: no single-copy AllGather / Broadcast / AlltoAll / reductions: {}", r, why);
   return ncclSuccess;
@@ -120,7 +120,9 @@ bool directWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes, bool det,
     case ncclFuncAllReduce:
     case ncclFuncReduceScatter:
       if ((!det && preMul) || comm->nRanks > kDirectReduceMaxRanks) return false;
-      min = det ? comm->directMinDetReduce : comm->directMinReduce;
+      min = det                             ? comm->directMinDetReduce
+            : func == ncclFuncAllReduce ? comm->directMinReduce
+                                        : comm->directMinReduceScatter;
       break;
     default: return false;
   }
