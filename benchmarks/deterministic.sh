@@ -22,11 +22,11 @@ done
 mkdir -p "$raw"
 rm -f "$raw"/det-*.txt
 
-# Sizes in segments, iterations shrinking as sizes grow; each segment runs twice and the table keeps each
-# size's fastest run (one rank losing its core for a time slice spoils a small-size row on 2 cores).
+# Sizes in segments, iterations shrinking as sizes grow; each segment runs three times (the largest twice) and the
+# table keeps each size's fastest run (one rank losing its core for a time slice spoils a row on 2 cores).
 #        min   max   factor iters warmup repeats limit
-segments=("8    64K   8  50 10 2  60"
-          "256K 4M    4  20  5 2  90"
+segments=("8    64K   8  50 10 3  60"
+          "256K 4M    4  20  5 3  90"
           "16M  $max  4   3  1 2 300")
 
 run() {
