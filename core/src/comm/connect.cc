@@ -177,9 +177,12 @@ ncclResult_t commConnect(ncclComm* comm, const std::vector<ConnRequest>& wanted)
       if (comm->backend == Backend::Host && p.req.connIndex != kConnRma && netTransportIs(api)) {
         c.host.proxyTask = netProxyTaskOf(c.res);
         const int64_t zeroCopy = paramInt("TUTTI_NET_ZERO_COPY_MIN_BYTES");
-        if (zeroCopy > 0 && netTakesUserBuffers(c.res)) {
+        const size_t minBytes = zeroCopy > 0                                 ? static_cast<size_t>(zeroCopy)
+                                : zeroCopy < 0 && netTakesUserBuffers(c.res) ? netZeroCopyAutoMinBytes(c.res)
+                                                                             : 0;
+        if (minBytes > 0 && netTakesUserBuffers(c.res)) {
           c.host.netEnd = c.res;
-          c.host.userBufferMinBytes = static_cast<size_t>(zeroCopy);
+          c.host.userBufferMinBytes = minBytes;
           c.host.sendFromUser = netSendFrom;
         }
       }

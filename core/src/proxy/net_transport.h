@@ -34,6 +34,10 @@ ProxyTask* netProxyTaskOf(void* res);
 // Whether the net plugin takes host pointers it did not allocate (NCCL_PTR_HOST): user buffers can then be
 // registered (regMr) and moved as they are.
 bool netTakesUserBuffers(void* res);
+// The smallest step worth moving from or into user buffers when TUTTI_NET_ZERO_COPY_MIN_BYTES is left to the core:
+// from the step whose copy costs what registering the buffer costs (measured once per process, on this end's
+// plugin comm), and at least 16 KiB; 0 where registering failed.
+size_t netZeroCopyAutoMinBytes(void* res);
 // Send end: step `step` (about to be posted) goes out from `data`, a user buffer that stays untouched until the
 // end's head passes the step, instead of from its FIFO slot. Called before tail publishes the step.
 void netSendFrom(void* res, uint64_t step, const void* data);

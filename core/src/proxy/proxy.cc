@@ -227,13 +227,51 @@ void proxyProgressInline(ProxyTask* task) {
   if (!task->tryRun(&moved, &busy, &res) || res != ncclSuccess) proxyRing();
 }
 
+namespace {
+thread_local ProxyDriveScope* tScope = nullptr;  // the outermost scope open on this thread
+}  // namespace
+
 void proxyRelease(ProxyTask* task) {
   bool moved = false, busy = false;
   ncclResult_t res = ncclSuccess;
   const bool ran = task->tryRun(&moved, &busy, &res);
   if (ran && res == ncclSuccess && !busy) return;
+  if (ran && res == ncclSuccess && tScope) {
+    ProxyDriveScope* s = tScope;
+    if (std::find(s->tasks_, s->tasks_ + s->n_, task) != s->tasks_ + s->n_) return;
+    if (s->n_ < ProxyDriveScope::kMaxTasks) {
+      s->tasks_[s->n_++] = task;
+      return;
+    }
+  }
   task->handedOver_.store(true, std::memory_order_release);
   proxyRing();
+}
+
+ProxyDriveScope::ProxyDriveScope() {
+  if (tScope) {
+    outer_ = tScope;
+    return;
+  }
+  tScope = this;
+}
+
+ProxyDriveScope::~ProxyDriveScope() {
+  if (outer_) return;
+  tScope = nullptr;
+  for (int i = 0; i < n_; ++i) proxyRelease(tasks_[i]);
+}
+
+void ProxyDriveScope::add(ProxyTask* task) {
+  ProxyDriveScope* s = outer_ ? outer_ : this;
+  if (std::find(s->tasks_, s->tasks_ + s->n_, task) != s->tasks_ + s->n_) return;
+  if (s->n_ < kMaxTasks) s->tasks_[s->n_++] = task;
+}
+
+void proxyDriveScoped() {
+  ProxyDriveScope* s = tScope;
+  if (!s) return;
+  for (int i = 0; i < s->n_; ++i) proxyProgressInline(s->tasks_[i]);
 }
 
 void proxyHandOffBegin() {

@@ -61,6 +61,34 @@ void proxyProgressInline(ProxyTask* task);
 // (a send the plugin has not completed) is handed to the proxy thread.
 void proxyRelease(ProxyTask* task);
 
+// One operation's network ends that its thread keeps driving while it waits on other ends: an operation that
+// sends to one peer and then waits for another's data (point-to-point groups, one-shot collectives) keeps its
+// sends moving from the same thread, instead of handing them to the proxy thread, whose wake-up and share of the
+// cores cost more than the sends themselves. While a scope is open on a thread, proxyRelease keeps a task that
+// is still busy in the scope; every spin of a wait on the thread (waitAtLeast) progresses the scope's tasks; the
+// scope's end releases what is left (proxyRelease). A thread that sleeps hands its work over as always
+// (proxyHandOffBegin). Scopes nest: an inner scope adds to the outermost. Stack objects only.
+class ProxyDriveScope {
+ public:
+  ProxyDriveScope();
+  ~ProxyDriveScope();
+  ProxyDriveScope(const ProxyDriveScope&) = delete;
+  ProxyDriveScope& operator=(const ProxyDriveScope&) = delete;
+  // Drives `task` on every wait of this thread until the scope ends (at most kMaxTasks; more are left to
+  // proxyRelease's hand-over).
+  void add(ProxyTask* task);
+  static constexpr int kMaxTasks = 16;
+
+ private:
+  friend void proxyRelease(ProxyTask* task);
+  friend void proxyDriveScoped();
+  ProxyDriveScope* outer_ = nullptr;  // the scope already open on this thread (this one then forwards to it)
+  ProxyTask* tasks_[kMaxTasks] = {};
+  int n_ = 0;
+};
+// Progresses the tasks of the scope open on the calling thread (none: nothing to do, one thread-local load).
+void proxyDriveScoped();
+
 // A thread that may leave inline-driven network work unfinished (it is about to sleep) hands it to the proxy
 // thread, which progresses every busy task until the matching proxyHandOffEnd. Cheap in a process that never
 // drove a task inline: one atomic increment, no system call.

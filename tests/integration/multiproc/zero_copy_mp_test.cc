@@ -4,7 +4,10 @@
 // - a buffer written right after the call returns: what the peers received must be what it held during the
 //   call (sends from user buffers complete before the call returns);
 // - a group that sends a buffer and receives into the same buffer (an in-place ring shift): every rank must get
-//   its predecessor's old data, as through the FIFOs.
+//   its predecessor's old data, as through the FIFOs;
+// - one-shot collectives (every message in one step, sent from the input, AllGather / AlltoAll / Broadcast
+//   landing in the output), in place and out of place, with a late rank: in place, an AlltoAll block must leave
+//   before the peer's block lands over it, and an AllReduce must not write its result over a message still leaving.
 #include "mp_check.h"
 #include "mp_harness.h"
 
@@ -116,6 +119,84 @@ TEST(NetZeroCopy, InPlaceRingShiftInOneGroupGetsThePredecessorsOldData) {
                        " differs at element " + std::to_string(i));
             return 12;
           }
+      }
+    }
+    ncclCommDestroy(comm);
+    return 0;
+  });
+  expectAllSucceeded(r, "");
+}
+
+TEST(NetZeroCopy, OneShotCollectivesInPlaceAndOutOfPlace) {
+  MpOptions opts = zeroCopyOptions();
+  opts.env.push_back({"TUTTI_ONESHOT_MAX_BYTES", "524288"});  // every call below takes the one-shot path
+  MpResult r = runProcesses(opts, [](const RankContext& ctx) {
+    ncclComm_t comm = nullptr;
+    if (int rc = initComm(ctx, &comm)) return rc;
+    const int n = ctx.nranks;
+    auto fail = [&](const std::string& what, int rc) {
+      setMessage(what);
+      return rc;
+    };
+    // AllGather, AlltoAll and Broadcast take blocks of `count`; AllReduce the whole buffer (n blocks: more than the
+    // sockets' buffers take at once, so in place a late peer keeps the message leaving while the result is ready).
+    // 524288 bytes in all at most (the one-shot limit set above, one slot).
+    for (size_t count : {size_t{1}, size_t{1001}, size_t{40000}}) {
+      for (bool inPlace : {false, true}) {
+        for (int iter = 0; iter < 3; ++iter) {
+          const std::string at = " count " + std::to_string(count) + (inPlace ? " in place" : " out of place") +
+                                 " iteration " + std::to_string(iter);
+          std::vector<float> in(count * n), out(count * n);
+          auto late = [&] {
+            if (ctx.rank == (iter % n)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          };
+          // AllGather: the input is block `rank` of the output in place.
+          for (size_t i = 0; i < count; ++i) (inPlace ? out[ctx.rank * count + i] : in[i]) = valueOf(ctx.rank, iter, i);
+          late();
+          const float* agIn = inPlace ? out.data() + ctx.rank * count : in.data();
+          if (ncclAllGather(agIn, out.data(), count, ncclFloat32, comm, nullptr) != ncclSuccess)
+            return fail("ncclAllGather" + at + ": " + ncclGetLastError(comm), 11);
+          if (!inPlace) std::memset(in.data(), 0xff, count * sizeof(float));
+          for (int p = 0; p < n; ++p)
+            for (size_t i = 0; i < count; ++i)
+              if (out[p * count + i] != valueOf(p, iter, i))
+                return fail("AllGather" + at + ": block of rank " + std::to_string(p) + " differs at " +
+                                std::to_string(i), 12);
+          // AlltoAll: block p of rank r's input goes to rank p, which keeps it as block r.
+          float* a2aIn = inPlace ? out.data() : in.data();
+          for (int p = 0; p < n; ++p)
+            for (size_t i = 0; i < count; ++i) a2aIn[p * count + i] = valueOf(ctx.rank * n + p, iter, i);
+          late();
+          if (ncclAlltoAll(a2aIn, out.data(), count, ncclFloat32, comm, nullptr) != ncclSuccess)
+            return fail("ncclAlltoAll" + at + ": " + ncclGetLastError(comm), 13);
+          if (!inPlace) std::memset(in.data(), 0xff, count * n * sizeof(float));
+          for (int p = 0; p < n; ++p)
+            for (size_t i = 0; i < count; ++i)
+              if (out[p * count + i] != valueOf(p * n + ctx.rank, iter, i))
+                return fail("AlltoAll" + at + ": block from rank " + std::to_string(p) + " differs at " +
+                                std::to_string(i), 14);
+          // Broadcast from rank 1.
+          const int root = 1;
+          float* bIn = inPlace ? out.data() : in.data();
+          for (size_t i = 0; i < count; ++i) bIn[i] = ctx.rank == root ? valueOf(root, iter, i) : -1.0f;
+          late();
+          if (ncclBroadcast(bIn, out.data(), count, ncclFloat32, root, comm, nullptr) != ncclSuccess)
+            return fail("ncclBroadcast" + at + ": " + ncclGetLastError(comm), 15);
+          if (!inPlace) std::memset(in.data(), 0xff, count * sizeof(float));
+          for (size_t i = 0; i < count; ++i)
+            if (out[i] != valueOf(root, iter, i)) return fail("Broadcast" + at + " differs at " + std::to_string(i), 16);
+          // AllReduce (small integers in floats: every order gives the same sum).
+          float* rIn = inPlace ? out.data() : in.data();
+          for (size_t i = 0; i < count * n; ++i) rIn[i] = static_cast<float>((ctx.rank + 1) * (i % 5 + iter));
+          late();
+          if (ncclAllReduce(rIn, out.data(), count * n, ncclFloat32, ncclSum, comm, nullptr) != ncclSuccess)
+            return fail("ncclAllReduce" + at + ": " + ncclGetLastError(comm), 17);
+          if (!inPlace) std::memset(in.data(), 0xff, count * n * sizeof(float));
+          const float ranksSum = static_cast<float>(n * (n + 1) / 2);
+          for (size_t i = 0; i < count * n; ++i)
+            if (out[i] != ranksSum * static_cast<float>(i % 5 + iter))
+              return fail("AllReduce" + at + " differs at " + std::to_string(i), 18);
+        }
       }
     }
     ncclCommDestroy(comm);

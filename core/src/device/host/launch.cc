@@ -12,6 +12,7 @@
 #include "device/host/sym.h"
 #include "plugin/transport_plugin.h"
 #include "proxy/net_transport.h"
+#include "proxy/proxy.h"
 #include "util/check.h"
 
 #include <tutti/tuner.h>
@@ -629,6 +630,7 @@ ncclResult_t launchItems(CommLaunch& launch, std::vector<WorkItem>* items, std::
     // Sends from user buffers are waited for last: a peer drains them only once it reaches its receives.
     items->push_back(guarded(comm, [comm, user, sends = std::move(sends), recvs = std::move(recvs)]() -> ncclResult_t {
       std::vector<HostConn*> userSent;
+      ProxyDriveScope scope;  // network sends keep moving, from this thread, while it waits for the receives
       TUTTI_CHECK(runP2pList(comm, sends, true, user, &userSent));
       TUTTI_CHECK(runP2pList(comm, recvs, false, user));
       return waitUserSends(comm, userSent);

@@ -6,7 +6,8 @@
 // to every peer; AlltoAll: block p to rank p. One step on the critical path where the ring takes n-1 or 2(n-1) and the tree two per level, for up
 // to n - 1 times the ring's bytes per rank: worth it only for a few KiB (TUTTI_ONESHOT_MAX_BYTES), or on 2 ranks,
 // where the bytes are the ring's. Every rank folds the same rows in the same order, so every rank gets the same
-// bits.
+// bits. On network ends that take user buffers (TUTTI_NET_ZERO_COPY_MIN_BYTES) a message that needs no scalar leaves
+// from the input, and an AllGather, Broadcast or AlltoAll message lands in the output, as a ring step does.
 #pragma once
 
 #include "device/common/reduce_ops.h"

@@ -115,9 +115,12 @@ class HostPrims {
     output_ = static_cast<char*>(output);
   }
 
-  // The fused deterministic exchange (det_exchange.h): a Simple receive step of `bytes` on connection 0, left in
-  // its slot (*data points there) until recvRelease hands the slot back.
-  ncclResult_t recvPeek(size_t bytes, const char** data) { return waitRecv(0, bytes, data); }
+  // The fused deterministic exchange (det_exchange.h), one-shot collectives: a Simple receive step of `bytes` on
+  // connection 0, left in its slot (*data points there) until recvRelease hands the slot back. `landing`: the
+  // caller registered the step with netRecvInto, the data arrives there instead.
+  ncclResult_t recvPeek(size_t bytes, const char** data, const char* landing = nullptr) {
+    return waitRecv(0, bytes, data, landing);
+  }
   void recvRelease();
   // Whether the step recvPeek would wait for is complete (Simple), without waiting.
   bool recvReady() const;

@@ -44,6 +44,7 @@ WaitStatus waitAtLeast(uint64_t* counter, uint32_t* waiters, uint32_t* seq, cons
   for (int i = 0; i < ctx.spinCount; ++i) {
     if (ctx.nDrive > 0) {
       for (int t = 0; t < ctx.nDrive; ++t) proxyProgressInline(ctx.drive[t]);
+      proxyDriveScoped();  // the operation's other ends (proxy.h, ProxyDriveScope)
       if (value.load(std::memory_order_acquire) >= target) return WaitStatus::Ready;
     }
     const bool yielded = pacer.pause();
