@@ -128,8 +128,16 @@ tsan_skip=(
                                      with more copying; run under ASan'
   '^DetError\.|as DetTable'
   '^DetThreadsLarge\.|as DetTable'
-  'DetThreads\..*/16$|deterministic reductions on 16 ranks: the synchronisation of the 2- to 8-rank runs;
+  'DetThreads\..*/16$|deterministic reductions on 16 ranks: the synchronisation of the 2- to 5-rank runs;
                                      run under ASan'
+  '_k8[_ ]|8 ranks as threads (collective matrix, send/recv patterns, grouped init): the synchronisation
+                                     of their 2- to 5-rank runs, with 8 threads on the cores (about 4 min
+                                     under TSan); run under ASan'
+  'DetThreads\..*/8$|as the 8-rank rows above'
+  'SymThreads\..*/8$|as the 8-rank rows above'
+  '^DetPair\.|the two-rank deterministic path under every forced protocol: the synchronisation of the
+                                     DetThreads runs (TSan spends a minute clearing shadow pages of its
+                                     buffers); run under ASan'
   '^DetProcesses\.|deterministic reductions between forked ranks; the thread variants run'
 )
 

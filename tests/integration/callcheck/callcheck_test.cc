@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
 namespace tutti::itest {
 namespace {
 
@@ -235,6 +237,8 @@ class TwoSkip : public testing::TestWithParam<Via> {};
 // Four ranks agree on a first AllReduce; ranks 2 and 3 skip the second one (alive, sleeping). With
 // TUTTI_TIMEOUT=2 ranks 0 and 1 fail with ncclTimeout, and each names exactly ranks 2 and 3.
 TEST_P(TwoSkip, EveryWaitingRankNamesTheAbsentRanks) {
+  // Ranks 0 and 1 each leave a file here once they are done; ranks 2 and 3 stay alive until both exist.
+  const std::string doneDir = makeTempDir("twoskip");
   MpOptions opts;
   opts.nranks = kRanks;
   opts.timeoutSeconds = 50;
@@ -250,16 +254,20 @@ TEST_P(TwoSkip, EveryWaitingRankNamesTheAbsentRanks) {
       return 11;
     }
     if (ctx.rank >= 2) {
-      // Absent but alive until the others have given up (their grace period included).
-      std::this_thread::sleep_for(std::chrono::seconds(8));
+      // Absent but alive until the others have given up (their grace period included), 40 s at most.
+      const auto giveUp = std::chrono::steady_clock::now() + std::chrono::seconds(40);
+      auto done = [&](int r) { return access((doneDir + "/" + std::to_string(r)).c_str(), F_OK) == 0; };
+      while (!(done(0) && done(1)) && std::chrono::steady_clock::now() < giveUp)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
       ncclCommAbort(comm);
-      setMessage("skipped the second AllReduce");
-      return 0;
+      setMessage(done(0) && done(1) ? "skipped the second AllReduce" : "ranks 0 and 1 did not finish in 40 s");
+      return done(0) && done(1) ? 0 : 4;
     }
     const ncclResult_t res = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclInt32, ncclSum, comm, nullptr);
     const std::string text = ncclGetLastError(comm);
     std::this_thread::sleep_for(std::chrono::seconds(1));  // the peer may still be collecting notes
     ncclCommAbort(comm);
+    std::fclose(std::fopen((doneDir + "/" + std::to_string(ctx.rank)).c_str(), "w"));
     setMessage("result " + std::to_string(res) + ": " + text);
     if (res != ncclTimeout) return 1;
     if (text.find(GetParam() == Via::kShmChecked ? "call check" : "AllReduce") == std::string::npos) return 2;
@@ -270,8 +278,9 @@ TEST_P(TwoSkip, EveryWaitingRankNamesTheAbsentRanks) {
   expectAllSucceeded(r);
   for (const ChildResult& ch : r.children)
     EXPECT_TRUE(ch.ok()) << ch.describe() << "\n(1: not ncclTimeout; 2: operation not named; 3: absent ranks not "
-                         << "named exactly)";
+                         << "named exactly; 4: the waiting ranks never finished)";
   expectNoShmLeftovers(r);
+  removeTree(doneDir);
 }
 
 INSTANTIATE_TEST_SUITE_P(Processes, TwoSkip, testing::Values(Via::kShm, Via::kNet, Via::kShmChecked),

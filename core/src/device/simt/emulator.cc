@@ -38,6 +38,8 @@ struct Bar {
 struct WarpState {
   Bar bar;
   uint64_t vals[2][kWarpLanes]{};
+  unsigned ballot[2]{};  // warpBallot's result per generation parity
+  unsigned ballotSum = 0;  // the bits of the lanes arrived so far
   void* ptrs[kWarpLanes]{};
   uint64_t* words[kWarpLanes]{};
 };
@@ -48,6 +50,10 @@ struct FiberState {
   ctx::fiber sink;  // the scheduler while the fiber runs
   Yield why = Yield::Preempt;
   int waitingBar = -1;  // named barrier (or 100 + warp) it waits on, for deadlock reports
+  // The barrier it waits on and the generation it waits to end: the scheduler does not resume it before
+  // that generation ends (it would only look and hand the thread back).
+  const Bar* awaited = nullptr;
+  uint64_t awaitedGen = 0;
 };
 
 // Stacks are reused across launches: mapping and guarding one per fiber per launch would cost more than
@@ -104,8 +110,10 @@ struct BlockRun {
   std::string error;
 };
 
-thread_local BlockRun* tBlock = nullptr;
-thread_local FiberState* tFiber = nullptr;
+// Read at every emulated instruction that names its thread. initial-exec: one load from the thread pointer
+// instead of a __tls_get_addr call (that call was a tenth of an emulated kernel's time).
+[[gnu::tls_model("initial-exec")]] thread_local BlockRun* tBlock = nullptr;
+[[gnu::tls_model("initial-exec")]] thread_local FiberState* tFiber = nullptr;
 
 uint64_t nextRandom(uint64_t& s) {
   s ^= s << 13;
@@ -134,9 +142,13 @@ void arriveAndWait(Bar& bar, int expected, int barId, F&& onComplete) {
     ++b->progress;
     return;
   }
-  tFiber->waitingBar = barId;
+  FiberState* f = tFiber;
+  f->waitingBar = barId;
+  f->awaited = &bar;
+  f->awaitedGen = gen;
   while (bar.gen == gen) yieldNow(Yield::Barrier);
-  tFiber->waitingBar = -1;
+  f->awaited = nullptr;
+  f->waitingBar = -1;
   ++b->progress;
 }
 
@@ -186,6 +198,7 @@ void runBlock(BlockRun& b, const LaunchParams& p, void (*entry)(const void*), co
     bool allAtBarriers = true;
     for (FiberState& f : b.fibers) {
       if (!f.self) continue;
+      if (f.awaited && f.awaited->gen == f.awaitedGen) continue;  // still at its barrier
       tFiber = &f;
       f.why = Yield::Preempt;
       f.self = std::move(f.self).resume();
@@ -210,10 +223,10 @@ void runBlock(BlockRun& b, const LaunchParams& p, void (*entry)(const void*), co
       break;
     }
     // Every fiber polls: give the OS thread to other blocks and ranks, longer the longer nothing moves.
-    if (++idleRounds < 64) {
+    if (++idleRounds < 8) {
       sched_yield();
     } else {
-      const long ns = std::min<long>(2000L * (idleRounds - 63), 200000L);
+      const long ns = std::min<long>(2000L * (idleRounds - 7), 200000L);
       timespec ts{0, ns};
       nanosleep(&ts, nullptr);
     }
@@ -273,12 +286,14 @@ unsigned warpBallot(unsigned mask, bool p) {
   const int lane = tFiber->thread.tid % kWarpLanes;
   WarpState& w = b->warps[tFiber->thread.tid / kWarpLanes];
   const int buf = static_cast<int>(w.bar.gen & 1);
-  w.vals[buf][lane] = p ? 1 : 0;
-  arriveAndWait(w.bar, std::popcount(mask), 100 + tFiber->thread.tid / kWarpLanes, [] {});
-  unsigned r = 0;
-  for (int l = 0; l < kWarpLanes; ++l)
-    if ((mask >> l & 1u) && w.vals[buf][l]) r |= 1u << l;
-  return r;
+  // The lanes of a warp are fibers of one OS thread: each adds its bit, the lane completing the barrier
+  // publishes the word for this generation and clears the sum for the next.
+  if (p) w.ballotSum |= 1u << lane;
+  arriveAndWait(w.bar, std::popcount(mask), 100 + tFiber->thread.tid / kWarpLanes, [&w, buf] {
+    w.ballot[buf] = w.ballotSum;
+    w.ballotSum = 0;
+  });
+  return w.ballot[buf] & mask;
 }
 
 void warpAccess128(unsigned mask, void* p, uint64_t* words, bool store) {
