@@ -74,6 +74,14 @@ asan_skip=(
                                      runs them'
   'MpMatrix\.Cases/.*_k4$|4 forked ranks of the process matrix: the code paths of its 2- and 3-rank rows, ~10 s each under
                                      ASan; the normal build runs them'
+  'MpMatrix\.Cases/NetZeroCopy_.*_k3$|3 forked ranks over zero-copy sockets, direct copies and one-shot calls: the
+                                     per-peer code of their 2-rank rows (~4 s each under ASan); their shm and
+                                     socket rows run with 3 ranks, and the normal build runs every row'
+  'MpMatrix\.Cases/Direct_.*_k3$|as above'
+  'MpMatrix\.Cases/OneShot_.*_k3$|as above'
+  'Threads/LargeCounts\..*_k8$|multi-MiB counts on 8 thread ranks: the buffers and steps of their 2- and
+                                     3-rank rows, 8 ranks on the cores (~8 s each under ASan); the normal
+                                     build runs them'
   '^multiproc\.netns\.|network-namespace nodes: the net/shm paths of the Processes/ matrix (which runs), minutes more'
   '^install\.|installs the build and links uninstrumented clients (and the .deb) against the instrumented
                                      library, which ASan refuses; the normal build runs them'
