@@ -41,9 +41,8 @@ function(tutti_add_forced_variant target)
     set(V_TIMEOUT 180)
   endif()
   gtest_discover_tests(${target} DISCOVERY_TIMEOUT 60 TEST_FILTER "${V_FILTER}" TEST_SUFFIX "${V_SUFFIX}"
-                       TEST_LIST ${target}${V_SUFFIX}_TESTS
-                       PROPERTIES LABELS integration TIMEOUT ${V_TIMEOUT}
-                                  ENVIRONMENT "NCCL_ALGO=${V_ALGO};NCCL_PROTO=${V_PROTO};${TUTTI_TEST_HOST_ENV}")
+                       TEST_LIST ${target}${V_SUFFIX}_TESTS PROPERTIES LABELS integration TIMEOUT ${V_TIMEOUT})
+  tutti_discovered_env(${target}${V_SUFFIX}_TESTS NCCL_ALGO=${V_ALGO} NCCL_PROTO=${V_PROTO} ${TUTTI_TEST_HOST_ENV})
 endfunction()
 
 # tutti_add_sim_variant(<target> SUFFIX <s> FILTER <gtest filter> SEED <n> [ALGO <a> PROTO <p>] [TIMEOUT s]
@@ -65,6 +64,6 @@ function(tutti_add_sim_variant target)
   endif()
   # One label only: gtest_discover_tests splits a list given as LABELS (see ../multiproc).
   gtest_discover_tests(${target} DISCOVERY_TIMEOUT 60 TEST_FILTER "${V_FILTER}" TEST_SUFFIX "${V_SUFFIX}"
-                       TEST_LIST ${target}${V_SUFFIX}_TESTS
-                       PROPERTIES LABELS sim TIMEOUT ${V_TIMEOUT} ENVIRONMENT "${env}")
+                       TEST_LIST ${target}${V_SUFFIX}_TESTS PROPERTIES LABELS sim TIMEOUT ${V_TIMEOUT})
+  tutti_discovered_env(${target}${V_SUFFIX}_TESTS ${env})
 endfunction()
