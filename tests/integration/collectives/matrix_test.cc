@@ -6,6 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <string>
+#include <vector>
+
 namespace tutti::itest {
 namespace {
 
@@ -24,12 +28,26 @@ std::string paramName(const testing::TestParamInfo<MatrixParam>& info) { return 
 // Readable parameter values in test listings (and so in ctest names) instead of raw bytes.
 void PrintTo(const MatrixParam& p, std::ostream* os) { *os << matrixName(p); }
 
+// The datatypes of the matrix. TUTTI_TEST_TYPES=representative (the forced algorithm/protocol repeats, see
+// CMakeLists.txt): an integer type and each floating format, elements of 1, 2, 4 and 8 bytes, since the
+// protocols move elements by size and reduce them by format; every type runs in the matrix's default run.
+// Unset or "all": all twelve.
+bool matrixTypes(std::vector<ncclDataType_t>* types) {
+  const char* v = std::getenv("TUTTI_TEST_TYPES");
+  if (v && std::string(v) == "representative") {
+    *types = {ncclInt8, ncclFloat8e4m3, ncclFloat16, ncclBfloat16, ncclFloat32, ncclFloat64};
+    return true;
+  }
+  types->assign(std::begin(kAllTypes), std::end(kAllTypes));
+  return !v || std::string(v) == "all";
+}
+
 // Every case of one (collective, k, placement); variety in offsets and roots comes from the case index
 // so all 8 offsets and both roots occur without multiplying the number of calls.
-CaseList matrixCases(Coll coll, int nranks, bool inPlace) {
+CaseList matrixCases(Coll coll, int nranks, bool inPlace, const std::vector<ncclDataType_t>& types) {
   CaseList cases;
   uint32_t index = 0;
-  for (ncclDataType_t type : kAllTypes) {
+  for (ncclDataType_t type : types) {
     for (OpKind op : kAllOps) {
       if (!isReduction(coll) && op != OpKind::kSum) continue;  // op is meaningless there
       for (size_t count : kCounts) {
@@ -55,9 +73,12 @@ class CollectiveMatrix : public testing::TestWithParam<MatrixParam> {};
 
 TEST_P(CollectiveMatrix, AllTypesOpsCounts) {
   const MatrixParam p = GetParam();
+  std::vector<ncclDataType_t> types;
+  ASSERT_TRUE(matrixTypes(&types)) << "TUTTI_TEST_TYPES must be all or representative, not "
+                                   << std::getenv("TUTTI_TEST_TYPES");
   CommSet comms(p.nranks, InitMode::kInitRank);
   ASSERT_TRUE(comms.ok()) << comms.error();
-  CaseList cases = matrixCases(p.coll, p.nranks, p.inPlace);
+  CaseList cases = matrixCases(p.coll, p.nranks, p.inPlace, types);
   Report report;
   runCases(comms, Drive::kThreads, cases, report);
   reportFailures(report);

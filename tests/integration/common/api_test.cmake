@@ -32,33 +32,35 @@ function(tutti_add_api_test name)
 endfunction()
 
 # tutti_add_forced_variant(<target> SUFFIX <s> FILTER <gtest filter> ALGO <NCCL_ALGO> PROTO <NCCL_PROTO>
-#                          [TIMEOUT seconds]): the target's tests matching FILTER once more, named
-# <test><s>, under a forced algorithm and protocol (a forced pair the engine cannot run fails the call,
-# so these tests cannot pass by silently running another pair).
+#                          [TIMEOUT seconds] [ENV VAR=value ...]): the target's tests matching FILTER once
+# more, named <test><s>, under a forced algorithm and protocol (a forced pair the engine cannot run fails the
+# call, so these tests cannot pass by silently running another pair), with ENV added to their environment.
 function(tutti_add_forced_variant target)
-  cmake_parse_arguments(V "" "SUFFIX;FILTER;ALGO;PROTO;TIMEOUT" "" ${ARGN})
+  cmake_parse_arguments(V "" "SUFFIX;FILTER;ALGO;PROTO;TIMEOUT" "ENV" ${ARGN})
   if(NOT V_TIMEOUT)
     set(V_TIMEOUT 180)
   endif()
   gtest_discover_tests(${target} DISCOVERY_TIMEOUT 60 TEST_FILTER "${V_FILTER}" TEST_SUFFIX "${V_SUFFIX}"
                        TEST_LIST ${target}${V_SUFFIX}_TESTS PROPERTIES LABELS integration TIMEOUT ${V_TIMEOUT})
-  tutti_discovered_env(${target}${V_SUFFIX}_TESTS NCCL_ALGO=${V_ALGO} NCCL_PROTO=${V_PROTO} ${TUTTI_TEST_HOST_ENV})
+  tutti_discovered_env(${target}${V_SUFFIX}_TESTS NCCL_ALGO=${V_ALGO} NCCL_PROTO=${V_PROTO} ${TUTTI_TEST_HOST_ENV}
+                       ${V_ENV})
 endfunction()
 
 # tutti_add_sim_variant(<target> SUFFIX <s> FILTER <gtest filter> SEED <n> [ALGO <a> PROTO <p>] [TIMEOUT s]
-#                       [LABELS ...]): the target's tests matching FILTER once more on the sim backend
-# (TUTTI_DEVICE=sim: the device kernels on the CPU SIMT emulator), named <test><s>, label `sim`, with the
-# emulator's switch points drawn from TUTTI_SIM_SEED=<n> (each variant its own seed, so a run covers several;
-# a failing test prints its seed). Defined only when the build has the sim backend.
+#                       [LABELS ...] [ENV VAR=value ...]): the target's tests matching FILTER once more on the
+# sim backend (TUTTI_DEVICE=sim: the device kernels on the CPU SIMT emulator), named <test><s>, label `sim`,
+# with the emulator's switch points drawn from TUTTI_SIM_SEED=<n> (each variant its own seed, so a run covers
+# several; a failing test prints its seed) and ENV added to their environment. Defined only when the build has
+# the sim backend.
 function(tutti_add_sim_variant target)
   if(NOT TUTTI_WITH_SIM)
     return()
   endif()
-  cmake_parse_arguments(V "" "SUFFIX;FILTER;SEED;ALGO;PROTO;TIMEOUT" "LABELS" ${ARGN})
+  cmake_parse_arguments(V "" "SUFFIX;FILTER;SEED;ALGO;PROTO;TIMEOUT" "LABELS;ENV" ${ARGN})
   if(NOT V_TIMEOUT)
     set(V_TIMEOUT 300)
   endif()
-  set(env "TUTTI_DEVICE=sim" "TUTTI_SIM_SEED=${V_SEED}")
+  set(env "TUTTI_DEVICE=sim" "TUTTI_SIM_SEED=${V_SEED}" ${V_ENV})
   if(V_ALGO)
     list(APPEND env "NCCL_ALGO=${V_ALGO}" "NCCL_PROTO=${V_PROTO}")
   endif()

@@ -9,12 +9,34 @@
 #include <exception>
 #include <fstream>
 #include <sstream>
+#include <string>
 #include <thread>
 
 namespace tutti::itest {
 
 namespace {
 constexpr int kSetupTimeoutSeconds = 120;  // creating or destroying up to 8 communicators
+
+// A ctest variant's environment (tests/CMakeLists.txt, tutti_discovered_env) starts with TUTTI_TEST_ENV, the
+// names of the variables that follow it. One of them missing means the variant would silently repeat the
+// plain test (as when only the first entry of a list-valued ENVIRONMENT reached the test), so the program fails
+// instead.
+class VariantEnvironmentCheck : public testing::Environment {
+ public:
+  void SetUp() override {
+    const char* names = std::getenv("TUTTI_TEST_ENV");
+    if (names == nullptr) return;
+    std::stringstream list(names);
+    std::string missing;
+    for (std::string name; std::getline(list, name, ',');) {
+      if (!name.empty() && std::getenv(name.c_str()) == nullptr) missing += " " + name;
+    }
+    // Not FAIL(): gtest would then skip the tests, and ctest counts a skipped test as no failure.
+    if (!missing.empty()) ADD_FAILURE() << "TUTTI_TEST_ENV=" << names << " but these are not set:" << missing;
+  }
+};
+[[maybe_unused]] testing::Environment* const kVariantEnvironmentCheck =
+    testing::AddGlobalTestEnvironment(new VariantEnvironmentCheck);
 }  // namespace
 
 const char* resultName(ncclResult_t r) {
