@@ -3,7 +3,8 @@
 # SECONDS (default 15) on a copy of its seed corpus. Prints one line per target and exits non-zero when any
 # target finds a crash, leak, timeout or out-of-memory, or cannot be built.
 #
-#   scripts/fuzz.sh [SECONDS]        env: FUZZ_JOBS=2 targets at once (default 1), FUZZ_TARGETS="config ..."
+#   scripts/fuzz.sh [SECONDS]        env: FUZZ_JOBS targets at once (default: the number of CPUs; each
+#                                         target is one single-threaded process), FUZZ_TARGETS="config ..."
 #                                         FUZZ_BUILD=<dir> (default <repo>/build-fuzz), FUZZ_KEEP=1 keeps the
 #                                         working corpora and logs (printed at the end)
 # A crash leaves its reproducer (crash-*/leak-*/timeout-*/oom-*) in the target's log directory; rerun it
@@ -18,7 +19,7 @@ fi
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${FUZZ_BUILD:-$repo/build-fuzz}
 targets=${FUZZ_TARGETS:-"config env_parsers bootstrap_wire net_socket_wire"}
-jobs=${FUZZ_JOBS:-1}
+jobs=${FUZZ_JOBS:-$(nproc)}
 
 command -v clang++ >/dev/null || { echo "fuzz: clang++ not found (apt-get install clang)" >&2; exit 2; }
 if [ ! -f "$build/CMakeCache.txt" ]; then

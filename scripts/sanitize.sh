@@ -79,6 +79,9 @@ asan_skip=(
                                      socket rows run with 3 ranks, and the normal build runs every row'
   'MpMatrix\.Cases/Direct_.*_k3$|as above'
   'MpMatrix\.Cases/OneShot_.*_k3$|as above'
+  'Ranks/Configured\..*/k8  #|8 ranks of the many-step configurations (small buffers, four channels, PAT):
+                                     the buffers and steps of their k2 and k3 runs, with 8 threads on the
+                                     cores (~6 s each under ASan); the normal build runs them'
   'Threads/LargeCounts\..*_k8$|multi-MiB counts on 8 thread ranks: the buffers and steps of their 2- and
                                      3-rank rows, 8 ranks on the cores (~8 s each under ASan); the normal
                                      build runs them'

@@ -774,7 +774,7 @@ template <rt::Runtime* (*Rt)()>
 struct DevMemOf {
   static ncclResult_t alloc(void** ptr, size_t bytes) {
     TUTTI_CHECK(Rt()->alloc(ptr, bytes, /*shareable=*/true));
-    return Rt()->memset(*ptr, 0, bytes);
+    return Rt()->allocIsZeroed() ? ncclSuccess : Rt()->memset(*ptr, 0, bytes);
   }
   static ncclResult_t free(void* ptr) { return Rt()->free(ptr); }
   static ncclResult_t exportHandle(void* ptr, void* handle) {

@@ -67,6 +67,9 @@ class Runtime {
 
   // Memory. alloc() with shareable gives memory export() can hand to another process.
   virtual ncclResult_t alloc(void** ptr, size_t bytes, bool shareable) = 0;
+  // Whether alloc() returns memory that reads as zero (fresh pages), so a caller that needs zeroed memory can
+  // leave it untouched rather than memset (and so fault in) all of it.
+  virtual bool allocIsZeroed() const { return false; }
   virtual ncclResult_t free(void* ptr) = 0;
   virtual ncclResult_t hostAlloc(void** ptr, size_t bytes) = 0;  // pinned, mapped into the device
   virtual ncclResult_t hostFree(void* ptr) = 0;

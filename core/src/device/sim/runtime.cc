@@ -120,6 +120,7 @@ class SimRuntime final : public Runtime {
     *ptr = p;
     return ncclSuccess;
   }
+  bool allocIsZeroed() const override { return true; }  // a new memfd's pages
   ncclResult_t free(void* ptr) override { return release(ptr, MemKind::Device, "free"); }
   ncclResult_t hostAlloc(void** ptr, size_t bytes) override {
     void* p = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096 + (bytes == 0 ? 4096 : 0));
