@@ -365,7 +365,10 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
     comm->directMinAlltoAll = localRanks > cores ? size_t{256} << 10 : size_t{1} << 20;
     comm->directMinReduce = otherProcess ? 0 : 1;
     comm->directMinReduceScatter = otherProcess ? 0 : size_t{128} << 10;
-    comm->directOverOneShot = otherProcess || paramIsSet("TUTTI_ONESHOT_MAX_BYTES") ? 0 : size_t{16} << 10;
+    comm->directOverOneShot =
+        otherProcess || paramIsSet("TUTTI_ONESHOT_MAX_BYTES") || paramIsSet("TUTTI_DOUBLING_MAX_BYTES")
+            ? 0
+            : size_t{16} << 10;
   }
   const int64_t detDirect = paramInt("TUTTI_DET_DIRECT_MIN_BYTES");
   comm->directMinDetReduce = forced ? 0 : detDirect >= 0 ? static_cast<size_t>(detDirect) : otherProcess ? 0 : 1;
@@ -386,6 +389,21 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
                                                            : size_t{16} << 10;
   comm->oneShotMaxBytes =
       comm->backend == Backend::Host && !paramIsSet("NCCL_ALGO") && !paramIsSet("NCCL_PROTO") ? oneShotMax : 0;
+  // Recursive doubling AllReduce: log2 n exchanges with one peer each, n - 1 fewer messages than the one-shot's
+  // n - 1 at once for more steps in a row. Unset: over the network, where each message costs system calls on both
+  // sides, from 3 ranks and 1 byte to 128 KiB; elsewhere from 4 ranks, 4 KiB to 64 KiB (2 cores, the median of three
+  // runs, one-shot or ring -> doubling, in us: sockets 4 ranks 8 B 103 -> 82, 32 KiB 366 -> 182, 128 KiB 797 -> 657,
+  // 256 KiB 921 -> 1224; 8 ranks 8 B 525 -> 350, 32 KiB 1024 -> 645; 3 ranks 8 B 67 -> 47; 6 ranks 8 B 257 -> 148;
+  // shm 4 ranks 8 B 6.4 -> 8.7, 4 KiB 10.5 -> 10.2, 32 KiB 38.7 -> 22.9, 128 KiB 73 -> 91; 8 ranks 8 B 23 -> 36,
+  // 4 KiB 44 -> 32, 64 KiB 187 -> 164; 3 ranks 32 KiB 17.6 -> 16.5).
+  const int64_t dMax = paramInt("TUTTI_DOUBLING_MAX_BYTES"), dMin = paramInt("TUTTI_DOUBLING_MIN_BYTES"),
+                dRanks = paramInt("TUTTI_DOUBLING_MIN_RANKS");
+  const size_t doublingMax = dMax >= 0 ? static_cast<size_t>(dMax) : (overNetwork ? size_t{128} : size_t{64}) << 10;
+  comm->doublingMaxBytes = comm->oneShotMaxBytes ? doublingMax : 0;
+  const int64_t gMax = paramInt("TUTTI_DOUBLING_GATHER_MAX_BYTES");
+  comm->doublingBlocksMaxBytes = comm->oneShotMaxBytes && gMax > 0 ? static_cast<size_t>(gMax) : 0;
+  comm->doublingMinBytes = dMin >= 0 ? static_cast<size_t>(dMin) : overNetwork ? 1 : size_t{4} << 10;
+  comm->doublingMinRanks = dRanks >= 0 ? static_cast<int>(std::max<int64_t>(2, dRanks)) : overNetwork ? 3 : 4;
   // A deterministic call's gather of every input whole (det_coll.h) against the exchange of slices, unset: up to
   // 256 KiB of inputs in all, but 128 KiB on the host backend where no rank talks over the network (processes over
   // shm, 2 cores, the best of three or four runs, one-shot -> exchange: 4 ranks 32 KiB 27.6 -> 26.3 us, 64 KiB 41.4

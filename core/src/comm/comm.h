@@ -132,7 +132,7 @@ struct ncclComm {
   // Single-copy collectives (device/host/direct_copy.h): every rank can read every other rank's memory, and the
   // smallest collective of each that takes the path (TUTTI_DIRECT_MIN_BYTES; 0: never); a deterministic reduction has
   // its own. An AllReduce of at least directOverOneShot bytes takes the path even where it fits the one-shot path (0:
-  // never; ranks as threads, TUTTI_DIRECT_MIN_BYTES and TUTTI_ONESHOT_MAX_BYTES unset).
+  // never; ranks as threads, TUTTI_DIRECT_MIN_BYTES, TUTTI_ONESHOT_MAX_BYTES and TUTTI_DOUBLING_MAX_BYTES unset).
   bool directOk = false;
   size_t directMinGather = 0, directMinBcast = 0, directMinAlltoAll = 0, directMinReduce = 0,
          directMinReduceScatter = 0, directMinDetReduce = 0, directOverOneShot = 0;
@@ -143,6 +143,12 @@ struct ncclComm {
   bool directConnsReady = false;
   // One-shot AllReduce (device/host/oneshot.h) up to this many bytes (TUTTI_ONESHOT_MAX_BYTES; 0: never).
   size_t oneShotMaxBytes = 0;
+  // Recursive doubling AllReduce (device/host/oneshot.h, doublingWanted) from doublingMinRanks ranks, from
+  // doublingMinBytes to doublingMaxBytes (TUTTI_DOUBLING_*; a maximum of 0: never).
+  int doublingMinRanks = 4;
+  size_t doublingMinBytes = 0, doublingMaxBytes = 0;
+  // AllGather by recursive doubling, ReduceScatter by recursive halving up to this many bytes (0: never).
+  size_t doublingBlocksMaxBytes = 0;
   // The default tuner alone decides, so the core may take the paths above (comm.cc).
   bool corePaths = false;
   int64_t p2pLLThreshold = -1;  // send/recv of at most this many bytes use LL (NCCL_P2P_LL_THRESHOLD); -1: none

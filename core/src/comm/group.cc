@@ -110,8 +110,9 @@ ncclResult_t tryLoneOneShot(const Task& t, bool* ran) {
   if (byteWise) resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &s.op);  // plain copy
   else TUTTI_CHECK(comm->redOps->resolve(t.op, t.datatype, &s.op, funcName(t.func)));
   s.det = det;
+  s.doubling = !det && doublingWanted(comm, t.func, total);
   const uint64_t opCount = comm->collOpCount++;
-  logColl(t, opCount, total, kAlgoOneShot, NCCL_PROTO_SIMPLE, 1, kCoreDecider);
+  logColl(t, opCount, total, s.doubling ? kAlgoDoubling : kAlgoOneShot, NCCL_PROTO_SIMPLE, 1, kCoreDecider);
   logSetThreadRank(comm->rank);
   host::OpLabel label{comm->rank, funcName(t.func), opCount, 0, &comm->failure, commAskFailure, comm};
   label.whoArrived = callCheckWhoArrived;

@@ -45,6 +45,7 @@ const char* algoName(int a) {
   if (a == kAlgoDetExchange) return "Deterministic";
   if (a == kAlgoDirect) return "Direct";
   if (a == kAlgoOneShot) return "OneShot";
+  if (a == kAlgoDoubling) return "RecursiveDoubling";
   return a >= 0 && a < 7 ? kNames[a] : "Unknown";
 }
 const char* protoName(int p) {

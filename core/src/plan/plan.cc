@@ -97,7 +97,9 @@ CorePaths corePaths(const ncclComm* comm, const Task& task, bool preMul) {
   if (task.internal) return p;
   const bool det = detReduces(task);
   const bool userOp = static_cast<int>(task.op) >= static_cast<int>(ncclNumOps);
-  p.oneShot = oneShotFunc(task.func) && oneShotWanted(comm, p.totalBytes) && !(det && userOp);
+  p.oneShot = oneShotFunc(task.func) &&
+              (oneShotWanted(comm, p.totalBytes) || (!det && doublingWanted(comm, task.func, p.totalBytes))) &&
+              !(det && userOp);
   p.direct = directWanted(comm, task.func, p.totalBytes, det, preMul);
   // Ranks as threads: from comm->directOverOneShot bytes an AllReduce reads the peers' inputs in place rather than
   // sending them whole (comm.cc).
@@ -142,8 +144,10 @@ ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out, boo
     s->esize = plan.eltSize;
     s->op = plan.op;
     s->det = det;
+    s->doubling = !det && doublingWanted(comm, task.func, totalBytes);
+    const int algo = s->doubling ? kAlgoDoubling : kAlgoOneShot;
     plan.oneShot = std::move(s);
-    return planCorePath(&plan, kAlgoOneShot, totalBytes, out);
+    return planCorePath(&plan, algo, totalBytes, out);
   }
   if (allowDirect && paths.direct) {
     auto d = std::make_shared<DirectCopy>();

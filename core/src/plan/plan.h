@@ -29,6 +29,9 @@ inline constexpr int kAlgoDirect = 102;
 inline constexpr const char* kCoreDecider = "core";
 // A small AllReduce on the host backend as one exchange of whole inputs (device/host/oneshot.h). One channel.
 inline constexpr int kAlgoOneShot = 103;
+// A small AllReduce on the host backend by recursive doubling (device/host/oneshot.h, OneShot::doubling): log2 n
+// exchanges of the whole buffer with one peer each. One channel.
+inline constexpr int kAlgoDoubling = 104;
 
 struct DetExchange;
 struct DirectCopy;

@@ -142,6 +142,7 @@ TEST_P(Configured, OneShotCollectives) {
   if (const char* device = std::getenv("TUTTI_DEVICE"); device && std::string(device) != "host")
     GTEST_SKIP() << "the one-shot path is the host backend's";
   ScopedEnv oneShot("TUTTI_ONESHOT_MAX_BYTES", "262144");
+  ScopedEnv noDoubling("TUTTI_DOUBLING_MAX_BYTES", "0");  // the one-shot itself, at every rank count
   runSlice(GetParam(), {1, 13, 4099, 30001});
 }
 
@@ -152,6 +153,7 @@ TEST_P(Configured, OneShotLoneAndGroupedCallsMeet) {
   if (const char* device = std::getenv("TUTTI_DEVICE"); device && std::string(device) != "host")
     GTEST_SKIP() << "the one-shot path is the host backend's";
   ScopedEnv oneShot("TUTTI_ONESHOT_MAX_BYTES", "262144");
+  ScopedEnv noDoubling("TUTTI_DOUBLING_MAX_BYTES", "0");  // the one-shot itself, at every rank count
   const int k = GetParam();
   constexpr size_t kCount = 257;
   CommSet comms(k, InitMode::kInitRank);
@@ -217,6 +219,7 @@ TEST_P(Configured, OneShotGivesEveryRankTheSameBits) {
   if (const char* device = std::getenv("TUTTI_DEVICE"); device && std::string(device) != "host")
     GTEST_SKIP() << "the one-shot path is the host backend's";
   ScopedEnv oneShot("TUTTI_ONESHOT_MAX_BYTES", "262144");
+  ScopedEnv noDoubling("TUTTI_DOUBLING_MAX_BYTES", "0");  // the one-shot itself, at every rank count
   const int k = GetParam();
   constexpr size_t kCount = 4099;
   CommSet comms(k, InitMode::kInitRank);
@@ -243,6 +246,135 @@ TEST_P(Configured, OneShotGivesEveryRankTheSameBits) {
   EXPECT_EQ(differ, 0u) << "elements where a rank's result differs from rank 0's";
   EXPECT_EQ(unlikeFold, 0u) << "elements that are not the rank-order fold";
 }
+
+// Recursive doubling (device/host/oneshot.h, OneShot::doubling) for every AllReduce up to half a Simple slot, at
+// every rank count up to 8: powers of two, and the others, whose first ranks pair up before and after.
+class Doubling : public testing::TestWithParam<int> {
+ protected:
+  void SetUp() override {
+    if (const char* device = std::getenv("TUTTI_DEVICE"); device && std::string(device) != "host")
+      GTEST_SKIP() << "recursive doubling is the host backend's";
+  }
+  ScopedEnv max_{"TUTTI_DOUBLING_MAX_BYTES", "262144"};
+  ScopedEnv minBytes_{"TUTTI_DOUBLING_MIN_BYTES", "1"};
+  ScopedEnv minRanks_{"TUTTI_DOUBLING_MIN_RANKS", "2"};
+  ScopedEnv blocks_{"TUTTI_DOUBLING_GATHER_MAX_BYTES", "1048576"};
+};
+
+// Every op (PreMulSum with the scalar on the host and on the device included) on integer, half and single
+// precision data, counts 1 to 30001, unaligned buffers, in place and not.
+TEST_P(Doubling, AllReduceEveryOpAndType) {
+  const int k = GetParam();
+  CommSet comms(k, InitMode::kInitRank);
+  ASSERT_TRUE(comms.ok()) << comms.error();
+  CaseList cases;
+  uint32_t index = 0;
+  for (OpKind op : kAllOps)
+    for (ncclDataType_t type : {ncclInt32, ncclFloat16, ncclFloat32})
+      for (size_t count : {size_t{1}, size_t{13}, size_t{4099}, size_t{30001}}) {
+        CollSpec s;
+        s.coll = Coll::kAllReduce;
+        s.type = type;
+        s.op = op;
+        s.count = count;
+        s.inPlace = index % 2 == 1;
+        s.sendOffset = index % 8;
+        s.recvOffset = (index + 3) % 8;
+        s.seed = 7100 + index++;
+        cases.push_back(std::make_unique<CollCase>(s, k));
+      }
+  Report report;
+  runCases(comms, Drive::kThreads, cases, report, 240);
+  reportFailures(report);
+}
+
+// AllGather by recursive doubling and ReduceScatter by recursive halving on 4 and 8 ranks (other counts take the
+// usual paths): every op on ReduceScatter, blocks of 1 to 30001 elements, unaligned, in place and not.
+TEST_P(Doubling, AllGatherAndReduceScatter) {
+  const int k = GetParam();
+  if (k != 4 && k != 8) GTEST_SKIP() << "powers of two from 4 ranks";
+  CommSet comms(k, InitMode::kInitRank);
+  ASSERT_TRUE(comms.ok()) << comms.error();
+  CaseList cases;
+  uint32_t index = 0;
+  for (size_t count : {size_t{1}, size_t{13}, size_t{4099}, size_t{30001}}) {
+    for (bool inPlace : {false, true}) {
+      CollSpec g;
+      g.coll = Coll::kAllGather;
+      g.type = ncclFloat16;
+      g.count = count;
+      g.inPlace = inPlace;
+      g.sendOffset = index % 8;
+      g.recvOffset = (index + 5) % 8;
+      g.seed = 7300 + index++;
+      cases.push_back(std::make_unique<CollCase>(g, k));
+      for (OpKind op : kAllOps) {
+        CollSpec rs = g;
+        rs.coll = Coll::kReduceScatter;
+        rs.type = index % 2 ? ncclFloat32 : ncclInt32;
+        rs.op = op;
+        rs.seed = 7300 + index++;
+        rs.sendOffset = index % 8;
+        cases.push_back(std::make_unique<CollCase>(rs, k));
+      }
+    }
+  }
+  Report report;
+  runCases(comms, Drive::kThreads, cases, report, 240);
+  reportFailures(report);
+}
+
+// Every rank gets the bits of one balanced tree over rank order: the pairs (0, 1), (2, 3), ... of the ranks past the
+// largest power of two p folded first, then p partial results folded pairwise, lower one first, level by level.
+// Sums and products of values spread over 40 binades, where the order of the operations changes the result.
+TEST_P(Doubling, EveryRankGetsTheTreeBits) {
+  const int k = GetParam();
+  constexpr size_t kCount = 4099;
+  CommSet comms(k, InitMode::kInitRank);
+  ASSERT_TRUE(comms.ok()) << comms.error();
+  std::vector<std::vector<float>> in(k, std::vector<float>(kCount));
+  std::mt19937 rng(12);
+  std::uniform_real_distribution<float> mantissa(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-20, 20);
+  for (auto& row : in)
+    for (float& x : row) x = std::ldexp(mantissa(rng), exponent(rng));
+  int pow2 = 1;
+  while (pow2 * 2 <= k) pow2 *= 2;
+  const int extra = k - pow2;
+  for (ncclRedOp_t op : {ncclSum, ncclProd}) {
+    auto fold = [&](float a, float b) { return op == ncclSum ? a + b : a * b; };
+    std::vector<std::vector<float>> out(k, std::vector<float>(kCount, 0.0f));
+    Report report;
+    runPerRank(comms, [&](int r, ncclComm_t comm) {
+      report.ok(ncclAllReduce(in[r].data(), out[r].data(), kCount, ncclFloat32, op, comm, nullptr), "ncclAllReduce",
+                comm);
+    }, report, "AllReduce");
+    reportFailures(report);
+    size_t differ = 0, unlikeTree = 0, unlikeRankOrder = 0;
+    for (size_t i = 0; i < kCount; ++i) {
+      std::vector<float> level(pow2);
+      for (int v = 0; v < pow2; ++v) level[v] = v < extra ? fold(in[2 * v][i], in[2 * v + 1][i]) : in[v + extra][i];
+      for (int width = pow2; width > 1; width /= 2)
+        for (int v = 0; v < width / 2; ++v) level[v] = fold(level[2 * v], level[2 * v + 1]);
+      float rankOrder = in[0][i];
+      for (int r = 1; r < k; ++r) rankOrder = fold(rankOrder, in[r][i]);
+      for (int r = 0; r < k; ++r) differ += std::memcmp(&out[r][i], &out[0][i], sizeof(float)) != 0;
+      unlikeTree += std::memcmp(&out[0][i], &level[0], sizeof(float)) != 0;
+      unlikeRankOrder += std::memcmp(&out[0][i], &rankOrder, sizeof(float)) != 0;
+    }
+    EXPECT_EQ(differ, 0u) << "elements where a rank's result differs from rank 0's (op " << op << ")";
+    EXPECT_EQ(unlikeTree, 0u) << "elements that are not the tree's fold (op " << op << ")";
+    // The data is chosen so that the order shows: from 4 ranks on, the tree is not the rank-order fold.
+    if (k >= 4) {
+      EXPECT_GT(unlikeRankOrder, 0u) << "the data does not tell the two orders apart (op " << op << ")";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, Doubling, testing::Values(2, 3, 4, 5, 6, 7, 8),
+                         [](const testing::TestParamInfo<int>& info) {
+                           return "k" + std::to_string(info.param);
+                         });
 
 // A 64 KiB Simple buffer (8 KiB slots) makes a 400 KB message take several loops per channel.
 TEST_P(Configured, SmallBufferManyLoops) {

@@ -57,7 +57,9 @@ bool isPat(const CollPlan& p) { return p.algorithm == NCCL_ALGO_PAT; }
 // Symmetric collectives (sym.h) use no connection: no steps, no proxy operations.
 bool isSym(const CollPlan& p) { return p.algorithm == kAlgoSymmetric; }
 bool isDetx(const CollPlan& p) { return p.algorithm == kAlgoDetExchange; }
-bool isDirect(const CollPlan& p) { return p.algorithm == kAlgoDirect || p.algorithm == kAlgoOneShot; }
+bool isDirect(const CollPlan& p) {
+  return p.algorithm == kAlgoDirect || p.algorithm == kAlgoOneShot || p.algorithm == kAlgoDoubling;
+}
 bool isRing(const CollPlan& p) { return !isTree(p) && !isPat(p) && !isSym(p) && !isDetx(p) && !isDirect(p); }
 
 // Channel c's ring connections, read only when a plan of `colls` runs a ring there. A channel that no ring

@@ -8,6 +8,7 @@
 #include "proxy/proxy.h"
 #include "util/check.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstring>
@@ -22,9 +23,243 @@ bool oneShotWanted(const ncclComm* comm, size_t bytes) {
   return bytes > 0 && bytes <= comm->oneShotMaxBytes && bytes <= comm->buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS;
 }
 
+bool doublingWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes) {
+  const int n = comm->nRanks;
+  if (comm->backend != Backend::Host || !comm->corePaths || n < comm->doublingMinRanks || n > kOneShotMaxRanks ||
+      bytes < std::max<size_t>(1, comm->doublingMinBytes))
+    return false;
+  const size_t slot = comm->buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS;
+  if (func == ncclFuncAllReduce) return bytes <= comm->doublingMaxBytes && bytes <= slot;
+  // AllGather (the output's bytes), ReduceScatter (the input's): half of them in the largest message.
+  const bool pow2 = n >= 4 && (n & (n - 1)) == 0;
+  return (func == ncclFuncAllGather || func == ncclFuncReduceScatter) && pow2 && bytes <= comm->doublingBlocksMaxBytes &&
+         bytes / 2 <= slot;
+}
+
 namespace host {
+namespace {
+
+// AllReduce by recursive doubling (oneshot.h). The ranks past the largest power of two p, r < 2(n - p) odd
+// and even, pair up first: the even one gives its row to the odd one and gets the result back at the end. The p
+// that remain (virtual ranks: the odd ones of the pairs, then the rest in order) exchange their partial results with
+// the partner whose virtual rank differs in bit k, k = 0, 1, ..., and fold them lower half first. Every rank folds
+// the same operands in the same order, so every rank gets the same bits: a balanced tree over rank order.
+ncclResult_t runDoubling(ncclComm* comm, const OneShot& s, const WaitContext& wait, const OpLabel& label) {
+  const int n = comm->nRanks, r = comm->rank;
+  int pow2 = 1;
+  while (pow2 * 2 <= n) pow2 *= 2;
+  const int extra = n - pow2;                                        // pairs that fold first
+  const int v = r < 2 * extra ? (r % 2 ? r / 2 : -1) : r - extra;    // -1: gives its row away
+  auto realRank = [&](int vr) { return vr < extra ? 2 * vr + 1 : vr + extra; };
+  const size_t bytes = s.count * s.esize;
+  const char* what = funcName(s.func);
+  ResolvedRedOp copy{};
+  resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &copy);
+  auto conn = [&](int p, bool isSend) -> HostConn* {
+    HostConn* c = nullptr;
+    if (Connection* cn = commFindConnection(comm, 0, kConnColl, p, isSend)) c = &cn->host;
+    return c;
+  };
+  // The peers this rank hears from, in order; every receive is announced at once, so a network end posts them all
+  // before the first wait.
+  std::array<int, 2 + 3> from{};
+  int nFrom = 0;
+  if (v < 0) from[nFrom++] = r + 1;
+  else {
+    if (r < 2 * extra) from[nFrom++] = r - 1;
+    for (int mask = 1; mask < pow2; mask <<= 1) from[nFrom++] = realRank(v ^ mask);
+  }
+  for (int i = 0; i < nFrom; ++i) {
+    HostConn* c = conn(from[i], false);
+    if (!c) TUTTI_FAIL(ncclInternalError, "rank {}: {}: no connection from rank {}", r, what, from[i]);
+    announceRecvSteps(c, 1);
+  }
+  // Partial results alternate between two scratch rows; the last fold writes the output.
+  thread_local std::vector<char> scratch;  // grows to the largest call this thread has made, then stays
+  if (scratch.size() < 2 * bytes) scratch.resize(2 * bytes);
+  char* const spare[2] = {scratch.data(), scratch.data() + bytes};
+  const bool scaled = s.op.kind == RedOpKind::PreMulSum;
+  const char* acc = s.input;  // this rank's partial result: its own row first, its scalar applied
+  if (scaled) {
+    const void* src = s.input;
+    void* dst = spare[0];
+    hostReduceCopy(s.op, 1, &src, 1, &dst, s.count, /*preOpFirstSrc=*/true, /*postOp=*/false);
+    acc = spare[0];
+  }
+  std::array<std::optional<HostPrims>, 2 + 3> sends;  // kept until the end: a network send may still be leaving
+  int nSends = 0;
+  ProxyDriveScope scope;
+  auto sendTo = [&](int p, const char* data) -> ncclResult_t {
+    HostConn* c = conn(p, true);
+    if (!c) TUTTI_FAIL(ncclInternalError, "rank {}: {}: no connection to rank {}", r, what, p);
+    std::optional<HostPrims>& sp = sends[nSends++];
+    sp.emplace(nullptr, c, data, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    TUTTI_CHECK(sp->send(0, bytes));  // into the slot: `data` may change from here on
+    if (c->proxyTask) scope.add(c->proxyTask);
+    return ncclSuccess;
+  };
+  // Receives p's row and folds it with acc, the lower virtual rank's operand first, into the output when `last`
+  // and into the scratch row acc is not in otherwise. Only a first operand may share the destination.
+  auto foldFrom = [&](int p, bool lowerFirst, bool last) -> ncclResult_t {
+    HostPrims prims(conn(p, false), nullptr, nullptr, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    const char* row = nullptr;
+    TUTTI_CHECK(prims.recvPeek(bytes, &row));
+    const void* srcs[2] = {lowerFirst ? row : acc, lowerFirst ? acc : row};
+    char* dst = acc == spare[0] ? spare[1] : spare[0];
+    if (last && (s.output == srcs[0] || s.output != acc)) dst = s.output;
+    void* dsts[1] = {dst};
+    hostReduceCopy(s.op, 2, srcs, 1, dsts, s.count, /*preOpFirstSrc=*/false, /*postOp=*/last);
+    prims.recvRelease();
+    if (last && dst != s.output) std::memcpy(s.output, dst, bytes);
+    acc = last ? s.output : dst;
+    return ncclSuccess;
+  };
+  if (v < 0) {  // an even rank of a pair: its row to r + 1, the result back from it
+    TUTTI_CHECK(sendTo(r + 1, acc));
+    HostPrims prims(conn(r + 1, false), nullptr, nullptr, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    const char* row = nullptr;
+    TUTTI_CHECK(prims.recvPeek(bytes, &row));
+    std::memcpy(s.output, row, bytes);
+    prims.recvRelease();
+    return ncclSuccess;
+  }
+  if (r < 2 * extra) TUTTI_CHECK(foldFrom(r - 1, /*lowerFirst=*/true, /*last=*/pow2 == 1));
+  for (int mask = 1; mask < pow2; mask <<= 1) {
+    const int q = v ^ mask, p = realRank(q);
+    TUTTI_CHECK(sendTo(p, acc));
+    TUTTI_CHECK(foldFrom(p, /*lowerFirst=*/q < v, /*last=*/mask * 2 == pow2));
+  }
+  if (r < 2 * extra) TUTTI_CHECK(sendTo(r - 1, s.output));
+  return ncclSuccess;
+}
+
+// AllGather by recursive doubling, n a power of two: at step k this rank and rank r ^ 2^k swap the 2^k blocks each
+// holds, which lie side by side in the output. Every message leaves from the output and may land there (zero copy on
+// network ends that take user buffers): no step writes what an earlier one sends.
+ncclResult_t runGatherDoubling(ncclComm* comm, const OneShot& s, const WaitContext& wait, const OpLabel& label) {
+  const int n = comm->nRanks, r = comm->rank;
+  const size_t block = s.count * s.esize;
+  const char* what = funcName(s.func);
+  ResolvedRedOp copy{};
+  resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &copy);
+  constexpr int kMaxSteps = 3;  // log2 kOneShotMaxRanks
+  std::array<HostConn*, kMaxSteps> from{}, to{};
+  std::array<char*, kMaxSteps> landing{};
+  int nSteps = 0;
+  for (int mask = 1; mask < n; mask <<= 1, ++nSteps) {
+    const int p = r ^ mask;
+    Connection* rc = commFindConnection(comm, 0, kConnColl, p, false);
+    Connection* sc = commFindConnection(comm, 0, kConnColl, p, true);
+    if (!rc || !sc) TUTTI_FAIL(ncclInternalError, "rank {}: {}: no connection with rank {}", r, what, p);
+    from[nSteps] = &rc->host;
+    to[nSteps] = &sc->host;
+    char* theirs = s.output + static_cast<size_t>(p & ~(mask - 1)) * block;
+    const size_t bytes = static_cast<size_t>(mask) * block;
+    if (rc->host.netEnd && userBufferStep(&rc->host, TUTTI_PROTO_SIMPLE, bytes)) {
+      const NetUserStep step{rc->host.step, theirs, bytes};
+      netRecvInto(rc->host.netEnd, &step, 1);
+      landing[nSteps] = theirs;
+    }
+    announceRecvSteps(&rc->host, 1);  // every receive posted before the first wait
+  }
+  char* own = s.output + static_cast<size_t>(r) * block;
+  if (s.input != own) std::memcpy(own, s.input, block);
+  std::array<std::optional<HostPrims>, kMaxSteps> sends;
+  ProxyDriveScope scope;
+  for (int i = 0, mask = 1; i < nSteps; ++i, mask <<= 1) {
+    const int p = r ^ mask;
+    const size_t bytes = static_cast<size_t>(mask) * block;
+    const char* mine = s.output + static_cast<size_t>(r & ~(mask - 1)) * block;
+    char* theirs = s.output + static_cast<size_t>(p & ~(mask - 1)) * block;
+    sends[i].emplace(nullptr, to[i], mine, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    sends[i]->useUserBuffers(false, true);
+    TUTTI_CHECK(sends[i]->send(0, bytes));
+    if (to[i]->proxyTask) scope.add(to[i]->proxyTask);
+    HostPrims prims(from[i], nullptr, nullptr, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    const char* data = nullptr;
+    TUTTI_CHECK(prims.recvPeek(bytes, &data, landing[i]));
+    if (data != theirs) std::memcpy(theirs, data, bytes);
+    prims.recvRelease();
+  }
+  for (std::optional<HostPrims>& sp : sends)
+    if (sp) TUTTI_CHECK(sp->waitSent());
+  return ncclSuccess;
+}
+
+// ReduceScatter by recursive halving, n a power of two: at step k (2^k = n/2, n/4, ..., 1) this rank and rank r ^ 2^k
+// split the blocks both still reduce; each sends the partner its partial sums of the partner's half and folds the
+// partner's into its own half, the lower rank's operand first. n - 1 blocks sent in all, as on the ring, in log2 n
+// messages.
+ncclResult_t runHalving(ncclComm* comm, const OneShot& s, const WaitContext& wait, const OpLabel& label) {
+  const int n = comm->nRanks, r = comm->rank;
+  const size_t block = s.count * s.esize;
+  const char* what = funcName(s.func);
+  ResolvedRedOp copy{};
+  resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &copy);
+  constexpr int kMaxSteps = 3;
+  std::array<HostConn*, kMaxSteps> from{}, to{};
+  int nSteps = 0;
+  for (int mask = n / 2; mask >= 1; mask >>= 1, ++nSteps) {
+    const int p = r ^ mask;
+    Connection* rc = commFindConnection(comm, 0, kConnColl, p, false);
+    Connection* sc = commFindConnection(comm, 0, kConnColl, p, true);
+    if (!rc || !sc) TUTTI_FAIL(ncclInternalError, "rank {}: {}: no connection with rank {}", r, what, p);
+    from[nSteps] = &rc->host;
+    to[nSteps] = &sc->host;
+    announceRecvSteps(&rc->host, 1);
+  }
+  // Partial sums alternate between two scratch copies of the whole input, by block position.
+  thread_local std::vector<char> scratch;  // grows to the largest call this thread has made, then stays
+  const size_t total = static_cast<size_t>(n) * block;
+  if (scratch.size() < 2 * total) scratch.resize(2 * total);
+  char* const spare[2] = {scratch.data(), scratch.data() + total};
+  const char* cur = s.input;  // this rank's partial sums; its own input enters with its PreMulSum scalar
+  if (s.op.kind == RedOpKind::PreMulSum) {
+    const void* src = s.input;
+    void* dst = spare[0];
+    hostReduceCopy(s.op, 1, &src, 1, &dst, static_cast<size_t>(n) * s.count, /*preOpFirstSrc=*/true, false);
+    cur = spare[0];
+  }
+  std::array<std::optional<HostPrims>, kMaxSteps> sends;
+  ProxyDriveScope scope;
+  size_t lo = 0;  // first block of the range this rank still reduces
+  for (int i = 0, mask = n / 2; i < nSteps; ++i, mask >>= 1) {
+    const int p = r ^ mask;
+    const size_t keep = r & mask ? lo + mask : lo, give = r & mask ? lo : lo + mask;
+    const size_t bytes = static_cast<size_t>(mask) * block;
+    sends[i].emplace(nullptr, to[i], cur, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    sends[i]->useUserBuffers(false, cur == s.input);  // the input is never written, unless in place: not these blocks
+    TUTTI_CHECK(sends[i]->send(give * block, bytes));
+    if (to[i]->proxyTask) scope.add(to[i]->proxyTask);
+    HostPrims prims(from[i], nullptr, nullptr, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    const char* row = nullptr;
+    TUTTI_CHECK(prims.recvPeek(bytes, &row));
+    const char* mine = cur + keep * block;
+    const void* srcs[2] = {r < p ? mine : row, r < p ? row : mine};
+    const bool last = mask == 1;
+    char* next = cur == spare[0] ? spare[1] : spare[0];
+    char* dst = next + keep * block;
+    if (last && (s.output == srcs[0] || s.output != mine)) dst = s.output;
+    void* dsts[1] = {dst};
+    hostReduceCopy(s.op, 2, srcs, 1, dsts, static_cast<size_t>(mask) * s.count, /*preOpFirstSrc=*/false, last);
+    prims.recvRelease();
+    if (last && dst != s.output) std::memcpy(s.output, dst, block);
+    cur = next;
+    lo = keep;
+  }
+  for (std::optional<HostPrims>& sp : sends)
+    if (sp) TUTTI_CHECK(sp->waitSent());
+  return ncclSuccess;
+}
+
+}  // namespace
 
 ncclResult_t runOneShot(ncclComm* comm, const OneShot& s, const WaitContext& wait, const OpLabel& label) {
+  if (s.doubling) {
+    if (s.func == ncclFuncAllGather) return runGatherDoubling(comm, s, wait, label);
+    if (s.func == ncclFuncReduceScatter) return runHalving(comm, s, wait, label);
+    return runDoubling(comm, s, wait, label);
+  }
   const int n = comm->nRanks, r = comm->rank;
   const size_t bytes = s.count * s.esize;  // one message
   const bool reduce = s.func == ncclFuncAllReduce || s.func == ncclFuncReduceScatter;

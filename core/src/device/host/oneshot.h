@@ -8,6 +8,10 @@
 // where the bytes are the ring's. Every rank folds the same rows in the same order, so every rank gets the same
 // bits. On network ends that take user buffers (TUTTI_NET_ZERO_COPY_MIN_BYTES) a message that needs no scalar leaves
 // from the input, and an AllGather, Broadcast or AlltoAll message lands in the output, as a ring step does.
+// An AllReduce may take the same plan by recursive doubling instead (plan kAlgoDoubling, OneShot::doubling): log2 n
+// steps of one message each way, folded as a balanced tree over rank order (every rank the same bits again). It
+// sends (n - 1) / log2 n times fewer messages, which is what a call costs where each message is system calls on
+// both sides (sockets) or where the ranks outnumber the cores.
 #pragma once
 
 #include "device/common/reduce_ops.h"
@@ -33,6 +37,8 @@ struct OneShot {
   // AllReduce, ReduceScatter of a deterministic communicator (comm/det_coll.h): the messages travel raw and the n
   // rows are folded by hostDetReduceCopy, the fixed order (a per-rank PreMulSum scalar cannot travel: not taken).
   bool det = false;
+  // AllReduce by recursive doubling (doublingWanted) rather than one message to every peer.
+  bool doubling = false;
 };
 
 // Whether a collective of `bytes` in all (AllGather: the output; ReduceScatter, AlltoAll: the input) takes the one-shot
@@ -42,6 +48,12 @@ struct OneShot {
 bool oneShotWanted(const ncclComm* comm, size_t bytes);
 
 inline constexpr int kOneShotMaxRanks = 8;
+
+// Whether an AllReduce of `bytes` on the one-shot plan runs by recursive doubling instead (host backend,
+// comm->doublingMinRanks to kOneShotMaxRanks ranks, up to comm->doublingMaxBytes, within one Simple slot; not a
+// deterministic call): log2 of the rank count exchanges of the whole buffer, one peer each, where the one-shot
+// sends n - 1 messages at once. Fewer messages for the cores and the sockets to carry, more steps in a row.
+bool doublingWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes);
 
 inline bool oneShotFunc(ncclFunc_t f) {
   return f == ncclFuncAllReduce || f == ncclFuncReduceScatter || f == ncclFuncAllGather || f == ncclFuncBroadcast ||
