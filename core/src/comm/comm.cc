@@ -400,8 +400,18 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
                 dRanks = paramInt("TUTTI_DOUBLING_MIN_RANKS");
   const size_t doublingMax = dMax >= 0 ? static_cast<size_t>(dMax) : (overNetwork ? size_t{128} : size_t{64}) << 10;
   comm->doublingMaxBytes = comm->oneShotMaxBytes ? doublingMax : 0;
-  const int64_t gMax = paramInt("TUTTI_DOUBLING_GATHER_MAX_BYTES");
-  comm->doublingBlocksMaxBytes = comm->oneShotMaxBytes && gMax > 0 ? static_cast<size_t>(gMax) : 0;
+  // AllGather by recursive doubling, ReduceScatter by recursive halving (4 or 8 ranks): log2 n messages per rank
+  // where the ring sends n - 1, the same bytes. Unset: AllGather up to 1 MiB over the network, 128 KiB elsewhere;
+  // ReduceScatter up to 64 KiB over the network, never elsewhere (the median of three runs, ring or one-shot ->
+  // doubling/halving, in us: sockets AllGather 4 ranks 64 KiB 177 -> 130, 1 MiB 769 -> 846; 8 ranks 64 KiB 682 ->
+  // 429, 1 MiB 2445 -> 1765; ReduceScatter 4 ranks 4 KiB 133 -> 98, 256 KiB 342 -> 404; 8 ranks 16 KiB 459 -> 306,
+  // 64 KiB 593 -> 462, 256 KiB 772 -> 943; shm AllGather 4 ranks 64 KiB 28.4 -> 19.4, 1 MiB 223 -> 348; 8 ranks 64
+  // KiB 81 -> 55, 256 KiB 148 -> 158; shm ReduceScatter 4 ranks 64 KiB 37 -> 47).
+  const int64_t gMax = paramInt("TUTTI_DOUBLING_GATHER_MAX_BYTES"), hMax = paramInt("TUTTI_HALVING_MAX_BYTES");
+  const size_t gatherMax = gMax >= 0 ? static_cast<size_t>(gMax) : overNetwork ? size_t{1} << 20 : size_t{128} << 10;
+  const size_t halvingMax = hMax >= 0 ? static_cast<size_t>(hMax) : overNetwork ? size_t{64} << 10 : 0;
+  comm->gatherDoublingMaxBytes = comm->oneShotMaxBytes ? gatherMax : 0;
+  comm->halvingMaxBytes = comm->oneShotMaxBytes ? halvingMax : 0;
   comm->doublingMinBytes = dMin >= 0 ? static_cast<size_t>(dMin) : overNetwork ? 1 : size_t{4} << 10;
   comm->doublingMinRanks = dRanks >= 0 ? static_cast<int>(std::max<int64_t>(2, dRanks)) : overNetwork ? 3 : 4;
   // A deterministic call's gather of every input whole (det_coll.h) against the exchange of slices, unset: up to

@@ -147,8 +147,9 @@ struct ncclComm {
   // doublingMinBytes to doublingMaxBytes (TUTTI_DOUBLING_*; a maximum of 0: never).
   int doublingMinRanks = 4;
   size_t doublingMinBytes = 0, doublingMaxBytes = 0;
-  // AllGather by recursive doubling, ReduceScatter by recursive halving up to this many bytes (0: never).
-  size_t doublingBlocksMaxBytes = 0;
+  // From 4 ranks, a power of two: AllGather by recursive doubling, ReduceScatter by recursive halving, from
+  // doublingMinBytes up to these many bytes (TUTTI_DOUBLING_GATHER_MAX_BYTES, TUTTI_HALVING_MAX_BYTES; 0: never).
+  size_t gatherDoublingMaxBytes = 0, halvingMaxBytes = 0;
   // The default tuner alone decides, so the core may take the paths above (comm.cc).
   bool corePaths = false;
   int64_t p2pLLThreshold = -1;  // send/recv of at most this many bytes use LL (NCCL_P2P_LL_THRESHOLD); -1: none

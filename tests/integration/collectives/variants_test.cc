@@ -258,7 +258,8 @@ class Doubling : public testing::TestWithParam<int> {
   ScopedEnv max_{"TUTTI_DOUBLING_MAX_BYTES", "262144"};
   ScopedEnv minBytes_{"TUTTI_DOUBLING_MIN_BYTES", "1"};
   ScopedEnv minRanks_{"TUTTI_DOUBLING_MIN_RANKS", "2"};
-  ScopedEnv blocks_{"TUTTI_DOUBLING_GATHER_MAX_BYTES", "1048576"};
+  ScopedEnv gather_{"TUTTI_DOUBLING_GATHER_MAX_BYTES", "1048576"};
+  ScopedEnv halving_{"TUTTI_HALVING_MAX_BYTES", "1048576"};
 };
 
 // Every op (PreMulSum with the scalar on the host and on the device included) on integer, half and single

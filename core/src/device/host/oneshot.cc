@@ -31,9 +31,9 @@ bool doublingWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes) {
   const size_t slot = comm->buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS;
   if (func == ncclFuncAllReduce) return bytes <= comm->doublingMaxBytes && bytes <= slot;
   // AllGather (the output's bytes), ReduceScatter (the input's): half of them in the largest message.
-  const bool pow2 = n >= 4 && (n & (n - 1)) == 0;
-  return (func == ncclFuncAllGather || func == ncclFuncReduceScatter) && pow2 && bytes <= comm->doublingBlocksMaxBytes &&
-         bytes / 2 <= slot;
+  if (n < 4 || (n & (n - 1)) != 0 || bytes / 2 > slot) return false;
+  if (func == ncclFuncAllGather) return bytes <= comm->gatherDoublingMaxBytes;
+  return func == ncclFuncReduceScatter && bytes <= comm->halvingMaxBytes;
 }
 
 namespace host {
