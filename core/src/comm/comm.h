@@ -150,6 +150,9 @@ struct ncclComm {
   // From 4 ranks, a power of two: AllGather by recursive doubling, ReduceScatter by recursive halving, from
   // doublingMinBytes up to these many bytes (TUTTI_DOUBLING_GATHER_MAX_BYTES, TUTTI_HALVING_MAX_BYTES; 0: never).
   size_t gatherDoublingMaxBytes = 0, halvingMaxBytes = 0;
+  // A deterministic AllReduce by recursive doubling (a power of two of ranks) up to this many bytes
+  // (TUTTI_DET_DOUBLING_MAX_BYTES; 0: never).
+  size_t detDoublingMaxBytes = 0;
   // The default tuner alone decides, so the core may take the paths above (comm.cc).
   bool corePaths = false;
   int64_t p2pLLThreshold = -1;  // send/recv of at most this many bytes use LL (NCCL_P2P_LL_THRESHOLD); -1: none

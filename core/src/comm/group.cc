@@ -110,7 +110,7 @@ ncclResult_t tryLoneOneShot(const Task& t, bool* ran) {
   if (byteWise) resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &s.op);  // plain copy
   else TUTTI_CHECK(comm->redOps->resolve(t.op, t.datatype, &s.op, funcName(t.func)));
   s.det = det;
-  s.doubling = !det && doublingWanted(comm, t.func, total);
+  s.doubling = doublingWanted(comm, t.func, total, det);
   const uint64_t opCount = comm->collOpCount++;
   logColl(t, opCount, total, s.doubling ? kAlgoDoubling : kAlgoOneShot, NCCL_PROTO_SIMPLE, 1, kCoreDecider);
   logSetThreadRank(comm->rank);

@@ -98,7 +98,7 @@ CorePaths corePaths(const ncclComm* comm, const Task& task, bool preMul) {
   const bool det = detReduces(task);
   const bool userOp = static_cast<int>(task.op) >= static_cast<int>(ncclNumOps);
   p.oneShot = oneShotFunc(task.func) &&
-              (oneShotWanted(comm, p.totalBytes) || (!det && doublingWanted(comm, task.func, p.totalBytes))) &&
+              (oneShotWanted(comm, p.totalBytes) || doublingWanted(comm, task.func, p.totalBytes, det)) &&
               !(det && userOp);
   p.direct = directWanted(comm, task.func, p.totalBytes, det, preMul);
   // Ranks as threads: from comm->directOverOneShot bytes an AllReduce reads the peers' inputs in place rather than
@@ -144,7 +144,7 @@ ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out, boo
     s->esize = plan.eltSize;
     s->op = plan.op;
     s->det = det;
-    s->doubling = !det && doublingWanted(comm, task.func, totalBytes);
+    s->doubling = doublingWanted(comm, task.func, totalBytes, det);
     const int algo = s->doubling ? kAlgoDoubling : kAlgoOneShot;
     plan.oneShot = std::move(s);
     return planCorePath(&plan, algo, totalBytes, out);

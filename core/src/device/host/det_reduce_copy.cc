@@ -246,6 +246,116 @@ bool detSumFast(const DetOp<T>& op, int n, const void* const* in, int nOut, void
 
 }  // namespace
 
+namespace {
+
+// Typed views of the partial-result rows when their addresses allow (the scratch rows and the FIFO slots always
+// do), so the loops below vectorise; else element by element through memcpy.
+template <typename V>
+bool aligned(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % alignof(V) == 0;
+}
+
+template <typename T, typename A>
+TUTTI_SIMD_CLONES void leafRow(const DetOp<T>& op, const T* in, A* acc, size_t count) {
+  if (op.kind == RedOpKind::PreMulSum) {
+    const A s = op.scalar;
+    for (size_t i = 0; i < count; ++i) acc[i] = wrapMul<A>(A(toCompute(in[i])), s);
+  } else {
+    for (size_t i = 0; i < count; ++i) acc[i] = A(toCompute(in[i]));
+  }
+}
+
+template <typename A>
+TUTTI_SIMD_CLONES void combineRow(RedOpKind kind, const A* lo, const A* hi, A* out, size_t c) {
+  switch (kind) {
+    case RedOpKind::Prod:
+      for (size_t i = 0; i < c; ++i) out[i] = wrapMul<A>(lo[i], hi[i]);
+      break;
+    case RedOpKind::Max:
+      for (size_t i = 0; i < c; ++i) out[i] = OpMinMax<A, true>{}.reduce(lo[i], hi[i]);
+      break;
+    case RedOpKind::Min:
+      for (size_t i = 0; i < c; ++i) out[i] = OpMinMax<A, false>{}.reduce(lo[i], hi[i]);
+      break;
+    default:
+      for (size_t i = 0; i < c; ++i) out[i] = wrapAdd<A>(lo[i], hi[i]);
+      break;
+  }
+}
+
+template <typename T, typename A>
+TUTTI_SIMD_CLONES void finishRow(const DetOp<T>& op, int n, const A* acc, T* out, size_t count) {
+  if constexpr (IsFloatingType<T>) {
+    if (op.average) {
+      for (size_t i = 0; i < count; ++i) out[i] = detNarrow<T>(acc[i] / A(n));
+    } else {
+      for (size_t i = 0; i < count; ++i) out[i] = detNarrow<T>(acc[i]);
+    }
+  } else if (op.kind == RedOpKind::SumPostDiv) {
+    for (size_t i = 0; i < count; ++i) out[i] = T(acc[i] / T(op.nRanks));
+  } else {
+    for (size_t i = 0; i < count; ++i) out[i] = T(acc[i]);
+  }
+}
+
+}  // namespace
+
+size_t hostDetAccSize(ncclDataType_t type) {
+  return dispatchDataType(type, [](auto tag) -> size_t { return sizeof(DetAcc<typename decltype(tag)::Type>); });
+}
+
+// Unaligned rows go through chunks of aligned copies.
+void hostDetLeaf(const ResolvedRedOp& op, const void* in, void* acc, size_t count) {
+  dispatchDataType(op.datatype, [&](auto tag) {
+    using T = typename decltype(tag)::Type;
+    using A = DetAcc<T>;
+    const DetOp<T> d = detOpOf<T>(op);
+    if (aligned<T>(in) && aligned<A>(acc)) return leafRow(d, static_cast<const T*>(in), static_cast<A*>(acc), count);
+    for (size_t base = 0; base < count; base += kDetChunk) {
+      const size_t c = std::min(kDetChunk, count - base);
+      T x[kDetChunk];
+      A a[kDetChunk];
+      std::memcpy(x, static_cast<const char*>(in) + base * sizeof(T), c * sizeof(T));
+      leafRow(d, x, a, c);
+      std::memcpy(static_cast<char*>(acc) + base * sizeof(A), a, c * sizeof(A));
+    }
+  });
+}
+
+void hostDetCombine(const ResolvedRedOp& op, const void* lo, const void* hi, void* out, size_t count) {
+  dispatchDataType(op.datatype, [&](auto tag) {
+    using A = DetAcc<typename decltype(tag)::Type>;
+    if (aligned<A>(lo) && aligned<A>(hi) && aligned<A>(out))
+      return combineRow(op.kind, static_cast<const A*>(lo), static_cast<const A*>(hi), static_cast<A*>(out), count);
+    for (size_t base = 0; base < count; base += kDetChunk) {
+      const size_t c = std::min(kDetChunk, count - base);
+      A a[kDetChunk], b[kDetChunk];
+      std::memcpy(a, static_cast<const char*>(lo) + base * sizeof(A), c * sizeof(A));
+      std::memcpy(b, static_cast<const char*>(hi) + base * sizeof(A), c * sizeof(A));
+      combineRow(op.kind, a, b, a, c);
+      std::memcpy(static_cast<char*>(out) + base * sizeof(A), a, c * sizeof(A));
+    }
+  });
+}
+
+void hostDetFinish(const ResolvedRedOp& op, int n, const void* acc, void* out, size_t count) {
+  dispatchDataType(op.datatype, [&](auto tag) {
+    using T = typename decltype(tag)::Type;
+    using A = DetAcc<T>;
+    const DetOp<T> d = detOpOf<T>(op);
+    if (aligned<A>(acc) && aligned<T>(out))
+      return finishRow(d, n, static_cast<const A*>(acc), static_cast<T*>(out), count);
+    for (size_t base = 0; base < count; base += kDetChunk) {
+      const size_t c = std::min(kDetChunk, count - base);
+      A a[kDetChunk];
+      T x[kDetChunk];
+      std::memcpy(a, static_cast<const char*>(acc) + base * sizeof(A), c * sizeof(A));
+      finishRow(d, n, a, x, c);
+      std::memcpy(static_cast<char*>(out) + base * sizeof(T), x, c * sizeof(T));
+    }
+  });
+}
+
 void hostDetReduceCopy(const ResolvedRedOp& op, int n, const void* const* in, int nOut, void* const* out,
                        size_t count, const void* rankScalars) {
   if (count == 0 || n < 1 || nOut < 1) return;

@@ -15,4 +15,13 @@ namespace tutti {
 void hostDetReduceCopy(const ResolvedRedOp& op, int n, const void* const* in, int nOut, void* const* out,
                        size_t count, const void* rankScalars = nullptr);
 
+// The same fold as partial results (recursive doubling over a power of two of ranks, oneshot.cc): leaves widened
+// to the accumulator (and scaled), pairs combined lower ranks first, the root narrowed once. The bits equal
+// hostDetReduceCopy's where the partial results combine as its perfect trees do.
+size_t hostDetAccSize(ncclDataType_t type);  // bytes of one accumulator element
+void hostDetLeaf(const ResolvedRedOp& op, const void* in, void* acc, size_t count);
+// out may be lo or hi.
+void hostDetCombine(const ResolvedRedOp& op, const void* lo, const void* hi, void* out, size_t count);
+void hostDetFinish(const ResolvedRedOp& op, int n, const void* acc, void* out, size_t count);
+
 }  // namespace tutti

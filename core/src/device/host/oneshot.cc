@@ -23,12 +23,15 @@ bool oneShotWanted(const ncclComm* comm, size_t bytes) {
   return bytes > 0 && bytes <= comm->oneShotMaxBytes && bytes <= comm->buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS;
 }
 
-bool doublingWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes) {
+bool doublingWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes, bool det) {
   const int n = comm->nRanks;
   if (comm->backend != Backend::Host || !comm->corePaths || n < comm->doublingMinRanks || n > kOneShotMaxRanks ||
       bytes < std::max<size_t>(1, comm->doublingMinBytes))
     return false;
   const size_t slot = comm->buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS;
+  // A deterministic AllReduce: a power of two of ranks, whose tree is the fixed order's; partial results travel in
+  // the accumulator (up to 4 times the bytes, fp8).
+  if (det) return func == ncclFuncAllReduce && (n & (n - 1)) == 0 && bytes <= comm->detDoublingMaxBytes && 4 * bytes <= slot;
   if (func == ncclFuncAllReduce) return bytes <= comm->doublingMaxBytes && bytes <= slot;
   // AllGather (the output's bytes), ReduceScatter (the input's): half of them in the largest message.
   if (n < 4 || (n & (n - 1)) != 0 || bytes / 2 > slot) return false;
@@ -51,7 +54,10 @@ ncclResult_t runDoubling(ncclComm* comm, const OneShot& s, const WaitContext& wa
   const int extra = n - pow2;                                        // pairs that fold first
   const int v = r < 2 * extra ? (r % 2 ? r / 2 : -1) : r - extra;    // -1: gives its row away
   auto realRank = [&](int vr) { return vr < extra ? 2 * vr + 1 : vr + extra; };
-  const size_t bytes = s.count * s.esize;
+  // A deterministic call (n a power of two) keeps its partial results in the fixed order's accumulator and
+  // narrows the root's once: the bits of hostDetReduceCopy.
+  const bool det = s.det;
+  const size_t bytes = s.count * (det ? hostDetAccSize(s.op.datatype) : s.esize);
   const char* what = funcName(s.func);
   ResolvedRedOp copy{};
   resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &copy);
@@ -80,7 +86,10 @@ ncclResult_t runDoubling(ncclComm* comm, const OneShot& s, const WaitContext& wa
   char* const spare[2] = {scratch.data(), scratch.data() + bytes};
   const bool scaled = s.op.kind == RedOpKind::PreMulSum;
   const char* acc = s.input;  // this rank's partial result: its own row first, its scalar applied
-  if (scaled) {
+  if (det) {
+    hostDetLeaf(s.op, s.input, spare[0], s.count);
+    acc = spare[0];
+  } else if (scaled) {
     const void* src = s.input;
     void* dst = spare[0];
     hostReduceCopy(s.op, 1, &src, 1, &dst, s.count, /*preOpFirstSrc=*/true, /*postOp=*/false);
@@ -106,6 +115,13 @@ ncclResult_t runDoubling(ncclComm* comm, const OneShot& s, const WaitContext& wa
     TUTTI_CHECK(prims.recvPeek(bytes, &row));
     const void* srcs[2] = {lowerFirst ? row : acc, lowerFirst ? acc : row};
     char* dst = acc == spare[0] ? spare[1] : spare[0];
+    if (det) {
+      hostDetCombine(s.op, srcs[0], srcs[1], dst, s.count);
+      prims.recvRelease();
+      if (last) hostDetFinish(s.op, n, dst, s.output, s.count);
+      acc = last ? s.output : dst;
+      return ncclSuccess;
+    }
     if (last && (s.output == srcs[0] || s.output != acc)) dst = s.output;
     void* dsts[1] = {dst};
     hostReduceCopy(s.op, 2, srcs, 1, dsts, s.count, /*preOpFirstSrc=*/false, /*postOp=*/last);
@@ -118,8 +134,8 @@ ncclResult_t runDoubling(ncclComm* comm, const OneShot& s, const WaitContext& wa
     TUTTI_CHECK(sendTo(r + 1, acc));
     HostPrims prims(conn(r + 1, false), nullptr, nullptr, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
     const char* row = nullptr;
-    TUTTI_CHECK(prims.recvPeek(bytes, &row));
-    std::memcpy(s.output, row, bytes);
+    TUTTI_CHECK(prims.recvPeek(s.count * s.esize, &row));
+    std::memcpy(s.output, row, s.count * s.esize);
     prims.recvRelease();
     return ncclSuccess;
   }
@@ -129,7 +145,14 @@ ncclResult_t runDoubling(ncclComm* comm, const OneShot& s, const WaitContext& wa
     TUTTI_CHECK(sendTo(p, acc));
     TUTTI_CHECK(foldFrom(p, /*lowerFirst=*/q < v, /*last=*/mask * 2 == pow2));
   }
-  if (r < 2 * extra) TUTTI_CHECK(sendTo(r - 1, s.output));
+  if (r < 2 * extra) {  // the result, in the output's datatype (never a deterministic call: n is a power of two)
+    HostConn* c = conn(r - 1, true);
+    if (!c) TUTTI_FAIL(ncclInternalError, "rank {}: {}: no connection to rank {}", r, what, r - 1);
+    std::optional<HostPrims>& sp = sends[nSends++];
+    sp.emplace(nullptr, c, s.output, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    TUTTI_CHECK(sp->send(0, s.count * s.esize));
+    if (c->proxyTask) scope.add(c->proxyTask);
+  }
   return ncclSuccess;
 }
 
