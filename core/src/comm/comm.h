@@ -153,6 +153,9 @@ struct ncclComm {
   // A deterministic AllReduce by recursive doubling (a power of two of ranks) up to this many bytes
   // (TUTTI_DET_DOUBLING_MAX_BYTES; 0: never).
   size_t detDoublingMaxBytes = 0;
+  // A deterministic ReduceScatter by recursive halving (4 or 8 ranks) up to this many bytes of input
+  // (TUTTI_DET_HALVING_MAX_BYTES; 0: never).
+  size_t detHalvingMaxBytes = 0;
   // The default tuner alone decides, so the core may take the paths above (comm.cc).
   bool corePaths = false;
   int64_t p2pLLThreshold = -1;  // send/recv of at most this many bytes use LL (NCCL_P2P_LL_THRESHOLD); -1: none

@@ -31,7 +31,9 @@ bool doublingWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes, bool de
   const size_t slot = comm->buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS;
   // A deterministic AllReduce: a power of two of ranks, whose tree is the fixed order's; partial results travel in
   // the accumulator (up to 4 times the bytes, fp8).
-  if (det) return func == ncclFuncAllReduce && (n & (n - 1)) == 0 && bytes <= comm->detDoublingMaxBytes && 4 * bytes <= slot;
+  if (det && (n & (n - 1)) != 0) return false;
+  if (det && func == ncclFuncAllReduce) return bytes <= comm->detDoublingMaxBytes && 4 * bytes <= slot;
+  if (det) return func == ncclFuncReduceScatter && n >= 4 && bytes <= comm->detHalvingMaxBytes && 2 * bytes <= slot;
   if (func == ncclFuncAllReduce) return bytes <= comm->doublingMaxBytes && bytes <= slot;
   // AllGather (the output's bytes), ReduceScatter (the input's): half of them in the largest message.
   if (n < 4 || (n & (n - 1)) != 0 || bytes / 2 > slot) return false;
@@ -275,12 +277,73 @@ ncclResult_t runHalving(ncclComm* comm, const OneShot& s, const WaitContext& wai
   return ncclSuccess;
 }
 
+// A deterministic ReduceScatter by recursive halving, n a power of two: the partners are r ^ 1, r ^ 2, ..., so the
+// partial results combine as the fixed order's perfect tree, lower ranks first, in its accumulator. Blocks still
+// reduced are kept in order by the bits of their index from bit k up (compact index b >> k): at step k this rank
+// keeps every other one, those whose bit k is its own, packs the others for the partner, and narrows its own block
+// once at the end. n - 1 blocks of accumulators sent in all, in log2 n messages.
+ncclResult_t runDetHalving(ncclComm* comm, const OneShot& s, const WaitContext& wait, const OpLabel& label) {
+  const int n = comm->nRanks, r = comm->rank;
+  const size_t blockAcc = s.count * hostDetAccSize(s.op.datatype);
+  const char* what = funcName(s.func);
+  ResolvedRedOp copy{};
+  resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &copy);
+  constexpr int kMaxSteps = 3;
+  std::array<HostConn*, kMaxSteps> from{}, to{};
+  int nSteps = 0;
+  for (int mask = 1; mask < n; mask <<= 1, ++nSteps) {
+    const int p = r ^ mask;
+    Connection* rc = commFindConnection(comm, 0, kConnColl, p, false);
+    Connection* sc = commFindConnection(comm, 0, kConnColl, p, true);
+    if (!rc || !sc) TUTTI_FAIL(ncclInternalError, "rank {}: {}: no connection with rank {}", r, what, p);
+    from[nSteps] = &rc->host;
+    to[nSteps] = &sc->host;
+    announceRecvSteps(&rc->host, 1);
+  }
+  // cur: the blocks this rank still reduces (n at first), next: the ones it keeps, pack: the partner's.
+  thread_local std::vector<char> scratch;  // grows to the largest call this thread has made, then stays
+  const size_t total = static_cast<size_t>(n) * blockAcc;
+  if (scratch.size() < 2 * total) scratch.resize(2 * total);
+  char* cur = scratch.data();
+  char* next = cur + total;
+  char* pack = next + total / 2;
+  hostDetLeaf(s.op, s.input, cur, static_cast<size_t>(n) * s.count);
+  std::array<std::optional<HostPrims>, kMaxSteps> sends;
+  ProxyDriveScope scope;
+  int held = n;
+  for (int i = 0, mask = 1; i < nSteps; ++i, mask <<= 1) {
+    const int mine = (r & mask) ? 1 : 0, half = held / 2;
+    for (int q = 0; q < half; ++q)
+      std::memcpy(pack + q * blockAcc, cur + static_cast<size_t>(2 * q + 1 - mine) * blockAcc, blockAcc);
+    sends[i].emplace(nullptr, to[i], pack, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    TUTTI_CHECK(sends[i]->send(0, half * blockAcc));  // into the slot: pack is free again
+    if (to[i]->proxyTask) scope.add(to[i]->proxyTask);
+    HostPrims prims(from[i], nullptr, nullptr, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    const char* row = nullptr;
+    TUTTI_CHECK(prims.recvPeek(half * blockAcc, &row));
+    for (int q = 0; q < half; ++q) {
+      const char* own = cur + static_cast<size_t>(2 * q + mine) * blockAcc;
+      const char* theirs = row + q * blockAcc;
+      hostDetCombine(s.op, mine ? theirs : own, mine ? own : theirs, next + q * blockAcc, s.count);
+    }
+    prims.recvRelease();
+    std::swap(cur, next);
+    pack = next + total / 2;
+    held = half;
+  }
+  hostDetFinish(s.op, n, cur, s.output, s.count);
+  for (std::optional<HostPrims>& sp : sends)
+    if (sp) TUTTI_CHECK(sp->waitSent());
+  return ncclSuccess;
+}
+
 }  // namespace
 
 ncclResult_t runOneShot(ncclComm* comm, const OneShot& s, const WaitContext& wait, const OpLabel& label) {
   if (s.doubling) {
     if (s.func == ncclFuncAllGather) return runGatherDoubling(comm, s, wait, label);
-    if (s.func == ncclFuncReduceScatter) return runHalving(comm, s, wait, label);
+    if (s.func == ncclFuncReduceScatter)
+      return s.det ? runDetHalving(comm, s, wait, label) : runHalving(comm, s, wait, label);
     return runDoubling(comm, s, wait, label);
   }
   const int n = comm->nRanks, r = comm->rank;
