@@ -412,6 +412,13 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   const size_t halvingMax = hMax >= 0 ? static_cast<size_t>(hMax) : overNetwork ? size_t{64} << 10 : 0;
   comm->gatherDoublingMaxBytes = comm->oneShotMaxBytes ? gatherMax : 0;
   comm->halvingMaxBytes = comm->oneShotMaxBytes ? halvingMax : 0;
+  // AllReduce by recursive halving then doubling: the ring's bytes in 2 log2 n messages instead of 2(n - 1). Unset: up
+  // to 1 MiB (the largest whose halves fit a slot) over the network, never elsewhere (the ring -> halving and
+  // doubling, the median of three runs, us: sockets 4 ranks 512 KiB 1079 -> 937, 1 MiB 2023 -> 1643; 8 ranks 256 KiB
+  // 1875 -> 1321, 1 MiB 6821 -> 4643; shm 4 ranks 1 MiB 248 -> 550, 8 ranks 256 KiB 260 -> 320).
+  const int64_t hdMax = paramInt("TUTTI_HALVING_DOUBLING_MAX_BYTES");
+  const size_t halvingDoublingMax = hdMax >= 0 ? static_cast<size_t>(hdMax) : overNetwork ? size_t{1} << 20 : 0;
+  comm->halvingDoublingMaxBytes = comm->oneShotMaxBytes ? halvingDoublingMax : 0;
   // A deterministic AllReduce by recursive doubling sends its partial results in the fixed order's accumulator
   // (twice fp32's bytes, twice a half type's) and widens and narrows them: worth it for a few small messages over the
   // network only. Unset: up to 4 KiB over the network, never elsewhere (the median of four runs, one-shot gather ->

@@ -7,7 +7,9 @@
 //   its predecessor's old data, as through the FIFOs;
 // - one-shot collectives (every message in one step, sent from the input, AllGather / AlltoAll / Broadcast
 //   landing in the output), in place and out of place, with a late rank: in place, an AlltoAll block must leave
-//   before the peer's block lands over it, and an AllReduce must not write its result over a message still leaving.
+//   before the peer's block lands over it, and an AllReduce must not write its result over a message still leaving;
+// - recursive doubling and halving (AllReduce, AllGather, ReduceScatter on 4 processes), which send from the input
+//   and the output and land in the output as well.
 #include "mp_check.h"
 #include "mp_harness.h"
 
@@ -196,6 +198,77 @@ TEST(NetZeroCopy, OneShotCollectivesInPlaceAndOutOfPlace) {
           for (size_t i = 0; i < count * n; ++i)
             if (out[i] != ranksSum * static_cast<float>(i % 5 + iter))
               return fail("AllReduce" + at + " differs at " + std::to_string(i), 18);
+        }
+      }
+    }
+    ncclCommDestroy(comm);
+    return 0;
+  });
+  expectAllSucceeded(r, "");
+}
+
+// Recursive doubling and halving over sockets (4 processes, the default thresholds, zero copy from the first byte): an
+// AllReduce by doubling (1001 elements) and by halving then doubling (131072), AllGathers by doubling (blocks of 1001
+// and 40000) and ReduceScatters by halving (blocks of 1001 and 4000), in place and out of place, a late rank each
+// time, the input overwritten as soon as the call returns.
+TEST(NetDoubling, RecursivePathsInPlaceAndOutOfPlace) {
+  MpOptions opts = zeroCopyOptions();
+  opts.nranks = 4;
+  MpResult r = runProcesses(opts, [](const RankContext& ctx) {
+    ncclComm_t comm = nullptr;
+    if (int rc = initComm(ctx, &comm)) return rc;
+    const int n = ctx.nranks;
+    auto fail = [&](const std::string& what, int rc) {
+      setMessage(what);
+      ncclCommDestroy(comm);
+      return rc;
+    };
+    auto late = [&](int iter) {
+      if (ctx.rank == iter % n) std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    };
+    for (int iter = 0; iter < 2; ++iter) {
+      for (bool inPlace : {false, true}) {
+        const std::string how = inPlace ? " in place" : " out of place";
+        for (size_t count : {size_t{1001}, size_t{131072}}) {
+          std::vector<float> in(count), out(count);
+          float* src = inPlace ? out.data() : in.data();
+          for (size_t i = 0; i < count; ++i) src[i] = static_cast<float>((ctx.rank + 1) * (i % 7 + iter));
+          late(iter);
+          if (ncclAllReduce(src, out.data(), count, ncclFloat32, ncclSum, comm, nullptr) != ncclSuccess)
+            return fail("ncclAllReduce: " + std::string(ncclGetLastError(comm)), 11);
+          if (!inPlace) std::memset(in.data(), 0xff, count * sizeof(float));
+          for (size_t i = 0; i < count; ++i)
+            if (out[i] != static_cast<float>(n * (n + 1) / 2) * static_cast<float>(i % 7 + iter))
+              return fail("AllReduce of " + std::to_string(count) + how + " differs at " + std::to_string(i), 12);
+        }
+        for (size_t count : {size_t{1001}, size_t{40000}}) {
+          std::vector<float> in(count), out(count * n);
+          float* src = inPlace ? out.data() + ctx.rank * count : in.data();
+          for (size_t i = 0; i < count; ++i) src[i] = valueOf(ctx.rank, iter, i);
+          late(iter + 1);
+          if (ncclAllGather(src, out.data(), count, ncclFloat32, comm, nullptr) != ncclSuccess)
+            return fail("ncclAllGather: " + std::string(ncclGetLastError(comm)), 13);
+          if (!inPlace) std::memset(in.data(), 0xff, count * sizeof(float));
+          for (int p = 0; p < n; ++p)
+            for (size_t i = 0; i < count; ++i)
+              if (out[p * count + i] != valueOf(p, iter, i))
+                return fail("AllGather of " + std::to_string(count) + how + ": block " + std::to_string(p) +
+                                " differs at " + std::to_string(i), 14);
+        }
+        for (size_t count : {size_t{1001}, size_t{4000}}) {
+          std::vector<float> in(count * n), out(count * n);
+          float* src = inPlace ? out.data() : in.data();
+          for (size_t i = 0; i < count * n; ++i) src[i] = static_cast<float>((ctx.rank + 1) * (i % 11 + iter));
+          late(iter + 2);
+          float* dst = inPlace ? out.data() + ctx.rank * count : out.data();
+          if (ncclReduceScatter(src, dst, count, ncclFloat32, ncclSum, comm, nullptr) != ncclSuccess)
+            return fail("ncclReduceScatter: " + std::string(ncclGetLastError(comm)), 15);
+          if (!inPlace) std::memset(in.data(), 0xff, count * n * sizeof(float));
+          for (size_t i = 0; i < count; ++i) {
+            const size_t e = ctx.rank * count + i;
+            if (dst[i] != static_cast<float>(n * (n + 1) / 2) * static_cast<float>(e % 11 + iter))
+              return fail("ReduceScatter of " + std::to_string(count) + how + " differs at " + std::to_string(i), 16);
+          }
         }
       }
     }

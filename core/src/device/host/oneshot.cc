@@ -34,7 +34,12 @@ bool doublingWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes, bool de
   if (det && (n & (n - 1)) != 0) return false;
   if (det && func == ncclFuncAllReduce) return bytes <= comm->detDoublingMaxBytes && 4 * bytes <= slot;
   if (det) return func == ncclFuncReduceScatter && n >= 4 && bytes <= comm->detHalvingMaxBytes && 2 * bytes <= slot;
-  if (func == ncclFuncAllReduce) return bytes <= comm->doublingMaxBytes && bytes <= slot;
+  // AllReduce past doublingMaxBytes: recursive halving then doubling (4 or 8 ranks), blocks of whole elements (bytes a
+  // multiple of 8n: the count of any datatype divides by n).
+  if (func == ncclFuncAllReduce)
+    return (bytes <= comm->doublingMaxBytes && bytes <= slot) ||
+           (n >= 4 && (n & (n - 1)) == 0 && bytes % (8 * static_cast<size_t>(n)) == 0 &&
+            bytes <= comm->halvingDoublingMaxBytes && bytes / 2 <= slot);
   // AllGather (the output's bytes), ReduceScatter (the input's): half of them in the largest message.
   if (n < 4 || (n & (n - 1)) != 0 || bytes / 2 > slot) return false;
   if (func == ncclFuncAllGather) return bytes <= comm->gatherDoublingMaxBytes;
@@ -344,6 +349,22 @@ ncclResult_t runOneShot(ncclComm* comm, const OneShot& s, const WaitContext& wai
     if (s.func == ncclFuncAllGather) return runGatherDoubling(comm, s, wait, label);
     if (s.func == ncclFuncReduceScatter)
       return s.det ? runDetHalving(comm, s, wait, label) : runHalving(comm, s, wait, label);
+    if (!s.det && s.count * s.esize > comm->doublingMaxBytes) {  // halving, then doubling (doublingWanted)
+      const int n = comm->nRanks, r = comm->rank;
+      const size_t block = s.count / n * s.esize;
+      OneShot half = s;
+      half.func = ncclFuncReduceScatter;
+      half.count = s.count / n;
+      half.output = s.output + r * block;  // this rank's block of the result, its Avg division applied
+      TUTTI_CHECK(runHalving(comm, half, wait, label));
+      OneShot gather{};
+      gather.func = ncclFuncAllGather;
+      gather.input = half.output;  // in place
+      gather.output = s.output;
+      gather.count = block;
+      gather.esize = 1;
+      return runGatherDoubling(comm, gather, wait, label);
+    }
     return runDoubling(comm, s, wait, label);
   }
   const int n = comm->nRanks, r = comm->rank;

@@ -53,6 +53,8 @@ inline constexpr int kOneShotMaxRanks = 8;
 // comm->doublingMinRanks to kOneShotMaxRanks ranks, up to comm->doublingMaxBytes, within one Simple slot; not a
 // deterministic call): log2 of the rank count exchanges of the whole buffer, one peer each, where the one-shot
 // sends n - 1 messages at once. Fewer messages for the cores and the sockets to carry, more steps in a row.
+// An AllReduce past comm->doublingMaxBytes on 4 or 8 ranks takes recursive halving then doubling (a ReduceScatter, then
+// an AllGather of the blocks: the ring's bytes in 2 log2 n messages) up to comm->halvingDoublingMaxBytes.
 // `det`: a deterministic call (comm/det_coll.h), taken for AllReduce over a power of two of ranks only.
 bool doublingWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes, bool det);
 
