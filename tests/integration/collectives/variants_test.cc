@@ -262,47 +262,14 @@ class Doubling : public testing::TestWithParam<int> {
   ScopedEnv halving_{"TUTTI_HALVING_MAX_BYTES", "1048576"};
 };
 
-// AllReduce by recursive halving then doubling (past TUTTI_DOUBLING_MAX_BYTES, 4 or 8 ranks, a count that divides by
-// the ranks; the others take the ring): every op and three types, in place and not, unaligned.
-TEST_P(Doubling, AllReduceByHalvingThenDoubling) {
-  const int k = GetParam();
-  if (k != 4 && k != 8) GTEST_SKIP() << "powers of two from 4 ranks";
-  ScopedEnv small("TUTTI_DOUBLING_MAX_BYTES", "64");
-  ScopedEnv large("TUTTI_HALVING_DOUBLING_MAX_BYTES", "1048576");
-  CommSet comms(k, InitMode::kInitRank);
-  ASSERT_TRUE(comms.ok()) << comms.error();
+// AllReduce cases for every op over `types` and `counts`, alternately in place, unaligned.
+CaseList allReduceCases(int k, std::initializer_list<ncclDataType_t> types, std::initializer_list<size_t> counts,
+                        uint32_t seed) {
   CaseList cases;
   uint32_t index = 0;
   for (OpKind op : kAllOps)
-    for (ncclDataType_t type : {ncclInt32, ncclBfloat16, ncclFloat64})
-      for (size_t count : {size_t{8} * 1024, size_t{24} * 1024 + 8, size_t{4099}}) {
-        CollSpec s;
-        s.coll = Coll::kAllReduce;
-        s.type = type;
-        s.op = op;
-        s.count = count;
-        s.inPlace = index % 2 == 0;
-        s.sendOffset = index % 8;
-        s.recvOffset = (index + 1) % 8;
-        s.seed = 7500 + index++;
-        cases.push_back(std::make_unique<CollCase>(s, k));
-      }
-  Report report;
-  runCases(comms, Drive::kThreads, cases, report, 240);
-  reportFailures(report);
-}
-
-// Every op (PreMulSum with the scalar on the host and on the device included) on integer, half and single
-// precision data, counts 1 to 30001, unaligned buffers, in place and not.
-TEST_P(Doubling, AllReduceEveryOpAndType) {
-  const int k = GetParam();
-  CommSet comms(k, InitMode::kInitRank);
-  ASSERT_TRUE(comms.ok()) << comms.error();
-  CaseList cases;
-  uint32_t index = 0;
-  for (OpKind op : kAllOps)
-    for (ncclDataType_t type : {ncclInt32, ncclFloat16, ncclFloat32})
-      for (size_t count : {size_t{1}, size_t{13}, size_t{4099}, size_t{30001}}) {
+    for (ncclDataType_t type : types)
+      for (size_t count : counts) {
         CollSpec s;
         s.coll = Coll::kAllReduce;
         s.type = type;
@@ -311,12 +278,37 @@ TEST_P(Doubling, AllReduceEveryOpAndType) {
         s.inPlace = index % 2 == 1;
         s.sendOffset = index % 8;
         s.recvOffset = (index + 3) % 8;
-        s.seed = 7100 + index++;
+        s.seed = seed + index++;
         cases.push_back(std::make_unique<CollCase>(s, k));
       }
+  return cases;
+}
+
+void runAllReduceCases(int k, CaseList cases) {
+  CommSet comms(k, InitMode::kInitRank);
+  ASSERT_TRUE(comms.ok()) << comms.error();
   Report report;
   runCases(comms, Drive::kThreads, cases, report, 240);
   reportFailures(report);
+}
+
+// AllReduce by recursive halving then doubling (past TUTTI_DOUBLING_MAX_BYTES, 4 or 8 ranks, a count that divides by
+// the ranks; the others take the ring): every op and three types, in place and not, unaligned.
+TEST_P(Doubling, AllReduceByHalvingThenDoubling) {
+  const int k = GetParam();
+  if (k != 4 && k != 8) GTEST_SKIP() << "powers of two from 4 ranks";
+  ScopedEnv small("TUTTI_DOUBLING_MAX_BYTES", "64");
+  ScopedEnv large("TUTTI_HALVING_DOUBLING_MAX_BYTES", "1048576");
+  runAllReduceCases(k, allReduceCases(k, {ncclInt32, ncclBfloat16, ncclFloat64},
+                                      {size_t{8} * 1024, size_t{24} * 1024 + 8, size_t{4099}}, 7500));
+}
+
+// Every op (PreMulSum with the scalar on the host and on the device included) on integer, half and single
+// precision data, counts 1 to 30001, unaligned buffers, in place and not.
+TEST_P(Doubling, AllReduceEveryOpAndType) {
+  const int k = GetParam();
+  runAllReduceCases(k, allReduceCases(k, {ncclInt32, ncclFloat16, ncclFloat32},
+                                      {size_t{1}, size_t{13}, size_t{4099}, size_t{30001}}, 7100));
 }
 
 // AllGather by recursive doubling and ReduceScatter by recursive halving on 4 and 8 ranks (other counts take the

@@ -49,6 +49,32 @@ bool doublingWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes, bool de
 namespace host {
 namespace {
 
+constexpr int kMaxDoublingSteps = 3;  // log2 kOneShotMaxRanks
+
+ResolvedRedOp byteCopy() {
+  ResolvedRedOp copy{};
+  resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &copy);
+  return copy;
+}
+
+// Channel 0's collective connections with peer p, both ways.
+ncclResult_t partner(ncclComm* comm, int p, const char* what, HostConn** from, HostConn** to) {
+  Connection* rc = commFindConnection(comm, 0, kConnColl, p, false);
+  Connection* sc = commFindConnection(comm, 0, kConnColl, p, true);
+  if (!rc || !sc) TUTTI_FAIL(ncclInternalError, "rank {}: {}: no connection with rank {}", comm->rank, what, p);
+  *from = &rc->host;
+  *to = &sc->host;
+  return ncclSuccess;
+}
+
+// The call ends once every send that left from a user buffer has left.
+template <size_t N>
+ncclResult_t waitAllSent(std::array<std::optional<HostPrims>, N>& sends) {
+  for (std::optional<HostPrims>& sp : sends)
+    if (sp) TUTTI_CHECK(sp->waitSent());
+  return ncclSuccess;
+}
+
 // AllReduce by recursive doubling (oneshot.h). The ranks past the largest power of two p, r < 2(n - p) odd
 // and even, pair up first: the even one gives its row to the odd one and gets the result back at the end. The p
 // that remain (virtual ranks: the odd ones of the pairs, then the rest in order) exchange their partial results with
@@ -66,8 +92,7 @@ ncclResult_t runDoubling(ncclComm* comm, const OneShot& s, const WaitContext& wa
   const bool det = s.det;
   const size_t bytes = s.count * (det ? hostDetAccSize(s.op.datatype) : s.esize);
   const char* what = funcName(s.func);
-  ResolvedRedOp copy{};
-  resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &copy);
+  const ResolvedRedOp copy = byteCopy();
   auto conn = [&](int p, bool isSend) -> HostConn* {
     HostConn* c = nullptr;
     if (Connection* cn = commFindConnection(comm, 0, kConnColl, p, isSend)) c = &cn->host;
@@ -169,32 +194,26 @@ ncclResult_t runDoubling(ncclComm* comm, const OneShot& s, const WaitContext& wa
 ncclResult_t runGatherDoubling(ncclComm* comm, const OneShot& s, const WaitContext& wait, const OpLabel& label) {
   const int n = comm->nRanks, r = comm->rank;
   const size_t block = s.count * s.esize;
-  const char* what = funcName(s.func);
-  ResolvedRedOp copy{};
-  resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &copy);
-  constexpr int kMaxSteps = 3;  // log2 kOneShotMaxRanks
-  std::array<HostConn*, kMaxSteps> from{}, to{};
-  std::array<char*, kMaxSteps> landing{};
+  const ResolvedRedOp copy = byteCopy();
+  std::array<HostConn*, kMaxDoublingSteps> from{}, to{};
+  std::array<char*, kMaxDoublingSteps> landing{};
   int nSteps = 0;
   for (int mask = 1; mask < n; mask <<= 1, ++nSteps) {
     const int p = r ^ mask;
-    Connection* rc = commFindConnection(comm, 0, kConnColl, p, false);
-    Connection* sc = commFindConnection(comm, 0, kConnColl, p, true);
-    if (!rc || !sc) TUTTI_FAIL(ncclInternalError, "rank {}: {}: no connection with rank {}", r, what, p);
-    from[nSteps] = &rc->host;
-    to[nSteps] = &sc->host;
+    TUTTI_CHECK(partner(comm, p, funcName(s.func), &from[nSteps], &to[nSteps]));
+    HostConn* rc = from[nSteps];
     char* theirs = s.output + static_cast<size_t>(p & ~(mask - 1)) * block;
     const size_t bytes = static_cast<size_t>(mask) * block;
-    if (rc->host.netEnd && userBufferStep(&rc->host, TUTTI_PROTO_SIMPLE, bytes)) {
-      const NetUserStep step{rc->host.step, theirs, bytes};
-      netRecvInto(rc->host.netEnd, &step, 1);
+    if (rc->netEnd && userBufferStep(rc, TUTTI_PROTO_SIMPLE, bytes)) {
+      const NetUserStep step{rc->step, theirs, bytes};
+      netRecvInto(rc->netEnd, &step, 1);
       landing[nSteps] = theirs;
     }
-    announceRecvSteps(&rc->host, 1);  // every receive posted before the first wait
+    announceRecvSteps(rc, 1);  // every receive posted before the first wait
   }
   char* own = s.output + static_cast<size_t>(r) * block;
   if (s.input != own) std::memcpy(own, s.input, block);
-  std::array<std::optional<HostPrims>, kMaxSteps> sends;
+  std::array<std::optional<HostPrims>, kMaxDoublingSteps> sends;
   ProxyDriveScope scope;
   for (int i = 0, mask = 1; i < nSteps; ++i, mask <<= 1) {
     const int p = r ^ mask;
@@ -211,9 +230,7 @@ ncclResult_t runGatherDoubling(ncclComm* comm, const OneShot& s, const WaitConte
     if (data != theirs) std::memcpy(theirs, data, bytes);
     prims.recvRelease();
   }
-  for (std::optional<HostPrims>& sp : sends)
-    if (sp) TUTTI_CHECK(sp->waitSent());
-  return ncclSuccess;
+  return waitAllSent(sends);
 }
 
 // ReduceScatter by recursive halving, n a power of two: at step k (2^k = n/2, n/4, ..., 1) this rank and rank r ^ 2^k
@@ -223,20 +240,12 @@ ncclResult_t runGatherDoubling(ncclComm* comm, const OneShot& s, const WaitConte
 ncclResult_t runHalving(ncclComm* comm, const OneShot& s, const WaitContext& wait, const OpLabel& label) {
   const int n = comm->nRanks, r = comm->rank;
   const size_t block = s.count * s.esize;
-  const char* what = funcName(s.func);
-  ResolvedRedOp copy{};
-  resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &copy);
-  constexpr int kMaxSteps = 3;
-  std::array<HostConn*, kMaxSteps> from{}, to{};
+  const ResolvedRedOp copy = byteCopy();
+  std::array<HostConn*, kMaxDoublingSteps> from{}, to{};
   int nSteps = 0;
   for (int mask = n / 2; mask >= 1; mask >>= 1, ++nSteps) {
-    const int p = r ^ mask;
-    Connection* rc = commFindConnection(comm, 0, kConnColl, p, false);
-    Connection* sc = commFindConnection(comm, 0, kConnColl, p, true);
-    if (!rc || !sc) TUTTI_FAIL(ncclInternalError, "rank {}: {}: no connection with rank {}", r, what, p);
-    from[nSteps] = &rc->host;
-    to[nSteps] = &sc->host;
-    announceRecvSteps(&rc->host, 1);
+    TUTTI_CHECK(partner(comm, r ^ mask, funcName(s.func), &from[nSteps], &to[nSteps]));
+    announceRecvSteps(from[nSteps], 1);
   }
   // Partial sums alternate between two scratch copies of the whole input, by block position.
   thread_local std::vector<char> scratch;  // grows to the largest call this thread has made, then stays
@@ -250,7 +259,7 @@ ncclResult_t runHalving(ncclComm* comm, const OneShot& s, const WaitContext& wai
     hostReduceCopy(s.op, 1, &src, 1, &dst, static_cast<size_t>(n) * s.count, /*preOpFirstSrc=*/true, false);
     cur = spare[0];
   }
-  std::array<std::optional<HostPrims>, kMaxSteps> sends;
+  std::array<std::optional<HostPrims>, kMaxDoublingSteps> sends;
   ProxyDriveScope scope;
   size_t lo = 0;  // first block of the range this rank still reduces
   for (int i = 0, mask = n / 2; i < nSteps; ++i, mask >>= 1) {
@@ -277,9 +286,7 @@ ncclResult_t runHalving(ncclComm* comm, const OneShot& s, const WaitContext& wai
     cur = next;
     lo = keep;
   }
-  for (std::optional<HostPrims>& sp : sends)
-    if (sp) TUTTI_CHECK(sp->waitSent());
-  return ncclSuccess;
+  return waitAllSent(sends);
 }
 
 // A deterministic ReduceScatter by recursive halving, n a power of two: the partners are r ^ 1, r ^ 2, ..., so the
@@ -290,20 +297,12 @@ ncclResult_t runHalving(ncclComm* comm, const OneShot& s, const WaitContext& wai
 ncclResult_t runDetHalving(ncclComm* comm, const OneShot& s, const WaitContext& wait, const OpLabel& label) {
   const int n = comm->nRanks, r = comm->rank;
   const size_t blockAcc = s.count * hostDetAccSize(s.op.datatype);
-  const char* what = funcName(s.func);
-  ResolvedRedOp copy{};
-  resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &copy);
-  constexpr int kMaxSteps = 3;
-  std::array<HostConn*, kMaxSteps> from{}, to{};
+  const ResolvedRedOp copy = byteCopy();
+  std::array<HostConn*, kMaxDoublingSteps> from{}, to{};
   int nSteps = 0;
   for (int mask = 1; mask < n; mask <<= 1, ++nSteps) {
-    const int p = r ^ mask;
-    Connection* rc = commFindConnection(comm, 0, kConnColl, p, false);
-    Connection* sc = commFindConnection(comm, 0, kConnColl, p, true);
-    if (!rc || !sc) TUTTI_FAIL(ncclInternalError, "rank {}: {}: no connection with rank {}", r, what, p);
-    from[nSteps] = &rc->host;
-    to[nSteps] = &sc->host;
-    announceRecvSteps(&rc->host, 1);
+    TUTTI_CHECK(partner(comm, r ^ mask, funcName(s.func), &from[nSteps], &to[nSteps]));
+    announceRecvSteps(from[nSteps], 1);
   }
   // cur: the blocks this rank still reduces (n at first), next: the ones it keeps, pack: the partner's.
   thread_local std::vector<char> scratch;  // grows to the largest call this thread has made, then stays
@@ -313,7 +312,7 @@ ncclResult_t runDetHalving(ncclComm* comm, const OneShot& s, const WaitContext& 
   char* next = cur + total;
   char* pack = next + total / 2;
   hostDetLeaf(s.op, s.input, cur, static_cast<size_t>(n) * s.count);
-  std::array<std::optional<HostPrims>, kMaxSteps> sends;
+  std::array<std::optional<HostPrims>, kMaxDoublingSteps> sends;
   ProxyDriveScope scope;
   int held = n;
   for (int i = 0, mask = 1; i < nSteps; ++i, mask <<= 1) {
@@ -337,9 +336,7 @@ ncclResult_t runDetHalving(ncclComm* comm, const OneShot& s, const WaitContext& 
     held = half;
   }
   hostDetFinish(s.op, n, cur, s.output, s.count);
-  for (std::optional<HostPrims>& sp : sends)
-    if (sp) TUTTI_CHECK(sp->waitSent());
-  return ncclSuccess;
+  return waitAllSent(sends);
 }
 
 }  // namespace
@@ -380,8 +377,7 @@ ncclResult_t runOneShot(ncclComm* comm, const OneShot& s, const WaitContext& wai
   // Where the message for rank p starts in the input, in elements (ReduceScatter, AlltoAll: p's block; the others:
   // all of it).
   auto inputFor = [&](int p) -> size_t { return scatter ? static_cast<size_t>(p) * s.count : 0; };
-  ResolvedRedOp copy{};
-  resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &copy);
+  const ResolvedRedOp copy = byteCopy();
   // 1. The messages to the peers, this rank's scalar applied on the way (one slot each: no send waits on this call);
   // raw bytes for the fixed order, which scales every row as it folds it. On a network end that takes user buffers
   // (HostConn::userBufferMinBytes) a message that needs no scalar leaves from the input itself, and the call ends
