@@ -433,6 +433,15 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   // 8 ranks 64 B 390 -> 299, 4 KiB 405 -> 309, 32 KiB 492 -> 478, 256 KiB 883 -> 1023).
   const size_t detHalvingMax = detHMax >= 0 ? static_cast<size_t>(detHMax) : overNetwork ? size_t{16} << 10 : 0;
   comm->detHalvingMaxBytes = comm->oneShotMaxBytes ? detHalvingMax : 0;
+  // AlltoAll by Bruck's algorithm: ceil(log2 n) messages where the one-shot and the grouped sends take n - 1, for about
+  // (log2 n) / 2 times their bytes. Unset: up to 8 KiB per rank over the network (32 KiB on 4 ranks, 64 KiB on 8),
+  // never elsewhere (the median of three to six runs, one-shot or grouped sends -> Bruck, us: sockets 4 ranks 64 B
+  // 113 -> 88, 16 KiB 147 -> 117, 64 KiB 164 -> 218; 6 ranks 64 B 219 -> 175, 16 KiB 273 -> 236; 8 ranks 64 B 559
+  // -> 394, 4 KiB 573 -> 438, 16 KiB 674 -> 442, 64 KiB 899 -> 775, 256 KiB 1073 -> 3425; shm 8 ranks 16 KiB 38 -> 48,
+  // 4 ranks 16 KiB 12.7 -> 21).
+  const int64_t bMax = paramInt("TUTTI_BRUCK_MAX_BYTES");
+  const size_t bruckMax = bMax >= 0 ? static_cast<size_t>(bMax) : overNetwork ? static_cast<size_t>(nRanks) << 13 : 0;
+  comm->bruckMaxBytes = comm->oneShotMaxBytes ? bruckMax : 0;
   comm->doublingMinBytes = dMin >= 0 ? static_cast<size_t>(dMin) : overNetwork ? 1 : size_t{4} << 10;
   comm->doublingMinRanks = dRanks >= 0 ? static_cast<int>(std::max<int64_t>(2, dRanks)) : overNetwork ? 3 : 4;
   // A deterministic call's gather of every input whole (det_coll.h) against the exchange of slices, unset: up to

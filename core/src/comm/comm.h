@@ -150,6 +150,9 @@ struct ncclComm {
   // From 4 ranks, a power of two: AllGather by recursive doubling, ReduceScatter by recursive halving, from
   // doublingMinBytes up to these many bytes (TUTTI_DOUBLING_GATHER_MAX_BYTES, TUTTI_HALVING_MAX_BYTES; 0: never).
   size_t gatherDoublingMaxBytes = 0, halvingMaxBytes = 0;
+  // AlltoAll by Bruck's algorithm, from doublingMinRanks ranks and doublingMinBytes, up to this many bytes of input
+  // (TUTTI_BRUCK_MAX_BYTES; 0: never).
+  size_t bruckMaxBytes = 0;
   // AllReduce by recursive halving then doubling, past doublingMaxBytes (TUTTI_HALVING_DOUBLING_MAX_BYTES).
   size_t halvingDoublingMaxBytes = 0;
   // A deterministic AllReduce by recursive doubling (a power of two of ranks) up to this many bytes

@@ -260,6 +260,7 @@ class Doubling : public testing::TestWithParam<int> {
   ScopedEnv minRanks_{"TUTTI_DOUBLING_MIN_RANKS", "2"};
   ScopedEnv gather_{"TUTTI_DOUBLING_GATHER_MAX_BYTES", "1048576"};
   ScopedEnv halving_{"TUTTI_HALVING_MAX_BYTES", "1048576"};
+  ScopedEnv bruck_{"TUTTI_BRUCK_MAX_BYTES", "1048576"};
 };
 
 // AllReduce cases for every op over `types` and `counts`, alternately in place, unaligned.
@@ -342,6 +343,38 @@ TEST_P(Doubling, AllGatherAndReduceScatter) {
       }
     }
   }
+  Report report;
+  runCases(comms, Drive::kThreads, cases, report, 240);
+  reportFailures(report);
+}
+
+// AlltoAll by Bruck's algorithm at every rank count (ceil(log2 n) steps; blocks j with bit k set move at step k):
+// blocks of 1 to 30001 elements of three sizes, unaligned, in place and not.
+TEST_P(Doubling, AlltoAllByBruck) {
+  const int k = GetParam();
+  CommSet comms(k, InitMode::kInitRank);
+  ASSERT_TRUE(comms.ok()) << comms.error();
+  CaseList cases;
+  uint32_t index = 0;
+  for (ncclDataType_t type : {ncclInt8, ncclFloat16, ncclFloat64})
+    for (size_t count : {size_t{1}, size_t{13}, size_t{4099}})
+      for (bool inPlace : {false, true}) {
+        CollSpec a;
+        a.coll = Coll::kAlltoAll;
+        a.type = type;
+        a.count = count;
+        a.inPlace = inPlace;
+        a.sendOffset = index % 8;
+        a.recvOffset = (index + 3) % 8;
+        a.seed = 7700 + index++;
+        cases.push_back(std::make_unique<CollCase>(a, k));
+      }
+  CollSpec big;
+  big.coll = Coll::kAlltoAll;
+  big.type = ncclInt32;
+  big.count = 30001 / static_cast<size_t>(k);
+  big.seed = 7800;
+  cases.push_back(std::make_unique<CollCase>(big, k));
   Report report;
   runCases(comms, Drive::kThreads, cases, report, 240);
   reportFailures(report);

@@ -270,6 +270,22 @@ TEST(NetDoubling, RecursivePathsInPlaceAndOutOfPlace) {
               return fail("ReduceScatter of " + std::to_string(count) + how + " differs at " + std::to_string(i), 16);
           }
         }
+        // AlltoAll by Bruck's algorithm (up to 8 KiB per rank over the network by default).
+        for (size_t count : {size_t{3}, size_t{1001}}) {
+          std::vector<float> in(count * n), out(count * n);
+          float* src = inPlace ? out.data() : in.data();
+          for (int p = 0; p < n; ++p)
+            for (size_t i = 0; i < count; ++i) src[p * count + i] = valueOf(ctx.rank * n + p, iter, i);
+          late(iter + 3);
+          if (ncclAlltoAll(src, out.data(), count, ncclFloat32, comm, nullptr) != ncclSuccess)
+            return fail("ncclAlltoAll: " + std::string(ncclGetLastError(comm)), 17);
+          if (!inPlace) std::memset(in.data(), 0xff, count * n * sizeof(float));
+          for (int p = 0; p < n; ++p)
+            for (size_t i = 0; i < count; ++i)
+              if (out[p * count + i] != valueOf(p * n + ctx.rank, iter, i))
+                return fail("AlltoAll of " + std::to_string(count) + how + ": block " + std::to_string(p) +
+                                " differs at " + std::to_string(i), 18);
+        }
       }
     }
     ncclCommDestroy(comm);

@@ -40,6 +40,8 @@ bool doublingWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes, bool de
     return (bytes <= comm->doublingMaxBytes && bytes <= slot) ||
            (n >= 4 && (n & (n - 1)) == 0 && bytes % (8 * static_cast<size_t>(n)) == 0 &&
             bytes <= comm->halvingDoublingMaxBytes && bytes / 2 <= slot);
+  // AlltoAll (the input's bytes): at most half of the blocks in a message, any rank count.
+  if (func == ncclFuncAlltoAll) return bytes <= comm->bruckMaxBytes && bytes / 2 <= slot;
   // AllGather (the output's bytes), ReduceScatter (the input's): half of them in the largest message.
   if (n < 4 || (n & (n - 1)) != 0 || bytes / 2 > slot) return false;
   if (func == ncclFuncAllGather) return bytes <= comm->gatherDoublingMaxBytes;
@@ -339,11 +341,72 @@ ncclResult_t runDetHalving(ncclComm* comm, const OneShot& s, const WaitContext& 
   return waitAllSent(sends);
 }
 
+// AlltoAll by Bruck's algorithm: ceil(log2 n) messages per rank where the one-shot sends n - 1. Block j of the work
+// row starts as this rank's block for rank (r + j) mod n. At step k (m = 2^k) every rank sends rank (r + m) mod n
+// the blocks j whose bit k is set, packed in order of j, and puts those of rank (r - m) mod n in their place. Each
+// block moves once per set bit of j, so once all steps ran, block j is rank (r - j) mod n's block for this rank.
+// About n / 2 blocks per message, (log2 n) / 2 times the direct exchange's bytes: for small blocks, where what a
+// call costs is its messages (sockets, or more ranks than cores).
+ncclResult_t runBruck(ncclComm* comm, const OneShot& s, const WaitContext& wait, const OpLabel& label) {
+  const int n = comm->nRanks, r = comm->rank;
+  const size_t block = s.count * s.esize;
+  const char* what = funcName(s.func);
+  const ResolvedRedOp copy = byteCopy();
+  std::array<HostConn*, kMaxDoublingSteps> from{}, to{};
+  int nSteps = 0;
+  for (int m = 1; m < n; m <<= 1, ++nSteps) {
+    Connection* rc = commFindConnection(comm, 0, kConnColl, (r - m + n) % n, false);
+    Connection* sc = commFindConnection(comm, 0, kConnColl, (r + m) % n, true);
+    if (!rc || !sc)
+      TUTTI_FAIL(ncclInternalError, "rank {}: {}: no connection from rank {} or to rank {}", r, what, (r - m + n) % n,
+                 (r + m) % n);
+    from[nSteps] = &rc->host;
+    to[nSteps] = &sc->host;
+    announceRecvSteps(from[nSteps], 1);  // every receive posted before the first wait
+  }
+  thread_local std::vector<char> scratch;  // grows to the largest call this thread has made, then stays
+  const size_t rowBytes = static_cast<size_t>(n) * block;
+  if (scratch.size() < rowBytes + rowBytes / 2 + block) scratch.resize(rowBytes + rowBytes / 2 + block);
+  char* const work = scratch.data();
+  char* const pack = work + rowBytes;
+  // The rotation: block j of the work row is input block (r + j) mod n (the input is read whole before any output
+  // is written: in place is safe).
+  std::memcpy(work, s.input + static_cast<size_t>(r) * block, static_cast<size_t>(n - r) * block);
+  std::memcpy(work + static_cast<size_t>(n - r) * block, s.input, static_cast<size_t>(r) * block);
+  std::array<std::optional<HostPrims>, kMaxDoublingSteps> sends;
+  ProxyDriveScope scope;
+  for (int i = 0, m = 1; i < nSteps; ++i, m <<= 1) {
+    size_t bytes = 0;
+    for (int j = m; j < n; ++j)
+      if (j & m) {
+        std::memcpy(pack + bytes, work + static_cast<size_t>(j) * block, block);
+        bytes += block;
+      }
+    sends[i].emplace(nullptr, to[i], pack, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    TUTTI_CHECK(sends[i]->send(0, bytes));  // into the slot: pack is free again
+    if (to[i]->proxyTask) scope.add(to[i]->proxyTask);
+    HostPrims prims(from[i], nullptr, nullptr, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    const char* row = nullptr;
+    TUTTI_CHECK(prims.recvPeek(bytes, &row));
+    for (int j = m; j < n; ++j)
+      if (j & m) {
+        std::memcpy(work + static_cast<size_t>(j) * block, row, block);
+        row += block;
+      }
+    prims.recvRelease();
+  }
+  // Block j came from rank (r - j) mod n: the inverse rotation, reversed.
+  for (int j = 0; j < n; ++j)
+    std::memcpy(s.output + static_cast<size_t>((r - j + n) % n) * block, work + static_cast<size_t>(j) * block, block);
+  return waitAllSent(sends);
+}
+
 }  // namespace
 
 ncclResult_t runOneShot(ncclComm* comm, const OneShot& s, const WaitContext& wait, const OpLabel& label) {
   if (s.doubling) {
     if (s.func == ncclFuncAllGather) return runGatherDoubling(comm, s, wait, label);
+    if (s.func == ncclFuncAlltoAll) return runBruck(comm, s, wait, label);
     if (s.func == ncclFuncReduceScatter)
       return s.det ? runDetHalving(comm, s, wait, label) : runHalving(comm, s, wait, label);
     if (!s.det && s.count * s.esize > comm->doublingMaxBytes) {  // halving, then doubling (doublingWanted)

@@ -55,6 +55,8 @@ inline constexpr int kOneShotMaxRanks = 8;
 // sends n - 1 messages at once. Fewer messages for the cores and the sockets to carry, more steps in a row.
 // An AllReduce past comm->doublingMaxBytes on 4 or 8 ranks takes recursive halving then doubling (a ReduceScatter, then
 // an AllGather of the blocks: the ring's bytes in 2 log2 n messages) up to comm->halvingDoublingMaxBytes.
+// An AlltoAll takes Bruck's algorithm (any rank count, up to comm->bruckMaxBytes of input): ceil(log2 n) messages of
+// about n / 2 blocks each.
 // `det`: a deterministic call (comm/det_coll.h), taken for AllReduce over a power of two of ranks only.
 bool doublingWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes, bool det);
 
