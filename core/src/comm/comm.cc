@@ -675,6 +675,7 @@ ncclResult_t commFree(ncclComm* comm) {
                                          c->transport->name());
       }
     }
+    comm->directConns.store(nullptr, std::memory_order_release);
     comm->connections.clear();  // stops the proxy events still open on them
   }
   comm->profiler.reset();  // finalizes every profiler context

@@ -168,6 +168,11 @@ struct ncclComm {
   // (channel, connIndex, peer, isSend) -> connection, created lazily on first use.
   std::map<std::tuple<int, int, int, bool>, std::unique_ptr<tutti::Connection>> connections;
   std::mutex connMutex;
+  // Channel 0's collective connections with every peer, at 2 * peer + isSend (null: none, or this rank), published
+  // once the launch that made them all set directConnsReady: the one-shot and single-copy paths then find theirs
+  // without connMutex and the map (commCollConnection).
+  std::unique_ptr<tutti::Connection*[]> directConnTable;
+  std::atomic<tutti::Connection* const*> directConns{nullptr};
 
   std::unique_ptr<tutti::RedOpTable> redOps;  // created at init (needs nRanks)
   std::unique_ptr<tutti::TunerChain, tutti::TunerChainDeleter> tuners;  // created at init, finalized at free
@@ -293,6 +298,14 @@ ncclResult_t commLL128Vote(ncclComm* comm, bool* out);
 // a network transport: the user left the ranks only the network (shm and p2p disabled or absent).
 ncclResult_t commPeerOverNetwork(ncclComm* comm, int peer, bool* out);
 Connection* commFindConnection(ncclComm* comm, int channel, int connIndex, int peer, bool isSend);
+// Channel 0's collective connection with `peer`: commFindConnection(comm, 0, kConnColl, peer, isSend), from the
+// published table once there is one.
+inline Connection* commCollConnection(ncclComm* comm, int peer, bool isSend) {
+  if (Connection* const* table = comm->directConns.load(std::memory_order_acquire)) return table[2 * peer + isSend];
+  return commFindConnection(comm, 0, kConnColl, peer, isSend);
+}
+// Publishes comm->directConns (once; every later call returns at once).
+void commPublishDirectConns(ncclComm* comm);
 
 // Wait policy for this communicator's operations (spin count, TUTTI_TIMEOUT, abort flag).
 host::WaitContext commWaitContext(ncclComm* comm);

@@ -75,6 +75,17 @@ Connection* commFindConnection(ncclComm* comm, int channel, int connIndex, int p
   return it == comm->connections.end() ? nullptr : it->second.get();
 }
 
+void commPublishDirectConns(ncclComm* comm) {
+  if (comm->directConns.load(std::memory_order_acquire)) return;
+  const int n = comm->nRanks;
+  auto table = std::make_unique<Connection*[]>(2 * static_cast<size_t>(n));
+  for (int p = 0; p < n; ++p)
+    for (bool isSend : {false, true})
+      table[2 * p + isSend] = p == comm->rank ? nullptr : commFindConnection(comm, 0, kConnColl, p, isSend);
+  comm->directConnTable = std::move(table);
+  comm->directConns.store(comm->directConnTable.get(), std::memory_order_release);
+}
+
 ncclResult_t commConnect(ncclComm* comm, const std::vector<ConnRequest>& wanted) {
   struct Pending {
     ConnRequest req;

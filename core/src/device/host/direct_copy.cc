@@ -166,7 +166,7 @@ struct Links {
     resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &copy);  // byte copy
   }
   HostConn* conn(int p, bool isSend) const {
-    Connection* c = commFindConnection(comm, 0, kConnColl, p, isSend);
+    Connection* c = commCollConnection(comm, p, isSend);
     return c ? &c->host : nullptr;
   }
   ncclResult_t sendTo(int p, const void* msg, size_t bytes) const {

@@ -488,9 +488,11 @@ ncclResult_t launchConnect(CommLaunch& launch) {
   }
   for (const Task& t : launch.p2p)
     if (t.root != comm->rank) wanted.push_back({0, kConnP2p, t.root, t.func == ncclFuncSend});
-  if (wanted.empty()) return ncclSuccess;
-  TUTTI_CHECK(commConnect(comm, wanted));
-  if (std::any_of(launch.colls.begin(), launch.colls.end(), isDirect)) comm->directConnsReady = true;
+  if (!wanted.empty()) TUTTI_CHECK(commConnect(comm, wanted));
+  if (!comm->directConnsReady && std::any_of(launch.colls.begin(), launch.colls.end(), isDirect)) {
+    commPublishDirectConns(comm);
+    comm->directConnsReady = true;
+  }
   for (int c : ringsToSet) setRingConns(comm, c);
   return ncclSuccess;
 }

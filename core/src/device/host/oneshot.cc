@@ -12,7 +12,8 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
-#include <optional>
+#include <new>
+#include <utility>
 #include <vector>
 
 namespace tutti {
@@ -61,19 +62,52 @@ ResolvedRedOp byteCopy() {
 
 // Channel 0's collective connections with peer p, both ways.
 ncclResult_t partner(ncclComm* comm, int p, const char* what, HostConn** from, HostConn** to) {
-  Connection* rc = commFindConnection(comm, 0, kConnColl, p, false);
-  Connection* sc = commFindConnection(comm, 0, kConnColl, p, true);
+  Connection* rc = commCollConnection(comm, p, false);
+  Connection* sc = commCollConnection(comm, p, true);
   if (!rc || !sc) TUTTI_FAIL(ncclInternalError, "rank {}: {}: no connection with rank {}", comm->rank, what, p);
   *from = &rc->host;
   *to = &sc->host;
   return ncclSuccess;
 }
 
+// Up to N HostPrims, built in place when needed: slots[i] is null until emplace(i, ...). A std::array of
+// std::optional would do, but compilers zero all of its storage on entry (2.6 KB for 8 slots, a tenth of a
+// 2-rank call's time); this leaves it as it is.
+template <size_t N>
+class PrimsSlots {
+ public:
+  PrimsSlots() {}
+  ~PrimsSlots() {
+    for (size_t i = 0; i < N; ++i)
+      if (live_[i]) at(i)->~HostPrims();
+  }
+  PrimsSlots(const PrimsSlots&) = delete;
+  PrimsSlots& operator=(const PrimsSlots&) = delete;
+  template <typename... Args>
+  HostPrims& emplace(size_t i, Args&&... args) {
+    if (live_[i]) at(i)->~HostPrims();
+    live_[i] = false;
+    HostPrims* p = new (&raw_[i]) HostPrims(std::forward<Args>(args)...);
+    live_[i] = true;
+    return *p;
+  }
+  HostPrims* operator[](size_t i) { return live_[i] ? at(i) : nullptr; }
+  static constexpr size_t size() { return N; }
+
+ private:
+  HostPrims* at(size_t i) { return std::launder(reinterpret_cast<HostPrims*>(&raw_[i])); }
+  struct alignas(HostPrims) Raw {
+    unsigned char bytes[sizeof(HostPrims)];
+  };
+  Raw raw_[N];
+  bool live_[N] = {};
+};
+
 // The call ends once every send that left from a user buffer has left.
 template <size_t N>
-ncclResult_t waitAllSent(std::array<std::optional<HostPrims>, N>& sends) {
-  for (std::optional<HostPrims>& sp : sends)
-    if (sp) TUTTI_CHECK(sp->waitSent());
+ncclResult_t waitAllSent(PrimsSlots<N>& sends) {
+  for (size_t i = 0; i < N; ++i)
+    if (HostPrims* sp = sends[i]) TUTTI_CHECK(sp->waitSent());
   return ncclSuccess;
 }
 
@@ -97,7 +131,7 @@ ncclResult_t runDoubling(ncclComm* comm, const OneShot& s, const WaitContext& wa
   const ResolvedRedOp copy = byteCopy();
   auto conn = [&](int p, bool isSend) -> HostConn* {
     HostConn* c = nullptr;
-    if (Connection* cn = commFindConnection(comm, 0, kConnColl, p, isSend)) c = &cn->host;
+    if (Connection* cn = commCollConnection(comm, p, isSend)) c = &cn->host;
     return c;
   };
   // The peers this rank hears from, in order; every receive is announced at once, so a network end posts them all
@@ -129,15 +163,14 @@ ncclResult_t runDoubling(ncclComm* comm, const OneShot& s, const WaitContext& wa
     hostReduceCopy(s.op, 1, &src, 1, &dst, s.count, /*preOpFirstSrc=*/true, /*postOp=*/false);
     acc = spare[0];
   }
-  std::array<std::optional<HostPrims>, 2 + 3> sends;  // kept until the end: a network send may still be leaving
+  PrimsSlots<2 + 3> sends;  // kept until the end: a network send may still be leaving
   int nSends = 0;
   ProxyDriveScope scope;
   auto sendTo = [&](int p, const char* data) -> ncclResult_t {
     HostConn* c = conn(p, true);
     if (!c) TUTTI_FAIL(ncclInternalError, "rank {}: {}: no connection to rank {}", r, what, p);
-    std::optional<HostPrims>& sp = sends[nSends++];
-    sp.emplace(nullptr, c, data, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
-    TUTTI_CHECK(sp->send(0, bytes));  // into the slot: `data` may change from here on
+    HostPrims& sp = sends.emplace(nSends++, nullptr, c, data, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    TUTTI_CHECK(sp.send(0, bytes));  // into the slot: `data` may change from here on
     if (c->proxyTask) scope.add(c->proxyTask);
     return ncclSuccess;
   };
@@ -182,9 +215,8 @@ ncclResult_t runDoubling(ncclComm* comm, const OneShot& s, const WaitContext& wa
   if (r < 2 * extra) {  // the result, in the output's datatype (never a deterministic call: n is a power of two)
     HostConn* c = conn(r - 1, true);
     if (!c) TUTTI_FAIL(ncclInternalError, "rank {}: {}: no connection to rank {}", r, what, r - 1);
-    std::optional<HostPrims>& sp = sends[nSends++];
-    sp.emplace(nullptr, c, s.output, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
-    TUTTI_CHECK(sp->send(0, s.count * s.esize));
+    HostPrims& sp = sends.emplace(nSends++, nullptr, c, s.output, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    TUTTI_CHECK(sp.send(0, s.count * s.esize));
     if (c->proxyTask) scope.add(c->proxyTask);
   }
   return ncclSuccess;
@@ -215,14 +247,14 @@ ncclResult_t runGatherDoubling(ncclComm* comm, const OneShot& s, const WaitConte
   }
   char* own = s.output + static_cast<size_t>(r) * block;
   if (s.input != own) std::memcpy(own, s.input, block);
-  std::array<std::optional<HostPrims>, kMaxDoublingSteps> sends;
+  PrimsSlots<kMaxDoublingSteps> sends;
   ProxyDriveScope scope;
   for (int i = 0, mask = 1; i < nSteps; ++i, mask <<= 1) {
     const int p = r ^ mask;
     const size_t bytes = static_cast<size_t>(mask) * block;
     const char* mine = s.output + static_cast<size_t>(r & ~(mask - 1)) * block;
     char* theirs = s.output + static_cast<size_t>(p & ~(mask - 1)) * block;
-    sends[i].emplace(nullptr, to[i], mine, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    sends.emplace(i, nullptr, to[i], mine, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
     sends[i]->useUserBuffers(false, true);
     TUTTI_CHECK(sends[i]->send(0, bytes));
     if (to[i]->proxyTask) scope.add(to[i]->proxyTask);
@@ -261,14 +293,14 @@ ncclResult_t runHalving(ncclComm* comm, const OneShot& s, const WaitContext& wai
     hostReduceCopy(s.op, 1, &src, 1, &dst, static_cast<size_t>(n) * s.count, /*preOpFirstSrc=*/true, false);
     cur = spare[0];
   }
-  std::array<std::optional<HostPrims>, kMaxDoublingSteps> sends;
+  PrimsSlots<kMaxDoublingSteps> sends;
   ProxyDriveScope scope;
   size_t lo = 0;  // first block of the range this rank still reduces
   for (int i = 0, mask = n / 2; i < nSteps; ++i, mask >>= 1) {
     const int p = r ^ mask;
     const size_t keep = r & mask ? lo + mask : lo, give = r & mask ? lo : lo + mask;
     const size_t bytes = static_cast<size_t>(mask) * block;
-    sends[i].emplace(nullptr, to[i], cur, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    sends.emplace(i, nullptr, to[i], cur, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
     sends[i]->useUserBuffers(false, cur == s.input);  // the input is never written, unless in place: not these blocks
     TUTTI_CHECK(sends[i]->send(give * block, bytes));
     if (to[i]->proxyTask) scope.add(to[i]->proxyTask);
@@ -314,14 +346,14 @@ ncclResult_t runDetHalving(ncclComm* comm, const OneShot& s, const WaitContext& 
   char* next = cur + total;
   char* pack = next + total / 2;
   hostDetLeaf(s.op, s.input, cur, static_cast<size_t>(n) * s.count);
-  std::array<std::optional<HostPrims>, kMaxDoublingSteps> sends;
+  PrimsSlots<kMaxDoublingSteps> sends;
   ProxyDriveScope scope;
   int held = n;
   for (int i = 0, mask = 1; i < nSteps; ++i, mask <<= 1) {
     const int mine = (r & mask) ? 1 : 0, half = held / 2;
     for (int q = 0; q < half; ++q)
       std::memcpy(pack + q * blockAcc, cur + static_cast<size_t>(2 * q + 1 - mine) * blockAcc, blockAcc);
-    sends[i].emplace(nullptr, to[i], pack, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    sends.emplace(i, nullptr, to[i], pack, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
     TUTTI_CHECK(sends[i]->send(0, half * blockAcc));  // into the slot: pack is free again
     if (to[i]->proxyTask) scope.add(to[i]->proxyTask);
     HostPrims prims(from[i], nullptr, nullptr, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
@@ -355,8 +387,8 @@ ncclResult_t runBruck(ncclComm* comm, const OneShot& s, const WaitContext& wait,
   std::array<HostConn*, kMaxDoublingSteps> from{}, to{};
   int nSteps = 0;
   for (int m = 1; m < n; m <<= 1, ++nSteps) {
-    Connection* rc = commFindConnection(comm, 0, kConnColl, (r - m + n) % n, false);
-    Connection* sc = commFindConnection(comm, 0, kConnColl, (r + m) % n, true);
+    Connection* rc = commCollConnection(comm, (r - m + n) % n, false);
+    Connection* sc = commCollConnection(comm, (r + m) % n, true);
     if (!rc || !sc)
       TUTTI_FAIL(ncclInternalError, "rank {}: {}: no connection from rank {} or to rank {}", r, what, (r - m + n) % n,
                  (r + m) % n);
@@ -373,7 +405,7 @@ ncclResult_t runBruck(ncclComm* comm, const OneShot& s, const WaitContext& wait,
   // is written: in place is safe).
   std::memcpy(work, s.input + static_cast<size_t>(r) * block, static_cast<size_t>(n - r) * block);
   std::memcpy(work + static_cast<size_t>(n - r) * block, s.input, static_cast<size_t>(r) * block);
-  std::array<std::optional<HostPrims>, kMaxDoublingSteps> sends;
+  PrimsSlots<kMaxDoublingSteps> sends;
   ProxyDriveScope scope;
   for (int i = 0, m = 1; i < nSteps; ++i, m <<= 1) {
     size_t bytes = 0;
@@ -382,7 +414,7 @@ ncclResult_t runBruck(ncclComm* comm, const OneShot& s, const WaitContext& wait,
         std::memcpy(pack + bytes, work + static_cast<size_t>(j) * block, block);
         bytes += block;
       }
-    sends[i].emplace(nullptr, to[i], pack, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    sends.emplace(i, nullptr, to[i], pack, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
     TUTTI_CHECK(sends[i]->send(0, bytes));  // into the slot: pack is free again
     if (to[i]->proxyTask) scope.add(to[i]->proxyTask);
     HostPrims prims(from[i], nullptr, nullptr, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
@@ -434,7 +466,7 @@ ncclResult_t runOneShot(ncclComm* comm, const OneShot& s, const WaitContext& wai
   const bool scatter = s.func == ncclFuncReduceScatter || s.func == ncclFuncAlltoAll;  // block p goes to rank p
   const char* what = funcName(s.func);
   auto conn = [&](int p, bool isSend) -> HostConn* {
-    Connection* c = commFindConnection(comm, 0, kConnColl, p, isSend);
+    Connection* c = commCollConnection(comm, p, isSend);
     return c ? &c->host : nullptr;
   };
   // Where the message for rank p starts in the input, in elements (ReduceScatter, AlltoAll: p's block; the others:
@@ -445,7 +477,7 @@ ncclResult_t runOneShot(ncclComm* comm, const OneShot& s, const WaitContext& wai
   // raw bytes for the fixed order, which scales every row as it folds it. On a network end that takes user buffers
   // (HostConn::userBufferMinBytes) a message that needs no scalar leaves from the input itself, and the call ends
   // once it has left (waitSent below).
-  std::array<std::optional<HostPrims>, kOneShotMaxRanks> sends;
+  PrimsSlots<kOneShotMaxRanks> sends;
   ProxyDriveScope scope;  // what the sends still have to move moves while this thread waits for the peers' messages
   if (!bcast || r == s.root) {
     for (int k = 1; k < n; ++k) {
@@ -453,11 +485,11 @@ ncclResult_t runOneShot(ncclComm* comm, const OneShot& s, const WaitContext& wai
       HostConn* c = conn(p, true);
       if (!c) TUTTI_FAIL(ncclInternalError, "rank {}: {}: no connection to rank {}", r, what, p);
       if (s.det) {
-        sends[p].emplace(nullptr, c, s.input + inputFor(p) * s.esize, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+        sends.emplace(p, nullptr, c, s.input + inputFor(p) * s.esize, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
         sends[p]->useUserBuffers(false, true);
         TUTTI_CHECK(sends[p]->send(0, bytes));
       } else {
-        sends[p].emplace(nullptr, c, s.input, nullptr, s.esize, s.op, wait, label, TUTTI_PROTO_SIMPLE);
+        sends.emplace(p, nullptr, c, s.input, nullptr, s.esize, s.op, wait, label, TUTTI_PROTO_SIMPLE);
         sends[p]->useUserBuffers(false, true);
         TUTTI_CHECK(sends[p]->send(inputFor(p), s.count));
       }
@@ -465,8 +497,8 @@ ncclResult_t runOneShot(ncclComm* comm, const OneShot& s, const WaitContext& wai
     }
   }
   auto waitSent = [&]() -> ncclResult_t {
-    for (std::optional<HostPrims>& sp : sends)
-      if (sp) TUTTI_CHECK(sp->waitSent());
+    for (size_t i = 0; i < sends.size(); ++i)
+      if (HostPrims* sp = sends[i]) TUTTI_CHECK(sp->waitSent());
     return ncclSuccess;
   };
   // 2. The peers' messages, left in their slots until they have been read. AllGather, AlltoAll, Broadcast: on a
@@ -479,7 +511,7 @@ ncclResult_t runOneShot(ncclComm* comm, const OneShot& s, const WaitContext& wai
     const auto b = reinterpret_cast<uintptr_t>(p);
     return b < sentEnd && sentBegin < b + len;
   };
-  std::array<std::optional<HostPrims>, kOneShotMaxRanks> prims;  // no allocation: a tiny call's cost is its steps
+  PrimsSlots<kOneShotMaxRanks> prims;  // no allocation: a tiny call's cost is its steps
   std::array<const void*, kOneShotMaxRanks> rows{};
   for (int k = 1; k < n; ++k) {
     const int p = (r + n - k) % n;
@@ -496,7 +528,7 @@ ncclResult_t runOneShot(ncclComm* comm, const OneShot& s, const WaitContext& wai
       }
     }
     announceRecvSteps(c, 1);
-    prims[p].emplace(c, nullptr, nullptr, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    prims.emplace(p, c, nullptr, nullptr, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
     const char* data = nullptr;
     TUTTI_CHECK(prims[p]->recvPeek(bytes, &data, landing));
     rows[p] = data;
