@@ -40,8 +40,9 @@ WaitStatus waitAtLeast(uint64_t* counter, uint32_t* waiters, uint32_t* seq, cons
                        uint64_t target, const WaitContext& ctx) {
   std::atomic_ref<uint64_t> value(*counter);
   if (value.load(std::memory_order_acquire) >= target) return WaitStatus::Ready;
-  SpinPacer pacer(ctx.spinCount);
-  for (int i = 0; i < ctx.spinCount; ++i) {
+  const int spins = ctx.nDrive > 0 && ctx.driveSpinCount >= 0 ? ctx.driveSpinCount : ctx.spinCount;
+  SpinPacer pacer(spins);
+  for (int i = 0; i < spins; ++i) {
     if (ctx.nDrive > 0) {
       for (int t = 0; t < ctx.nDrive; ++t) proxyProgressInline(ctx.drive[t]);
       proxyDriveScoped();  // the operation's other ends (proxy.h, ProxyDriveScope)

@@ -18,6 +18,9 @@ namespace tutti::host {
 // What a wait needs besides the counter: how long to spin, when to give up, and what stops it.
 struct WaitContext {
   int spinCount = 2000;                      // polls before sleeping
+  // Polls before sleeping for a wait that drives network connections (drive below): each poll is then a system
+  // call, which a rank whose cores are shared takes from the ranks it waits for. -1: spinCount.
+  int driveSpinCount = -1;
   int64_t timeoutNs = 0;                     // 0: wait forever (abort still ends it)
   const std::atomic<bool>* abortFlag = nullptr;
   bool shared = false;                       // futex words in inter-process memory
