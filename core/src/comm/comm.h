@@ -153,6 +153,9 @@ struct ncclComm {
   // AlltoAll by Bruck's algorithm, from doublingMinRanks ranks and doublingMinBytes, up to this many bytes of input
   // (TUTTI_BRUCK_MAX_BYTES; 0: never).
   size_t bruckMaxBytes = 0;
+  // Broadcast down a binomial tree, from doublingMinRanks ranks and doublingMinBytes, up to this many bytes
+  // (TUTTI_BINOMIAL_BCAST_MAX_BYTES; 0: never).
+  size_t binomialBcastMaxBytes = 0;
   // AllReduce by recursive halving then doubling, past doublingMaxBytes (TUTTI_HALVING_DOUBLING_MAX_BYTES).
   size_t halvingDoublingMaxBytes = 0;
   // A deterministic AllReduce by recursive doubling (a power of two of ranks) up to this many bytes

@@ -143,6 +143,7 @@ TEST_P(Configured, OneShotCollectives) {
     GTEST_SKIP() << "the one-shot path is the host backend's";
   ScopedEnv oneShot("TUTTI_ONESHOT_MAX_BYTES", "262144");
   ScopedEnv noDoubling("TUTTI_DOUBLING_MAX_BYTES", "0");  // the one-shot itself, at every rank count
+  ScopedEnv noBruck("TUTTI_BRUCK_MAX_BYTES", "0"), noBinomial("TUTTI_BINOMIAL_BCAST_MAX_BYTES", "0");
   runSlice(GetParam(), {1, 13, 4099, 30001});
 }
 
@@ -154,6 +155,7 @@ TEST_P(Configured, OneShotLoneAndGroupedCallsMeet) {
     GTEST_SKIP() << "the one-shot path is the host backend's";
   ScopedEnv oneShot("TUTTI_ONESHOT_MAX_BYTES", "262144");
   ScopedEnv noDoubling("TUTTI_DOUBLING_MAX_BYTES", "0");  // the one-shot itself, at every rank count
+  ScopedEnv noBruck("TUTTI_BRUCK_MAX_BYTES", "0"), noBinomial("TUTTI_BINOMIAL_BCAST_MAX_BYTES", "0");
   const int k = GetParam();
   constexpr size_t kCount = 257;
   CommSet comms(k, InitMode::kInitRank);
@@ -220,6 +222,7 @@ TEST_P(Configured, OneShotGivesEveryRankTheSameBits) {
     GTEST_SKIP() << "the one-shot path is the host backend's";
   ScopedEnv oneShot("TUTTI_ONESHOT_MAX_BYTES", "262144");
   ScopedEnv noDoubling("TUTTI_DOUBLING_MAX_BYTES", "0");  // the one-shot itself, at every rank count
+  ScopedEnv noBruck("TUTTI_BRUCK_MAX_BYTES", "0"), noBinomial("TUTTI_BINOMIAL_BCAST_MAX_BYTES", "0");
   const int k = GetParam();
   constexpr size_t kCount = 4099;
   CommSet comms(k, InitMode::kInitRank);
@@ -261,6 +264,7 @@ class Doubling : public testing::TestWithParam<int> {
   ScopedEnv gather_{"TUTTI_DOUBLING_GATHER_MAX_BYTES", "1048576"};
   ScopedEnv halving_{"TUTTI_HALVING_MAX_BYTES", "1048576"};
   ScopedEnv bruck_{"TUTTI_BRUCK_MAX_BYTES", "1048576"};
+  ScopedEnv binomial_{"TUTTI_BINOMIAL_BCAST_MAX_BYTES", "524288"};
 };
 
 // AllReduce cases for every op over `types` and `counts`, alternately in place, unaligned.
@@ -375,6 +379,33 @@ TEST_P(Doubling, AlltoAllByBruck) {
   big.count = 30001 / static_cast<size_t>(k);
   big.seed = 7800;
   cases.push_back(std::make_unique<CollCase>(big, k));
+  Report report;
+  runCases(comms, Drive::kThreads, cases, report, 240);
+  reportFailures(report);
+}
+
+// Broadcast down a binomial tree from every root at every rank count: 1 to 4099 elements of three sizes,
+// unaligned, in place and not.
+TEST_P(Doubling, BroadcastByBinomialTree) {
+  const int k = GetParam();
+  CommSet comms(k, InitMode::kInitRank);
+  ASSERT_TRUE(comms.ok()) << comms.error();
+  CaseList cases;
+  uint32_t index = 0;
+  for (int root = 0; root < k; ++root)
+    for (ncclDataType_t type : {ncclInt8, ncclFloat32, ncclFloat64})
+      for (size_t count : {size_t{1}, size_t{13}, size_t{4099}}) {
+        CollSpec b;
+        b.coll = Coll::kBroadcast;
+        b.type = type;
+        b.count = count;
+        b.root = root;
+        b.inPlace = index % 2 == 1;
+        b.sendOffset = index % 8;
+        b.recvOffset = (index + 5) % 8;
+        b.seed = 7900 + index++;
+        cases.push_back(std::make_unique<CollCase>(b, k));
+      }
   Report report;
   runCases(comms, Drive::kThreads, cases, report, 240);
   reportFailures(report);

@@ -82,7 +82,10 @@ TEST_P(MpMatrix, Cases) {
     for (auto& [name, value] : opts.env)
       if (name == "NCCL_DEBUG_SUBSYS") value = "INIT,NET";  // the net transport logs its first zero-copy step
   }
-  if (p.via == Via::kOneShot) opts.env.push_back({"TUTTI_ONESHOT_MAX_BYTES", "262144"});
+  if (p.via == Via::kOneShot) {
+    opts.env.push_back({"TUTTI_ONESHOT_MAX_BYTES", "262144"});
+    opts.env.push_back({"TUTTI_BINOMIAL_BCAST_MAX_BYTES", "0"});  // the one-shot Broadcast itself
+  }
   if (hostOnly) {
     for (auto& [name, value] : opts.env)
       if (name == "NCCL_DEBUG_SUBSYS") value = "INIT,COLL";  // the COLL lines name each call's algorithm

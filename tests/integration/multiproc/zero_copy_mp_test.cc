@@ -132,6 +132,8 @@ TEST(NetZeroCopy, InPlaceRingShiftInOneGroupGetsThePredecessorsOldData) {
 TEST(NetZeroCopy, OneShotCollectivesInPlaceAndOutOfPlace) {
   MpOptions opts = zeroCopyOptions();
   opts.env.push_back({"TUTTI_ONESHOT_MAX_BYTES", "524288"});  // every call below takes the one-shot path
+  opts.env.push_back({"TUTTI_BRUCK_MAX_BYTES", "0"});
+  opts.env.push_back({"TUTTI_BINOMIAL_BCAST_MAX_BYTES", "0"});
   MpResult r = runProcesses(opts, [](const RankContext& ctx) {
     ncclComm_t comm = nullptr;
     if (int rc = initComm(ctx, &comm)) return rc;
@@ -268,6 +270,23 @@ TEST(NetDoubling, RecursivePathsInPlaceAndOutOfPlace) {
             const size_t e = ctx.rank * count + i;
             if (dst[i] != static_cast<float>(n * (n + 1) / 2) * static_cast<float>(e % 11 + iter))
               return fail("ReduceScatter of " + std::to_string(count) + how + " differs at " + std::to_string(i), 16);
+          }
+        }
+        // Broadcast down a binomial tree (up to 512 KiB over the network by default): rank 0's message, once
+        // forwarded by rank 1 to rank 3, and rank 2's, forwarded by rank 3 to rank 1.
+        for (size_t count : {size_t{5}, size_t{20000}}) {
+          for (int root : {0, 2}) {
+            std::vector<float> in(count), out(count, -1.0f);
+            float* src = inPlace ? out.data() : in.data();
+            if (ctx.rank == root)
+              for (size_t i = 0; i < count; ++i) src[i] = valueOf(root, iter, i);
+            late(iter + 4);
+            if (ncclBroadcast(src, out.data(), count, ncclFloat32, root, comm, nullptr) != ncclSuccess)
+              return fail("ncclBroadcast: " + std::string(ncclGetLastError(comm)), 19);
+            for (size_t i = 0; i < count; ++i)
+              if (out[i] != valueOf(root, iter, i))
+                return fail("Broadcast of " + std::to_string(count) + how + " from rank " + std::to_string(root) +
+                                " differs at " + std::to_string(i), 20);
           }
         }
         // AlltoAll by Bruck's algorithm (up to 8 KiB per rank over the network by default).

@@ -27,9 +27,12 @@ bool oneShotWanted(const ncclComm* comm, size_t bytes) {
 bool doublingWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes, bool det) {
   const int n = comm->nRanks;
   if (comm->backend != Backend::Host || !comm->corePaths || n < comm->doublingMinRanks || n > kOneShotMaxRanks ||
-      bytes < std::max<size_t>(1, comm->doublingMinBytes))
+      bytes == 0)
     return false;
   const size_t slot = comm->buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS;
+  // Broadcast (the buffer's bytes): one message in and at most log2 n out per rank, whatever the size.
+  if (func == ncclFuncBroadcast) return bytes <= comm->binomialBcastMaxBytes && bytes <= slot;
+  if (bytes < comm->doublingMinBytes) return false;
   // A deterministic AllReduce: a power of two of ranks, whose tree is the fixed order's; partial results travel in
   // the accumulator (up to 4 times the bytes, fp8).
   if (det && (n & (n - 1)) != 0) return false;
@@ -433,12 +436,66 @@ ncclResult_t runBruck(ncclComm* comm, const OneShot& s, const WaitContext& wait,
   return waitAllSent(sends);
 }
 
+// Broadcast down a binomial tree over ranks relative to the root (v = (r - root) mod n): rank v takes the buffer
+// from v minus its highest set bit, then sends it to v + 2^k for every 2^k above that bit, the largest subtree
+// first. No rank sends more than ceil(log2 n) messages per call where the one-shot root sends n - 1: calls issued
+// back to back go as fast as the busiest sender allows, and a message is system calls on both sides over
+// sockets. Every message leaves from the output (the root's input) and the received one may land in the output
+// (zero copy on network ends that take user buffers).
+ncclResult_t runBinomialBroadcast(ncclComm* comm, const OneShot& s, const WaitContext& wait, const OpLabel& label) {
+  const int n = comm->nRanks, r = comm->rank;
+  const int v = (r - s.root + n) % n;
+  const size_t bytes = s.count * s.esize;
+  const ResolvedRedOp copy = byteCopy();
+  const char* what = funcName(s.func);
+  int top = 1;  // the lowest power of two above v's highest set bit (1 for the root)
+  while (top <= v) top <<= 1;
+  const char* data = s.input;  // what this rank sends: the root's input, the others' output once received
+  if (v != 0) {
+    const int parent = (v - top / 2 + s.root) % n;
+    Connection* rcn = commCollConnection(comm, parent, false);
+    if (!rcn) TUTTI_FAIL(ncclInternalError, "rank {}: {}: no connection from rank {}", r, what, parent);
+    HostConn* rc = &rcn->host;
+    char* landing = nullptr;
+    if (rc->netEnd && userBufferStep(rc, TUTTI_PROTO_SIMPLE, bytes)) {
+      const NetUserStep step{rc->step, s.output, bytes};
+      netRecvInto(rc->netEnd, &step, 1);
+      landing = s.output;
+    }
+    announceRecvSteps(rc, 1);
+    HostPrims prims(rc, nullptr, nullptr, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    const char* got = nullptr;
+    TUTTI_CHECK(prims.recvPeek(bytes, &got, landing));
+    if (got != s.output) std::memcpy(s.output, got, bytes);
+    prims.recvRelease();
+    data = s.output;
+  } else if (s.input != s.output) {
+    std::memcpy(s.output, s.input, bytes);
+  }
+  int nChildren = 0;
+  for (int m = top; v + m < n; m <<= 1) ++nChildren;
+  PrimsSlots<kMaxDoublingSteps> sends;
+  ProxyDriveScope scope;
+  for (int i = nChildren - 1, m = top << (nChildren - 1); i >= 0; --i, m >>= 1) {
+    const int child = (v + m + s.root) % n;
+    Connection* scn = commCollConnection(comm, child, true);
+    if (!scn) TUTTI_FAIL(ncclInternalError, "rank {}: {}: no connection to rank {}", r, what, child);
+    HostConn* sc = &scn->host;
+    HostPrims& sp = sends.emplace(i, nullptr, sc, data, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    sp.useUserBuffers(false, true);  // nothing writes the buffer again in this call
+    TUTTI_CHECK(sp.send(0, bytes));
+    if (sc->proxyTask) scope.add(sc->proxyTask);
+  }
+  return waitAllSent(sends);
+}
+
 }  // namespace
 
 ncclResult_t runOneShot(ncclComm* comm, const OneShot& s, const WaitContext& wait, const OpLabel& label) {
   if (s.doubling) {
     if (s.func == ncclFuncAllGather) return runGatherDoubling(comm, s, wait, label);
     if (s.func == ncclFuncAlltoAll) return runBruck(comm, s, wait, label);
+    if (s.func == ncclFuncBroadcast) return runBinomialBroadcast(comm, s, wait, label);
     if (s.func == ncclFuncReduceScatter)
       return s.det ? runDetHalving(comm, s, wait, label) : runHalving(comm, s, wait, label);
     if (!s.det && s.count * s.esize > comm->doublingMaxBytes) {  // halving, then doubling (doublingWanted)
