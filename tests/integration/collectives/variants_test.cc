@@ -267,6 +267,20 @@ class Doubling : public testing::TestWithParam<int> {
   ScopedEnv binomial_{"TUTTI_BINOMIAL_BCAST_MAX_BYTES", "524288"};
 };
 
+// Case `index` of a list: in place every other case, buffers off their alignment by up to 7 bytes.
+CollSpec variedSpec(Coll coll, ncclDataType_t type, size_t count, int root, uint32_t seedBase, uint32_t index) {
+  CollSpec s;
+  s.coll = coll;
+  s.type = type;
+  s.count = count;
+  s.root = root;
+  s.inPlace = index % 2 == 1;
+  s.sendOffset = index % 8;
+  s.recvOffset = (index + 3) % 8;
+  s.seed = seedBase + index;
+  return s;
+}
+
 // AllReduce cases for every op over `types` and `counts`, alternately in place, unaligned.
 CaseList allReduceCases(int k, std::initializer_list<ncclDataType_t> types, std::initializer_list<size_t> counts,
                         uint32_t seed) {
@@ -275,21 +289,15 @@ CaseList allReduceCases(int k, std::initializer_list<ncclDataType_t> types, std:
   for (OpKind op : kAllOps)
     for (ncclDataType_t type : types)
       for (size_t count : counts) {
-        CollSpec s;
-        s.coll = Coll::kAllReduce;
-        s.type = type;
+        CollSpec s = variedSpec(Coll::kAllReduce, type, count, 0, seed, index++);
         s.op = op;
-        s.count = count;
-        s.inPlace = index % 2 == 1;
-        s.sendOffset = index % 8;
-        s.recvOffset = (index + 3) % 8;
-        s.seed = seed + index++;
         cases.push_back(std::make_unique<CollCase>(s, k));
       }
   return cases;
 }
 
-void runAllReduceCases(int k, CaseList cases) {
+// Runs `cases` on k ranks as threads of this process.
+void runThreadCases(int k, CaseList cases) {
   CommSet comms(k, InitMode::kInitRank);
   ASSERT_TRUE(comms.ok()) << comms.error();
   Report report;
@@ -304,7 +312,7 @@ TEST_P(Doubling, AllReduceByHalvingThenDoubling) {
   if (k != 4 && k != 8) GTEST_SKIP() << "powers of two from 4 ranks";
   ScopedEnv small("TUTTI_DOUBLING_MAX_BYTES", "64");
   ScopedEnv large("TUTTI_HALVING_DOUBLING_MAX_BYTES", "1048576");
-  runAllReduceCases(k, allReduceCases(k, {ncclInt32, ncclBfloat16, ncclFloat64},
+  runThreadCases(k, allReduceCases(k, {ncclInt32, ncclBfloat16, ncclFloat64},
                                       {size_t{8} * 1024, size_t{24} * 1024 + 8, size_t{4099}}, 7500));
 }
 
@@ -312,7 +320,7 @@ TEST_P(Doubling, AllReduceByHalvingThenDoubling) {
 // precision data, counts 1 to 30001, unaligned buffers, in place and not.
 TEST_P(Doubling, AllReduceEveryOpAndType) {
   const int k = GetParam();
-  runAllReduceCases(k, allReduceCases(k, {ncclInt32, ncclFloat16, ncclFloat32},
+  runThreadCases(k, allReduceCases(k, {ncclInt32, ncclFloat16, ncclFloat32},
                                       {size_t{1}, size_t{13}, size_t{4099}, size_t{30001}}, 7100));
 }
 
@@ -356,59 +364,31 @@ TEST_P(Doubling, AllGatherAndReduceScatter) {
 // blocks of 1 to 30001 elements of three sizes, unaligned, in place and not.
 TEST_P(Doubling, AlltoAllByBruck) {
   const int k = GetParam();
-  CommSet comms(k, InitMode::kInitRank);
-  ASSERT_TRUE(comms.ok()) << comms.error();
   CaseList cases;
   uint32_t index = 0;
   for (ncclDataType_t type : {ncclInt8, ncclFloat16, ncclFloat64})
     for (size_t count : {size_t{1}, size_t{13}, size_t{4099}})
-      for (bool inPlace : {false, true}) {
-        CollSpec a;
-        a.coll = Coll::kAlltoAll;
-        a.type = type;
-        a.count = count;
-        a.inPlace = inPlace;
-        a.sendOffset = index % 8;
-        a.recvOffset = (index + 3) % 8;
-        a.seed = 7700 + index++;
-        cases.push_back(std::make_unique<CollCase>(a, k));
-      }
+      cases.push_back(std::make_unique<CollCase>(variedSpec(Coll::kAlltoAll, type, count, 0, 7700, index++), k));
   CollSpec big;
   big.coll = Coll::kAlltoAll;
   big.type = ncclInt32;
   big.count = 30001 / static_cast<size_t>(k);
   big.seed = 7800;
   cases.push_back(std::make_unique<CollCase>(big, k));
-  Report report;
-  runCases(comms, Drive::kThreads, cases, report, 240);
-  reportFailures(report);
+  runThreadCases(k, std::move(cases));
 }
 
 // Broadcast down a binomial tree from every root at every rank count: 1 to 4099 elements of three sizes,
 // unaligned, in place and not.
 TEST_P(Doubling, BroadcastByBinomialTree) {
   const int k = GetParam();
-  CommSet comms(k, InitMode::kInitRank);
-  ASSERT_TRUE(comms.ok()) << comms.error();
   CaseList cases;
   uint32_t index = 0;
   for (int root = 0; root < k; ++root)
     for (ncclDataType_t type : {ncclInt8, ncclFloat32, ncclFloat64})
-      for (size_t count : {size_t{1}, size_t{13}, size_t{4099}}) {
-        CollSpec b;
-        b.coll = Coll::kBroadcast;
-        b.type = type;
-        b.count = count;
-        b.root = root;
-        b.inPlace = index % 2 == 1;
-        b.sendOffset = index % 8;
-        b.recvOffset = (index + 5) % 8;
-        b.seed = 7900 + index++;
-        cases.push_back(std::make_unique<CollCase>(b, k));
-      }
-  Report report;
-  runCases(comms, Drive::kThreads, cases, report, 240);
-  reportFailures(report);
+      for (size_t count : {size_t{1}, size_t{13}, size_t{4099}})
+        cases.push_back(std::make_unique<CollCase>(variedSpec(Coll::kBroadcast, type, count, root, 7900, index++), k));
+  runThreadCases(k, std::move(cases));
 }
 
 // Every rank gets the bits of one balanced tree over rank order: the pairs (0, 1), (2, 3), ... of the ranks past the
