@@ -16,20 +16,21 @@ namespace {
 // Elements per chunk: one accumulator row per open subtree stays in L1.
 constexpr size_t kDetChunk = 512;
 
+// out[i] = lo[i] (op) hi[i]; out may be lo. Inlined into the vectorised callers.
 template <typename A>
-void combineRows(RedOpKind kind, A* lo, const A* hi, size_t c) {
+inline void combineRow(RedOpKind kind, const A* lo, const A* hi, A* out, size_t c) {
   switch (kind) {
     case RedOpKind::Prod:
-      for (size_t i = 0; i < c; ++i) lo[i] = wrapMul<A>(lo[i], hi[i]);
+      for (size_t i = 0; i < c; ++i) out[i] = wrapMul<A>(lo[i], hi[i]);
       break;
     case RedOpKind::Max:
-      for (size_t i = 0; i < c; ++i) lo[i] = OpMinMax<A, true>{}.reduce(lo[i], hi[i]);
+      for (size_t i = 0; i < c; ++i) out[i] = OpMinMax<A, true>{}.reduce(lo[i], hi[i]);
       break;
     case RedOpKind::Min:
-      for (size_t i = 0; i < c; ++i) lo[i] = OpMinMax<A, false>{}.reduce(lo[i], hi[i]);
+      for (size_t i = 0; i < c; ++i) out[i] = OpMinMax<A, false>{}.reduce(lo[i], hi[i]);
       break;
     default:
-      for (size_t i = 0; i < c; ++i) lo[i] = wrapAdd<A>(lo[i], hi[i]);
+      for (size_t i = 0; i < c; ++i) out[i] = wrapAdd<A>(lo[i], hi[i]);
       break;
   }
 }
@@ -109,12 +110,12 @@ void detReduceChunks(const DetOp<T>& op, int n, const void* const* in, int nOut,
       foldLeafOp(op, scalarOf(r), row(top - 1), src, c);  // odd rank: closes the pair on top at once
       int cur = top - 1;
       for (unsigned k = unsigned(r) >> 1; k & 1u; k >>= 1) {
-        combineRows(op.kind, row(cur - 1), row(cur), c);
+        combineRow(op.kind, row(cur - 1), row(cur), row(cur - 1), c);
         --cur;
       }
       top = cur + 1;
     }
-    for (int s = top - 2; s >= 0; --s) combineRows(op.kind, row(s), row(s + 1), c);
+    for (int s = top - 2; s >= 0; --s) combineRow(op.kind, row(s), row(s + 1), row(s), c);
     const A* acc = row(0);
     const void* res = acc;
     if (!direct) {
@@ -266,21 +267,8 @@ TUTTI_SIMD_CLONES void leafRow(const DetOp<T>& op, const T* in, A* acc, size_t c
 }
 
 template <typename A>
-TUTTI_SIMD_CLONES void combineRow(RedOpKind kind, const A* lo, const A* hi, A* out, size_t c) {
-  switch (kind) {
-    case RedOpKind::Prod:
-      for (size_t i = 0; i < c; ++i) out[i] = wrapMul<A>(lo[i], hi[i]);
-      break;
-    case RedOpKind::Max:
-      for (size_t i = 0; i < c; ++i) out[i] = OpMinMax<A, true>{}.reduce(lo[i], hi[i]);
-      break;
-    case RedOpKind::Min:
-      for (size_t i = 0; i < c; ++i) out[i] = OpMinMax<A, false>{}.reduce(lo[i], hi[i]);
-      break;
-    default:
-      for (size_t i = 0; i < c; ++i) out[i] = wrapAdd<A>(lo[i], hi[i]);
-      break;
-  }
+TUTTI_SIMD_CLONES void combineRowSimd(RedOpKind kind, const A* lo, const A* hi, A* out, size_t c) {
+  combineRow(kind, lo, hi, out, c);
 }
 
 template <typename T, typename A>
@@ -326,13 +314,13 @@ void hostDetCombine(const ResolvedRedOp& op, const void* lo, const void* hi, voi
   dispatchDataType(op.datatype, [&](auto tag) {
     using A = DetAcc<typename decltype(tag)::Type>;
     if (aligned<A>(lo) && aligned<A>(hi) && aligned<A>(out))
-      return combineRow(op.kind, static_cast<const A*>(lo), static_cast<const A*>(hi), static_cast<A*>(out), count);
+      return combineRowSimd(op.kind, static_cast<const A*>(lo), static_cast<const A*>(hi), static_cast<A*>(out), count);
     for (size_t base = 0; base < count; base += kDetChunk) {
       const size_t c = std::min(kDetChunk, count - base);
       A a[kDetChunk], b[kDetChunk];
       std::memcpy(a, static_cast<const char*>(lo) + base * sizeof(A), c * sizeof(A));
       std::memcpy(b, static_cast<const char*>(hi) + base * sizeof(A), c * sizeof(A));
-      combineRow(op.kind, a, b, a, c);
+      combineRowSimd(op.kind, a, b, a, c);
       std::memcpy(static_cast<char*>(out) + base * sizeof(A), a, c * sizeof(A));
     }
   });
