@@ -206,7 +206,7 @@ NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_
     // Small buffers go to every peer at once (device/host/oneshot.h), and inside one host large blocks are read
     // once from the peers' buffers (device/host/direct_copy.h): one collective instead of the sends and receives
     // below. Every rank decides alike (the same count everywhere).
-    if (oneShotWanted(comm, block * comm->nRanks) ||
+    if (oneShotWanted(comm, ncclFuncAlltoAll, block * comm->nRanks) ||
         doublingWanted(comm, ncclFuncAlltoAll, block * comm->nRanks, /*det=*/false) ||
         directWanted(comm, ncclFuncAlltoAll, block * comm->nRanks))
       return enqueue("ncclAlltoAll", ncclFuncAlltoAll, sendbuff, recvbuff, count, datatype, ncclSum, 0, comm, stream);

@@ -398,6 +398,13 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
                                                            : size_t{16} << 10;
   comm->oneShotMaxBytes =
       comm->backend == Backend::Host && !paramIsSet("NCCL_ALGO") && !paramIsSet("NCCL_PROTO") ? oneShotMax : 0;
+  // An AlltoAll's one-shot sends each peer its block, the grouped sends' bytes, in one go from the calling thread.
+  // Unset: up to 256 KiB in all (the median of three runs, grouped sends or single copy -> one-shot, us: sockets 8
+  // ranks 64 KiB 972 -> 528, 256 KiB 989 -> 675, 1 MiB 2485 -> 2920; 4 ranks 64 KiB 191 -> 118, 256 KiB 405 -> 272;
+  // shm 8 ranks 64 KiB 159 -> 78, 256 KiB 366 -> 252; 4 ranks 256 KiB 118 -> 95, 1 MiB 310 -> 441).
+  const int64_t a2aMax = paramInt("TUTTI_ONESHOT_ALLTOALL_MAX_BYTES");
+  comm->oneShotAlltoAllMaxBytes =
+      comm->oneShotMaxBytes ? (a2aMax >= 0 ? static_cast<size_t>(a2aMax) : size_t{256} << 10) : 0;
   // Recursive doubling AllReduce: log2 n exchanges with one peer each, n - 1 fewer messages than the one-shot's
   // n - 1 at once for more steps in a row. Unset: over the network, where each message costs system calls on both
   // sides, from 3 ranks and 1 byte to 128 KiB; elsewhere from 4 ranks, 4 KiB to 64 KiB (2 cores, the median of three

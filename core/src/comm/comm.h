@@ -143,6 +143,8 @@ struct ncclComm {
   bool directConnsReady = false;
   // One-shot AllReduce (device/host/oneshot.h) up to this many bytes (TUTTI_ONESHOT_MAX_BYTES; 0: never).
   size_t oneShotMaxBytes = 0;
+  // The same for AlltoAll where larger (TUTTI_ONESHOT_ALLTOALL_MAX_BYTES): off with oneShotMaxBytes.
+  size_t oneShotAlltoAllMaxBytes = 0;
   // Recursive doubling AllReduce (device/host/oneshot.h, doublingWanted) from doublingMinRanks ranks, from
   // doublingMinBytes to doublingMaxBytes (TUTTI_DOUBLING_*; a maximum of 0: never).
   int doublingMinRanks = 4;

@@ -18,10 +18,15 @@
 
 namespace tutti {
 
-bool oneShotWanted(const ncclComm* comm, size_t bytes) {
-  if (comm->backend != Backend::Host || !comm->corePaths || comm->nRanks < 2 || comm->nRanks > kOneShotMaxRanks)
+bool oneShotWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes) {
+  if (comm->backend != Backend::Host || !comm->corePaths || comm->nRanks < 2 || comm->nRanks > kOneShotMaxRanks ||
+      bytes == 0 || comm->oneShotMaxBytes == 0)
     return false;
-  return bytes > 0 && bytes <= comm->oneShotMaxBytes && bytes <= comm->buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS;
+  const size_t slot = comm->buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS;
+  // AlltoAll: each peer's block once, as the grouped sends would send it, all at once from one thread.
+  if (func == ncclFuncAlltoAll)
+    return bytes <= std::max(comm->oneShotMaxBytes, comm->oneShotAlltoAllMaxBytes) && bytes / comm->nRanks <= slot;
+  return bytes <= comm->oneShotMaxBytes && bytes <= slot;
 }
 
 bool doublingWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes, bool det) {

@@ -45,7 +45,9 @@ struct OneShot {
 // path:
 // host backend, the default tuner alone in the chain (comm->corePaths), 2 to kOneShotMaxRanks ranks, 1 byte to
 // comm->oneShotMaxBytes, and within one Simple slot.
-bool oneShotWanted(const ncclComm* comm, size_t bytes);
+// An AlltoAll, whose messages are the peers' blocks (no more bytes than the grouped sends), up to
+// comm->oneShotAlltoAllMaxBytes if that is larger, its blocks within a slot.
+bool oneShotWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes);
 
 inline constexpr int kOneShotMaxRanks = 8;
 
