@@ -84,6 +84,7 @@ ncclResult_t receiveAndReduce(ncclComm* comm, const DetExchange& x, const WaitCo
   // polls, which ranks that outnumber the cores pay for in context switches.
   WaitContext sleepAtOnce = wait;
   sleepAtOnce.spinCount = 0;
+  sleepAtOnce.driveSpinCount = 0;
   std::vector<std::unique_ptr<HostPrims>> prims(n);
   for (int p = 0; p < n; ++p) {
     if (p == r) continue;
