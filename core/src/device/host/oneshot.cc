@@ -481,8 +481,8 @@ ncclResult_t runBinomialBroadcast(ncclComm* comm, const OneShot& s, const WaitCo
   for (int m = top; v + m < n; m <<= 1) ++nChildren;
   PrimsSlots<kMaxDoublingSteps> sends;
   ProxyDriveScope scope;
-  for (int i = nChildren - 1, m = top << (nChildren - 1); i >= 0; --i, m >>= 1) {
-    const int child = (v + m + s.root) % n;
+  for (int i = nChildren - 1; i >= 0; --i) {  // the largest subtree first
+    const int child = (v + (top << i) + s.root) % n;
     Connection* scn = commCollConnection(comm, child, true);
     if (!scn) TUTTI_FAIL(ncclInternalError, "rank {}: {}: no connection to rank {}", r, what, child);
     HostConn* sc = &scn->host;
