@@ -466,6 +466,44 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   const int64_t bbMax = paramInt("TUTTI_BINOMIAL_BCAST_MAX_BYTES");
   const size_t binomialBcastMax = bbMax >= 0 ? static_cast<size_t>(bbMax) : (overNetwork ? size_t{512} : size_t{256}) << 10;
   comm->binomialBcastMaxBytes = comm->oneShotMaxBytes ? binomialBcastMax : 0;
+  // AllReduce up a binomial tree to rank 0 and back down: n - 1 messages each way in all where recursive doubling
+  // sends n log2 n (and the one-shot n(n - 1)), for 2 log2 n hops in a row. Unset: over the network from 4 ranks up to
+  // 128 KiB; within a node on 8 ranks up to 64 KiB (the median of three to five runs, 2 cores, one-shot or doubling
+  // -> tree, us: sockets 4 ranks 8 B 42 -> 36, 32 KiB 114 -> 69; 6 ranks 8 B 115 -> 89, 32 KiB 220 -> 151; 8 ranks
+  // 4 KiB 160 -> 109, 32 KiB 343 -> 241, 128 KiB 1382 -> 721, 256 KiB 1125 -> 1458; 3 ranks 8 B 24 -> 27; shm 8
+  // ranks 8 B 26 -> 22, 32 KiB 123 -> 67, 64 KiB 282 -> 119, 128 KiB 240 -> 295; 6 ranks 4 KiB 18.6 -> 17.0, 32 KiB
+  // 42.7 -> 43.4; 4 ranks 32 KiB 28.8 -> 26.1, 128 KiB 72 -> 83).
+  // A deterministic one sends its partial results in the fixed order's accumulator (twice fp32's bytes). Unset: over
+  // the network from 4 ranks up to 64 KiB (past the deterministic doubling, on a power of two of ranks), within a
+  // node from 6 ranks up to 32 KiB (deterministic one-shot gather, exchange or doubling -> tree: sockets 4 ranks 8 B
+  // 36 -> 45 (doubling, kept), 32 KiB 256 -> 135; 6 ranks 8 B 146 -> 69, 32 KiB 532 -> 214; 8 ranks 4 KiB 216 ->
+  // 165, 32 KiB 1311 -> 494, 64 KiB 895 -> 549, 128 KiB 977 -> 1047; shm 6 ranks 4 KiB 29.8 -> 19.1; 8 ranks 4 KiB
+  // 62 -> 37, 16 KiB 182 -> 84, 32 KiB 201 -> 121, 64 KiB 209 -> 234; 4 ranks 32 KiB 56 -> 50, 128 KiB 93 -> 232).
+  const int64_t tMax = paramInt("TUTTI_TREE_ALLREDUCE_MAX_BYTES"), detTMax = paramInt("TUTTI_DET_TREE_ALLREDUCE_MAX_BYTES");
+  const size_t treeMax = tMax >= 0          ? static_cast<size_t>(tMax)
+                         : overNetwork      ? (nRanks >= 4 ? size_t{128} << 10 : 0)
+                                            : (nRanks >= 8 ? size_t{64} << 10 : 0);
+  const size_t detTreeMax = detTMax >= 0    ? static_cast<size_t>(detTMax)
+                            : overNetwork   ? (nRanks >= 4 ? size_t{64} << 10 : 0)
+                                            : (nRanks >= 6 ? size_t{32} << 10 : 0);
+  comm->treeAllReduceMaxBytes = comm->oneShotMaxBytes ? treeMax : 0;
+  comm->detTreeAllReduceMaxBytes = comm->oneShotMaxBytes ? detTreeMax : 0;
+  // ReduceScatter up the same tree (the whole input) and its blocks back down: 2(n - 1) messages where recursive
+  // halving sends n log2 n, for n - 1 times its bytes up. Unset: over the network from 6 ranks, within a node on 8, up
+  // to 32 KiB of input (the median of three runs, 2 cores, halving, one-shot or ring -> tree, us: sockets 8 ranks 64 B
+  // 163 -> 115, 4 KiB 184 -> 158, 32 KiB 237 -> 243; 6 ranks 64 B 134 -> 82, 4 KiB 181 -> 98, 32 KiB 199 -> 165; 4
+  // ranks 64 B 40 -> 37, 32 KiB 56 -> 84; shm 8 ranks 64 B 30 -> 26, 4 KiB 34 -> 27, 32 KiB 62 -> 45). A
+  // deterministic one, after the deterministic halving: over the network from 6 ranks up to 64 KiB, never within a
+  // node (sockets 8 ranks 32 KiB 716 -> 426; 6 ranks 64 B 176 -> 83, 32 KiB 285 -> 230; 4 ranks 32 KiB 94 -> 132; shm
+  // 8 ranks 32 KiB 79 -> 96).
+  const int64_t trsMax = paramInt("TUTTI_TREE_REDUCESCATTER_MAX_BYTES"),
+                detTrsMax = paramInt("TUTTI_DET_TREE_REDUCESCATTER_MAX_BYTES");
+  const size_t treeRsMax = trsMax >= 0 ? static_cast<size_t>(trsMax)
+                           : nRanks >= (overNetwork ? 6 : 8) ? size_t{32} << 10 : 0;
+  const size_t detTreeRsMax = detTrsMax >= 0 ? static_cast<size_t>(detTrsMax)
+                              : overNetwork && nRanks >= 6 ? size_t{64} << 10 : 0;
+  comm->treeReduceScatterMaxBytes = comm->oneShotMaxBytes ? treeRsMax : 0;
+  comm->detTreeReduceScatterMaxBytes = comm->oneShotMaxBytes ? detTreeRsMax : 0;
   comm->doublingMinBytes = dMin >= 0 ? static_cast<size_t>(dMin) : overNetwork ? 1 : size_t{4} << 10;
   comm->doublingMinRanks = dRanks >= 0 ? static_cast<int>(std::max<int64_t>(2, dRanks)) : overNetwork ? 3 : 4;
   // A deterministic call's gather of every input whole (det_coll.h) against the exchange of slices, unset: up to

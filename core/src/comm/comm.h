@@ -158,6 +158,12 @@ struct ncclComm {
   // Broadcast down a binomial tree, from doublingMinRanks ranks and doublingMinBytes, up to this many bytes
   // (TUTTI_BINOMIAL_BCAST_MAX_BYTES; 0: never).
   size_t binomialBcastMaxBytes = 0;
+  // AllReduce up and down a binomial tree, 3 to 8 ranks, up to this many bytes (TUTTI_TREE_ALLREDUCE_MAX_BYTES,
+  // TUTTI_DET_TREE_ALLREDUCE_MAX_BYTES for a deterministic one; 0: never).
+  size_t treeAllReduceMaxBytes = 0, detTreeAllReduceMaxBytes = 0;
+  // ReduceScatter up and down the same tree, up to this many bytes of input (TUTTI_TREE_REDUCESCATTER_MAX_BYTES,
+  // TUTTI_DET_TREE_REDUCESCATTER_MAX_BYTES for a deterministic one; 0: never).
+  size_t treeReduceScatterMaxBytes = 0, detTreeReduceScatterMaxBytes = 0;
   // AllReduce by recursive halving then doubling, past doublingMaxBytes (TUTTI_HALVING_DOUBLING_MAX_BYTES).
   size_t halvingDoublingMaxBytes = 0;
   // A deterministic AllReduce by recursive doubling (a power of two of ranks) up to this many bytes

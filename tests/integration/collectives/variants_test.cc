@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <thread>
@@ -144,6 +145,7 @@ TEST_P(Configured, OneShotCollectives) {
   ScopedEnv oneShot("TUTTI_ONESHOT_MAX_BYTES", "262144");
   ScopedEnv noDoubling("TUTTI_DOUBLING_MAX_BYTES", "0");  // the one-shot itself, at every rank count
   ScopedEnv noBruck("TUTTI_BRUCK_MAX_BYTES", "0"), noBinomial("TUTTI_BINOMIAL_BCAST_MAX_BYTES", "0");
+  ScopedEnv noTree("TUTTI_TREE_ALLREDUCE_MAX_BYTES", "0"), noTreeRs("TUTTI_TREE_REDUCESCATTER_MAX_BYTES", "0");
   runSlice(GetParam(), {1, 13, 4099, 30001});
 }
 
@@ -156,6 +158,7 @@ TEST_P(Configured, OneShotLoneAndGroupedCallsMeet) {
   ScopedEnv oneShot("TUTTI_ONESHOT_MAX_BYTES", "262144");
   ScopedEnv noDoubling("TUTTI_DOUBLING_MAX_BYTES", "0");  // the one-shot itself, at every rank count
   ScopedEnv noBruck("TUTTI_BRUCK_MAX_BYTES", "0"), noBinomial("TUTTI_BINOMIAL_BCAST_MAX_BYTES", "0");
+  ScopedEnv noTree("TUTTI_TREE_ALLREDUCE_MAX_BYTES", "0"), noTreeRs("TUTTI_TREE_REDUCESCATTER_MAX_BYTES", "0");
   const int k = GetParam();
   constexpr size_t kCount = 257;
   CommSet comms(k, InitMode::kInitRank);
@@ -223,6 +226,7 @@ TEST_P(Configured, OneShotGivesEveryRankTheSameBits) {
   ScopedEnv oneShot("TUTTI_ONESHOT_MAX_BYTES", "262144");
   ScopedEnv noDoubling("TUTTI_DOUBLING_MAX_BYTES", "0");  // the one-shot itself, at every rank count
   ScopedEnv noBruck("TUTTI_BRUCK_MAX_BYTES", "0"), noBinomial("TUTTI_BINOMIAL_BCAST_MAX_BYTES", "0");
+  ScopedEnv noTree("TUTTI_TREE_ALLREDUCE_MAX_BYTES", "0"), noTreeRs("TUTTI_TREE_REDUCESCATTER_MAX_BYTES", "0");
   const int k = GetParam();
   constexpr size_t kCount = 4099;
   CommSet comms(k, InitMode::kInitRank);
@@ -324,16 +328,64 @@ TEST_P(Doubling, AllReduceEveryOpAndType) {
                                       {size_t{1}, size_t{13}, size_t{4099}, size_t{30001}}, 7100));
 }
 
-// AllGather by recursive doubling and ReduceScatter by recursive halving on 4 and 8 ranks (other counts take the
-// usual paths): every op on ReduceScatter, blocks of 1 to 30001 elements, unaligned, in place and not.
-TEST_P(Doubling, AllGatherAndReduceScatter) {
+// AllReduce up a binomial tree to rank 0 and back down (3 to 8 ranks): every op on integer, half and single precision
+// data, counts 1 to 30001, unaligned buffers, in place and not.
+TEST_P(Doubling, AllReduceUpAndDownTheTree) {
   const int k = GetParam();
-  if (k != 4 && k != 8) GTEST_SKIP() << "powers of two from 4 ranks";
+  if (k < 3) GTEST_SKIP() << "from 3 ranks";
+  ScopedEnv tree("TUTTI_TREE_ALLREDUCE_MAX_BYTES", "262144");
+  runThreadCases(k, allReduceCases(k, {ncclInt32, ncclFloat16, ncclFloat32},
+                                      {size_t{1}, size_t{13}, size_t{4099}, size_t{30001}}, 7300));
+}
+
+// The tree's root folds rank r + m's partial result after rank r's, the smallest subtree first: a perfect tree over
+// each block of ranks given by the binary digits of n, joined from the last block backwards. Every rank gets the root's
+// bits, which are that fold's in the datatype, even where the order of additions changes the result.
+TEST_P(Doubling, TreeAllReduceFoldsInTheBinomialOrder) {
+  const int k = GetParam();
+  if (k < 3) GTEST_SKIP() << "from 3 ranks";
+  ScopedEnv tree("TUTTI_TREE_ALLREDUCE_MAX_BYTES", "262144");
+  constexpr size_t kCount = 4099;
+  CommSet comms(k, InitMode::kInitRank);
+  ASSERT_TRUE(comms.ok()) << comms.error();
+  std::vector<std::vector<float>> in(k, std::vector<float>(kCount)), out(k, std::vector<float>(kCount, 0.0f));
+  std::mt19937 rng(12);
+  std::uniform_real_distribution<float> mantissa(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-20, 20);
+  for (auto& row : in)
+    for (float& x : row) x = std::ldexp(mantissa(rng), exponent(rng));
+  Report report;
+  runPerRank(comms, [&](int r, ncclComm_t comm) {
+    report.ok(ncclAllReduce(in[r].data(), out[r].data(), kCount, ncclFloat32, ncclSum, comm, nullptr),
+              "ncclAllReduce", comm);
+  }, report, "AllReduce");
+  reportFailures(report);
+  // fold(s, m): ranks s to s + m - 1 that exist, as rank s of the tree folds them.
+  std::function<float(size_t, int, int)> fold = [&](size_t i, int s, int m) -> float {
+    if (m == 1) return in[s][i];
+    const float lo = fold(i, s, m / 2);
+    return s + m / 2 < k ? lo + fold(i, s + m / 2, m / 2) : lo;
+  };
+  int top = 1;
+  while (top < k) top *= 2;
+  size_t differ = 0, unlikeFold = 0;
+  for (size_t i = 0; i < kCount; ++i) {
+    const float want = fold(i, 0, top);
+    for (int r = 1; r < k; ++r) differ += std::memcmp(&out[r][i], &out[0][i], sizeof(float)) != 0;
+    unlikeFold += std::memcmp(&out[0][i], &want, sizeof(float)) != 0;
+  }
+  EXPECT_EQ(differ, 0u) << "elements where a rank's result differs from rank 0's";
+  EXPECT_EQ(unlikeFold, 0u) << "elements that are not the binomial tree's fold";
+}
+
+// AllGather of fp16 and ReduceScatter of every op on int32 / fp32, blocks of `counts` elements, unaligned, in place and
+// not, on k ranks as threads.
+void runGatherScatterCases(int k, std::initializer_list<size_t> counts, uint32_t seed) {
   CommSet comms(k, InitMode::kInitRank);
   ASSERT_TRUE(comms.ok()) << comms.error();
   CaseList cases;
   uint32_t index = 0;
-  for (size_t count : {size_t{1}, size_t{13}, size_t{4099}, size_t{30001}}) {
+  for (size_t count : counts) {
     for (bool inPlace : {false, true}) {
       CollSpec g;
       g.coll = Coll::kAllGather;
@@ -342,14 +394,14 @@ TEST_P(Doubling, AllGatherAndReduceScatter) {
       g.inPlace = inPlace;
       g.sendOffset = index % 8;
       g.recvOffset = (index + 5) % 8;
-      g.seed = 7300 + index++;
+      g.seed = seed + index++;
       cases.push_back(std::make_unique<CollCase>(g, k));
       for (OpKind op : kAllOps) {
         CollSpec rs = g;
         rs.coll = Coll::kReduceScatter;
         rs.type = index % 2 ? ncclFloat32 : ncclInt32;
         rs.op = op;
-        rs.seed = 7300 + index++;
+        rs.seed = seed + index++;
         rs.sendOffset = index % 8;
         cases.push_back(std::make_unique<CollCase>(rs, k));
       }
@@ -358,6 +410,23 @@ TEST_P(Doubling, AllGatherAndReduceScatter) {
   Report report;
   runCases(comms, Drive::kThreads, cases, report, 240);
   reportFailures(report);
+}
+
+// AllGather by recursive doubling and ReduceScatter by recursive halving on 4 and 8 ranks (other counts take the
+// usual paths): every op on ReduceScatter, blocks of 1 to 30001 elements, unaligned, in place and not.
+TEST_P(Doubling, AllGatherAndReduceScatter) {
+  const int k = GetParam();
+  if (k != 4 && k != 8) GTEST_SKIP() << "powers of two from 4 ranks";
+  runGatherScatterCases(k, {size_t{1}, size_t{13}, size_t{4099}, size_t{30001}}, 7300);
+}
+
+// ReduceScatter up and down the binomial tree, 3 to 8 ranks (the whole input within a slot: blocks up to 10001
+// elements), beside AllGather by recursive doubling.
+TEST_P(Doubling, ReduceScatterUpAndDownTheTree) {
+  const int k = GetParam();
+  if (k < 3) GTEST_SKIP() << "from 3 ranks";
+  ScopedEnv scatter("TUTTI_TREE_REDUCESCATTER_MAX_BYTES", "524288");
+  runGatherScatterCases(k, {size_t{1}, size_t{13}, size_t{4099}, size_t{10001}}, 7700);
 }
 
 // AlltoAll by Bruck's algorithm at every rank count (ceil(log2 n) steps; blocks j with bit k set move at step k):

@@ -85,6 +85,8 @@ TEST_P(MpMatrix, Cases) {
   if (p.via == Via::kOneShot) {
     opts.env.push_back({"TUTTI_ONESHOT_MAX_BYTES", "262144"});
     opts.env.push_back({"TUTTI_BINOMIAL_BCAST_MAX_BYTES", "0"});  // the one-shot Broadcast itself
+    opts.env.push_back({"TUTTI_TREE_ALLREDUCE_MAX_BYTES", "0"});  // the one-shot AllReduce itself
+    opts.env.push_back({"TUTTI_TREE_REDUCESCATTER_MAX_BYTES", "0"});
   }
   if (hostOnly) {
     for (auto& [name, value] : opts.env)

@@ -134,6 +134,8 @@ TEST(NetZeroCopy, OneShotCollectivesInPlaceAndOutOfPlace) {
   opts.env.push_back({"TUTTI_ONESHOT_MAX_BYTES", "524288"});  // every call below takes the one-shot path
   opts.env.push_back({"TUTTI_BRUCK_MAX_BYTES", "0"});
   opts.env.push_back({"TUTTI_BINOMIAL_BCAST_MAX_BYTES", "0"});
+  opts.env.push_back({"TUTTI_TREE_ALLREDUCE_MAX_BYTES", "0"});
+  opts.env.push_back({"TUTTI_TREE_REDUCESCATTER_MAX_BYTES", "0"});
   MpResult r = runProcesses(opts, [](const RankContext& ctx) {
     ncclComm_t comm = nullptr;
     if (int rc = initComm(ctx, &comm)) return rc;

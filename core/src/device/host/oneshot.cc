@@ -29,7 +29,45 @@ bool oneShotWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes) {
   return bytes <= comm->oneShotMaxBytes && bytes <= slot;
 }
 
+LogAllReduce logAllReduce(const ncclComm* comm, size_t bytes, bool det) {
+  const int n = comm->nRanks;
+  if (comm->backend != Backend::Host || !comm->corePaths || n < 3 || n > kOneShotMaxRanks || bytes == 0)
+    return LogAllReduce::kNone;
+  const size_t slot = comm->buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS;
+  const bool pow2 = (n & (n - 1)) == 0, doublingRanks = n >= comm->doublingMinRanks;
+  const bool doublingBytes = bytes >= comm->doublingMinBytes;
+  if (det) {
+    // Recursive doubling over a power of two of ranks, whose tree is the fixed order's, or up and down the binomial
+    // tree, whose root folds in the fixed order for any n; partial results travel in the accumulator (up to 4 times
+    // the bytes, fp8).
+    if (4 * bytes > slot) return LogAllReduce::kNone;
+    if (pow2 && doublingRanks && doublingBytes && bytes <= comm->detDoublingMaxBytes) return LogAllReduce::kDoubling;
+    return bytes <= comm->detTreeAllReduceMaxBytes ? LogAllReduce::kTree : LogAllReduce::kNone;
+  }
+  if (bytes <= comm->treeAllReduceMaxBytes && bytes <= slot) return LogAllReduce::kTree;
+  if (!doublingRanks || !doublingBytes) return LogAllReduce::kNone;
+  if (bytes <= comm->doublingMaxBytes && bytes <= slot) return LogAllReduce::kDoubling;
+  // Past doublingMaxBytes: recursive halving then doubling (4 or 8 ranks), blocks of whole elements (bytes a multiple
+  // of 8n: the count of any datatype divides by n).
+  if (n >= 4 && pow2 && bytes % (8 * static_cast<size_t>(n)) == 0 && bytes <= comm->halvingDoublingMaxBytes &&
+      bytes / 2 <= slot)
+    return LogAllReduce::kHalvingDoubling;
+  return LogAllReduce::kNone;
+}
+
+bool treeReduceScatterWanted(const ncclComm* comm, size_t bytes, bool det) {
+  const int n = comm->nRanks;
+  if (comm->backend != Backend::Host || !comm->corePaths || n < 3 || n > kOneShotMaxRanks || bytes == 0) return false;
+  const size_t slot = comm->buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS;
+  // The whole input goes up the tree; a deterministic call's in the accumulator (up to 4 times the bytes, fp8), after
+  // the deterministic halving where that applies.
+  if (!det) return bytes <= comm->treeReduceScatterMaxBytes && bytes <= slot;
+  const bool halving = n >= 4 && (n & (n - 1)) == 0 && bytes >= comm->doublingMinBytes && bytes <= comm->detHalvingMaxBytes;
+  return !halving && bytes <= comm->detTreeReduceScatterMaxBytes && 4 * bytes <= slot;
+}
+
 bool doublingWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes, bool det) {
+  if (func == ncclFuncAllReduce) return logAllReduce(comm, bytes, det) != LogAllReduce::kNone;
   const int n = comm->nRanks;
   if (comm->backend != Backend::Host || !comm->corePaths || n < comm->doublingMinRanks || n > kOneShotMaxRanks ||
       bytes == 0)
@@ -37,18 +75,11 @@ bool doublingWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes, bool de
   const size_t slot = comm->buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS;
   // Broadcast (the buffer's bytes): one message in and at most log2 n out per rank, whatever the size.
   if (func == ncclFuncBroadcast) return bytes <= comm->binomialBcastMaxBytes && bytes <= slot;
+  if (func == ncclFuncReduceScatter && treeReduceScatterWanted(comm, bytes, det)) return true;
   if (bytes < comm->doublingMinBytes) return false;
-  // A deterministic AllReduce: a power of two of ranks, whose tree is the fixed order's; partial results travel in
-  // the accumulator (up to 4 times the bytes, fp8).
-  if (det && (n & (n - 1)) != 0) return false;
-  if (det && func == ncclFuncAllReduce) return bytes <= comm->detDoublingMaxBytes && 4 * bytes <= slot;
-  if (det) return func == ncclFuncReduceScatter && n >= 4 && bytes <= comm->detHalvingMaxBytes && 2 * bytes <= slot;
-  // AllReduce past doublingMaxBytes: recursive halving then doubling (4 or 8 ranks), blocks of whole elements (bytes a
-  // multiple of 8n: the count of any datatype divides by n).
-  if (func == ncclFuncAllReduce)
-    return (bytes <= comm->doublingMaxBytes && bytes <= slot) ||
-           (n >= 4 && (n & (n - 1)) == 0 && bytes % (8 * static_cast<size_t>(n)) == 0 &&
-            bytes <= comm->halvingDoublingMaxBytes && bytes / 2 <= slot);
+  // A deterministic ReduceScatter by recursive halving, its partial results in the accumulator.
+  if (det) return func == ncclFuncReduceScatter && n >= 4 && (n & (n - 1)) == 0 &&
+                  bytes <= comm->detHalvingMaxBytes && 2 * bytes <= slot;
   // AlltoAll (the input's bytes): at most half of the blocks in a message, any rank count.
   if (func == ncclFuncAlltoAll) return bytes <= comm->bruckMaxBytes && bytes / 2 <= slot;
   // AllGather (the output's bytes), ReduceScatter (the input's): half of them in the largest message.
@@ -228,6 +259,183 @@ ncclResult_t runDoubling(ncclComm* comm, const OneShot& s, const WaitContext& wa
     if (c->proxyTask) scope.add(c->proxyTask);
   }
   return ncclSuccess;
+}
+
+// AllReduce up a binomial tree to rank 0, then down it (treeAllReduceWanted). Rank r's parent is r less its lowest
+// set bit; its children are r + m for each power of two m below that bit (any m for rank 0) with r + m < n. A rank
+// folds each child's partial result after its own, the smallest subtree first, and sends the sum to its parent; rank
+// 0 applies the op's last step and sends the result back down, the largest subtree first. Rank 0's fold is, for any
+// n, the fixed order of det_reduce.h: a perfect tree over each block of 2^k ranks given by the binary digits of n,
+// the blocks joined from the last one backwards (a deterministic call keeps its partial results in the
+// accumulator). n - 1 messages up and n - 1 down in all, where recursive doubling sends n log2 n, for 2 log2 n hops
+// in a row instead of log2 n: fewer system calls and wake-ups where ranks outnumber cores or talk over sockets.
+ncclResult_t runTreeAllReduce(ncclComm* comm, const OneShot& s, const WaitContext& wait, const OpLabel& label) {
+  const int n = comm->nRanks, r = comm->rank;
+  const bool det = s.det;
+  const size_t outBytes = s.count * s.esize;
+  const size_t accBytes = det ? s.count * hostDetAccSize(s.op.datatype) : outBytes;
+  const char* what = funcName(s.func);
+  const ResolvedRedOp copy = byteCopy();
+  const int low = r == 0 ? n : r & -r;  // children below this bit
+  std::array<HostConn*, kMaxDoublingSteps> childFrom{}, childTo{};
+  int nChildren = 0;
+  for (int m = 1; m < low && r + m < n; m <<= 1, ++nChildren)
+    TUTTI_CHECK(partner(comm, r + m, what, &childFrom[nChildren], &childTo[nChildren]));
+  HostConn *parentFrom = nullptr, *parentTo = nullptr;
+  char* landing = nullptr;
+  if (r != 0) {
+    TUTTI_CHECK(partner(comm, r - low, what, &parentFrom, &parentTo));
+    // The result may land in the output: this rank's partial result left (copied into its slot) before the parent
+    // could send it.
+    if (parentFrom->netEnd && userBufferStep(parentFrom, TUTTI_PROTO_SIMPLE, outBytes)) {
+      const NetUserStep step{parentFrom->step, s.output, outBytes};
+      netRecvInto(parentFrom->netEnd, &step, 1);
+      landing = s.output;
+    }
+  }
+  for (int i = 0; i < nChildren; ++i) announceRecvSteps(childFrom[i], 1);  // every receive posted before the first wait
+  if (parentFrom) announceRecvSteps(parentFrom, 1);
+  thread_local std::vector<char> scratch;  // grows to the largest call this thread has made, then stays
+  if (scratch.size() < 2 * accBytes) scratch.resize(2 * accBytes);
+  char* const spare[2] = {scratch.data(), scratch.data() + accBytes};
+  const char* acc = s.input;  // this rank's partial result: its own row first, its scalar applied
+  if (det) {
+    hostDetLeaf(s.op, s.input, spare[0], s.count);
+    acc = spare[0];
+  } else if (s.op.kind == RedOpKind::PreMulSum) {
+    const void* src = s.input;
+    void* dst = spare[0];
+    hostReduceCopy(s.op, 1, &src, 1, &dst, s.count, /*preOpFirstSrc=*/true, /*postOp=*/false);
+    acc = spare[0];
+  }
+  for (int i = 0; i < nChildren; ++i) {
+    HostPrims prims(childFrom[i], nullptr, nullptr, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    const char* row = nullptr;
+    TUTTI_CHECK(prims.recvPeek(accBytes, &row));
+    const bool last = r == 0 && i == nChildren - 1;
+    // Only the first operand may share the destination: the root's last fold may write an output that is its input.
+    char* dst = last && !det ? s.output : acc == spare[0] ? spare[1] : spare[0];
+    if (det) {
+      hostDetCombine(s.op, acc, row, dst, s.count);
+    } else {
+      const void* srcs[2] = {acc, row};
+      void* dsts[1] = {dst};
+      hostReduceCopy(s.op, 2, srcs, 1, dsts, s.count, /*preOpFirstSrc=*/false, /*postOp=*/last);
+    }
+    prims.recvRelease();
+    acc = dst;
+  }
+  PrimsSlots<1 + kMaxDoublingSteps> sends;
+  ProxyDriveScope scope;
+  if (r == 0) {
+    if (det) hostDetFinish(s.op, n, acc, s.output, s.count);
+  } else {
+    HostPrims& up = sends.emplace(0, nullptr, parentTo, acc, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    TUTTI_CHECK(up.send(0, accBytes));  // into the slot: the scratch and the output may change from here on
+    if (parentTo->proxyTask) scope.add(parentTo->proxyTask);
+    HostPrims prims(parentFrom, nullptr, nullptr, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    const char* got = nullptr;
+    TUTTI_CHECK(prims.recvPeek(outBytes, &got, landing));
+    if (got != s.output) std::memcpy(s.output, got, outBytes);
+    prims.recvRelease();
+  }
+  for (int i = nChildren - 1; i >= 0; --i) {  // the largest subtree first
+    HostPrims& sp = sends.emplace(1 + i, nullptr, childTo[i], s.output, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    sp.useUserBuffers(false, true);  // nothing writes the output again in this call
+    TUTTI_CHECK(sp.send(0, outBytes));
+    if (childTo[i]->proxyTask) scope.add(childTo[i]->proxyTask);
+  }
+  return waitAllSent(sends);
+}
+
+// The binomial tree of the tree paths (runTreeAllReduce): rank r's parent is r less its lowest set bit, its children r +
+// m for each power of two m below that bit (any m for rank 0) with r + m < n; the ranks r to r + low - 1 that exist
+// are r's subtree.
+struct BinomialNode {
+  int low = 0;  // r's lowest set bit (n for rank 0): its subtree spans [r, min(r + low, n))
+  int nChildren = 0;
+  std::array<HostConn*, kMaxDoublingSteps> childFrom{}, childTo{};
+  HostConn *parentFrom = nullptr, *parentTo = nullptr;
+};
+
+ncclResult_t binomialNode(ncclComm* comm, const char* what, BinomialNode* t) {
+  const int n = comm->nRanks, r = comm->rank;
+  t->low = r == 0 ? n : r & -r;
+  for (int m = 1; m < t->low && r + m < n; m <<= 1, ++t->nChildren)
+    TUTTI_CHECK(partner(comm, r + m, what, &t->childFrom[t->nChildren], &t->childTo[t->nChildren]));
+  if (r != 0) TUTTI_CHECK(partner(comm, r - t->low, what, &t->parentFrom, &t->parentTo));
+  return ncclSuccess;
+}
+
+// ReduceScatter up the binomial tree and back down: the whole input is reduced up the tree as runTreeAllReduce
+// reduces it (the fixed order for a deterministic call); rank 0 finishes every block, and each rank sends a child the
+// blocks of the child's subtree (contiguous), keeping its own. 2(n - 1) messages in all where recursive halving sends
+// n log2 n, for n - 1 times the bytes up the tree: a path for small blocks.
+ncclResult_t runTreeReduceScatter(ncclComm* comm, const OneShot& s, const WaitContext& wait, const OpLabel& label) {
+  const int n = comm->nRanks, r = comm->rank;
+  const bool det = s.det;
+  const size_t all = static_cast<size_t>(n) * s.count;  // elements of the input
+  const size_t blockBytes = s.count * s.esize;
+  const size_t accBytes = all * (det ? hostDetAccSize(s.op.datatype) : s.esize);
+  const ResolvedRedOp copy = byteCopy();
+  BinomialNode t;
+  TUTTI_CHECK(binomialNode(comm, funcName(s.func), &t));
+  auto span = [&](int first, int m) { return static_cast<size_t>(std::min(first + m, n) - first) * blockBytes; };
+  for (int i = 0; i < t.nChildren; ++i) announceRecvSteps(t.childFrom[i], 1);  // every receive posted at once
+  if (t.parentFrom) announceRecvSteps(t.parentFrom, 1);
+  thread_local std::vector<char> scratch;  // grows to the largest call this thread has made, then stays
+  const size_t resultBytes = r == 0 ? all * s.esize : 0;
+  if (scratch.size() < 2 * accBytes + resultBytes) scratch.resize(2 * accBytes + resultBytes);
+  char* const spare[2] = {scratch.data(), scratch.data() + accBytes};
+  char* const result = scratch.data() + 2 * accBytes;  // rank 0: every block, finished
+  const char* acc = s.input;  // this rank's partial result: its own rows first, its scalar applied
+  if (det) {
+    hostDetLeaf(s.op, s.input, spare[0], all);
+    acc = spare[0];
+  } else if (s.op.kind == RedOpKind::PreMulSum) {
+    const void* src = s.input;
+    void* dst = spare[0];
+    hostReduceCopy(s.op, 1, &src, 1, &dst, all, /*preOpFirstSrc=*/true, /*postOp=*/false);
+    acc = spare[0];
+  }
+  for (int i = 0; i < t.nChildren; ++i) {
+    HostPrims prims(t.childFrom[i], nullptr, nullptr, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    const char* row = nullptr;
+    TUTTI_CHECK(prims.recvPeek(accBytes, &row));
+    const bool last = r == 0 && i == t.nChildren - 1;
+    char* dst = last && !det ? result : acc == spare[0] ? spare[1] : spare[0];
+    if (det) {
+      hostDetCombine(s.op, acc, row, dst, all);
+    } else {
+      const void* srcs[2] = {acc, row};
+      void* dsts[1] = {dst};
+      hostReduceCopy(s.op, 2, srcs, 1, dsts, all, /*preOpFirstSrc=*/false, /*postOp=*/last);
+    }
+    prims.recvRelease();
+    acc = dst;
+  }
+  PrimsSlots<1 + kMaxDoublingSteps> sends;
+  ProxyDriveScope scope;
+  // The finished blocks of this rank's subtree, from block r on: rank 0's result, the others' parent's message.
+  const char* mine = result;
+  HostPrims down(t.parentFrom, nullptr, nullptr, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+  if (r == 0) {
+    if (det) hostDetFinish(s.op, n, acc, result, all);
+  } else {
+    HostPrims& up = sends.emplace(0, nullptr, t.parentTo, acc, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    TUTTI_CHECK(up.send(0, accBytes));  // into the slot
+    if (t.parentTo->proxyTask) scope.add(t.parentTo->proxyTask);
+    TUTTI_CHECK(down.recvPeek(span(r, t.low), &mine));
+  }
+  std::memcpy(s.output, mine, blockBytes);  // block r (the output may be the input's block r: read already)
+  for (int i = t.nChildren - 1; i >= 0; --i) {  // the largest subtree first
+    const int m = 1 << i;
+    HostPrims& sp = sends.emplace(1 + i, nullptr, t.childTo[i], mine, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    TUTTI_CHECK(sp.send(static_cast<size_t>(m) * blockBytes, span(r + m, m)));  // into the slot
+    if (t.childTo[i]->proxyTask) scope.add(t.childTo[i]->proxyTask);
+  }
+  if (r != 0) down.recvRelease();
+  return waitAllSent(sends);
 }
 
 // AllGather by recursive doubling, n a power of two: at step k this rank and rank r ^ 2^k swap the 2^k blocks each
@@ -498,12 +706,17 @@ ncclResult_t runBinomialBroadcast(ncclComm* comm, const OneShot& s, const WaitCo
 
 ncclResult_t runOneShot(ncclComm* comm, const OneShot& s, const WaitContext& wait, const OpLabel& label) {
   if (s.doubling) {
+    if (s.func == ncclFuncReduceScatter &&
+        treeReduceScatterWanted(comm, s.count * s.esize * static_cast<size_t>(comm->nRanks), s.det))
+      return runTreeReduceScatter(comm, s, wait, label);
     if (s.func == ncclFuncAllGather) return runGatherDoubling(comm, s, wait, label);
     if (s.func == ncclFuncAlltoAll) return runBruck(comm, s, wait, label);
     if (s.func == ncclFuncBroadcast) return runBinomialBroadcast(comm, s, wait, label);
     if (s.func == ncclFuncReduceScatter)
       return s.det ? runDetHalving(comm, s, wait, label) : runHalving(comm, s, wait, label);
-    if (!s.det && s.count * s.esize > comm->doublingMaxBytes) {  // halving, then doubling (doublingWanted)
+    const LogAllReduce how = logAllReduce(comm, s.count * s.esize, s.det);
+    if (how == LogAllReduce::kTree) return runTreeAllReduce(comm, s, wait, label);
+    if (how == LogAllReduce::kHalvingDoubling) {
       const int n = comm->nRanks, r = comm->rank;
       const size_t block = s.count / n * s.esize;
       OneShot half = s;

@@ -37,7 +37,7 @@ struct OneShot {
   // AllReduce, ReduceScatter of a deterministic communicator (comm/det_coll.h): the messages travel raw and the n
   // rows are folded by hostDetReduceCopy, the fixed order (a per-rank PreMulSum scalar cannot travel: not taken).
   bool det = false;
-  // AllReduce by recursive doubling (doublingWanted) rather than one message to every peer.
+  // log2 n steps (doublingWanted; AllReduce: logAllReduce) rather than one message to every peer.
   bool doubling = false;
 };
 
@@ -51,16 +51,36 @@ bool oneShotWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes);
 
 inline constexpr int kOneShotMaxRanks = 8;
 
-// Whether an AllReduce of `bytes` on the one-shot plan runs by recursive doubling instead (host backend,
-// comm->doublingMinRanks to kOneShotMaxRanks ranks, up to comm->doublingMaxBytes, within one Simple slot; not a
-// deterministic call): log2 of the rank count exchanges of the whole buffer, one peer each, where the one-shot
-// sends n - 1 messages at once. Fewer messages for the cores and the sockets to carry, more steps in a row.
-// An AllReduce past comm->doublingMaxBytes on 4 or 8 ranks takes recursive halving then doubling (a ReduceScatter, then
-// an AllGather of the blocks: the ring's bytes in 2 log2 n messages) up to comm->halvingDoublingMaxBytes.
-// An AlltoAll takes Bruck's algorithm (any rank count, up to comm->bruckMaxBytes of input): ceil(log2 n) messages of
-// about n / 2 blocks each.
-// `det`: a deterministic call (comm/det_coll.h), taken for AllReduce over a power of two of ranks only.
+// Whether a collective of `bytes` on the one-shot plan takes log2 n steps of one message each way instead of one
+// message to every peer (plan kAlgoDoubling; from comm->doublingMinRanks ranks and comm->doublingMinBytes, except
+// AllReduce, which logAllReduce decides):
+// AllReduce by recursive doubling, halving then doubling, or up and down a binomial tree (logAllReduce);
+// AllGather by recursive doubling, ReduceScatter by recursive halving (4 or 8 ranks, up to
+// comm->gatherDoublingMaxBytes and comm->halvingMaxBytes; deterministic: comm->detHalvingMaxBytes);
+// Broadcast down a binomial tree (up to comm->binomialBcastMaxBytes);
+// AlltoAll by Bruck's algorithm (any rank count, up to comm->bruckMaxBytes of input): ceil(log2 n) messages of about
+// n / 2 blocks each.
+// Fewer messages for the cores and the sockets to carry, more steps in a row.
 bool doublingWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes, bool det);
+
+// How an AllReduce of `bytes` on the one-shot plan runs when not by one message to every peer (doublingWanted is
+// true for all but kNone). Host backend, 3 to kOneShotMaxRanks ranks, the messages within one Simple slot:
+// - kTree: reduced up a binomial tree to rank 0, then broadcast down it (any rank count, up to
+//   comm->treeAllReduceMaxBytes, or comm->detTreeAllReduceMaxBytes for a deterministic call): n - 1 messages each way
+//   in all, where recursive doubling sends n log2 n, for twice its hops in a row;
+// - kDoubling: recursive doubling from comm->doublingMinRanks ranks, comm->doublingMinBytes to comm->doublingMaxBytes
+//   (a deterministic call: a power of two of ranks, up to comm->detDoublingMaxBytes, taken before the tree);
+// - kHalvingDoubling: past that, on 4 or 8 ranks, recursive halving then doubling, up to
+//   comm->halvingDoublingMaxBytes (not deterministic).
+enum class LogAllReduce { kNone, kTree, kDoubling, kHalvingDoubling };
+LogAllReduce logAllReduce(const ncclComm* comm, size_t bytes, bool det);
+
+// Whether a ReduceScatter of `bytes` of input on the one-shot plan goes up and down the binomial tree (doublingWanted
+// includes it): host backend, from comm->doublingMinRanks (at least 3) to kOneShotMaxRanks ranks, up to
+// comm->treeReduceScatterMaxBytes (a deterministic call: comm->detTreeReduceScatterMaxBytes, where the deterministic
+// halving does not apply), within one Simple slot. The whole input is reduced up to rank 0 (a deterministic call in
+// the fixed order's accumulator) and each subtree's blocks come back down: 2(n - 1) messages in all.
+bool treeReduceScatterWanted(const ncclComm* comm, size_t bytes, bool det);
 
 inline bool oneShotFunc(ncclFunc_t f) {
   return f == ncclFuncAllReduce || f == ncclFuncReduceScatter || f == ncclFuncAllGather || f == ncclFuncBroadcast ||
