@@ -437,11 +437,15 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   comm->halvingDoublingMaxBytes = comm->oneShotMaxBytes ? halvingDoublingMax : 0;
   // A deterministic AllReduce by recursive doubling sends its partial results in the fixed order's accumulator
   // (twice fp32's bytes, twice a half type's) and widens and narrows them: worth it for a few small messages over the
-  // network only. Unset: up to 4 KiB over the network, never elsewhere (the median of four runs, one-shot gather ->
+  // network only. Unset: up to 4 KiB over the network on 4 ranks, never elsewhere (the median of four runs, one-shot gather ->
   // doubling, us: sockets 4 ranks 8 B 68 -> 62, 512 B 70 -> 59, 4 KiB 90 -> 96, 32 KiB 170 -> 302; 8 ranks 8 B 381 ->
   // 289, 4 KiB 388 -> 377, 32 KiB 846 -> 905; shm 8 ranks 4 KiB 39 -> 59).
   const int64_t detDMax = paramInt("TUTTI_DET_DOUBLING_MAX_BYTES");
-  const size_t detDoublingMax = detDMax >= 0 ? static_cast<size_t>(detDMax) : overNetwork ? size_t{4} << 10 : 0;
+  // From 6 ranks the deterministic tree below is ahead (sockets, 8 ranks, the median of five runs, doubling -> tree, us:
+  // 8 B 153 -> 148, 512 B 167 -> 135, 4 KiB 216 -> 163; the default's 138, 132 and 149).
+  const size_t detDoublingMax = detDMax >= 0                     ? static_cast<size_t>(detDMax)
+                                : overNetwork && nRanks <= 4     ? size_t{4} << 10
+                                                                 : 0;
   comm->detDoublingMaxBytes = comm->oneShotMaxBytes ? detDoublingMax : 0;
   const int64_t detHMax = paramInt("TUTTI_DET_HALVING_MAX_BYTES");
   // The same for a ReduceScatter by recursive halving: up to 16 KiB over the network (one-shot or exchange ->
@@ -474,7 +478,7 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   // ranks 8 B 26 -> 22, 32 KiB 123 -> 67, 64 KiB 282 -> 119, 128 KiB 240 -> 295; 6 ranks 4 KiB 18.6 -> 17.0, 32 KiB
   // 42.7 -> 43.4; 4 ranks 32 KiB 28.8 -> 26.1, 128 KiB 72 -> 83).
   // A deterministic one sends its partial results in the fixed order's accumulator (twice fp32's bytes). Unset: over
-  // the network from 4 ranks up to 64 KiB (past the deterministic doubling, on a power of two of ranks), within a
+  // the network from 4 ranks up to 64 KiB (past the deterministic doubling, on 4 ranks), within a
   // node from 6 ranks up to 32 KiB (deterministic one-shot gather, exchange or doubling -> tree: sockets 4 ranks 8 B
   // 36 -> 45 (doubling, kept), 32 KiB 256 -> 135; 6 ranks 8 B 146 -> 69, 32 KiB 532 -> 214; 8 ranks 4 KiB 216 ->
   // 165, 32 KiB 1311 -> 494, 64 KiB 895 -> 549, 128 KiB 977 -> 1047; shm 6 ranks 4 KiB 29.8 -> 19.1; 8 ranks 4 KiB
@@ -510,9 +514,10 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   // 256 KiB of inputs in all, but 128 KiB on the host backend where no rank talks over the network (processes over
   // shm, 2 cores, the best of three or four runs, one-shot -> exchange: 4 ranks 32 KiB 27.6 -> 26.3 us, 64 KiB 41.4
   // -> 35.8; 8 ranks 16 KiB 76 -> 78, 32 KiB 140 -> 134; over sockets the gather stays ahead, 8 ranks 16 KiB 625
-  // -> 1023).
+  // -> 1023). Since the default's 4-rank AllReduce of 32 KiB takes recursive doubling (22 us), 64 KiB (the median of
+  // five runs, 4 ranks, 32 KiB: 38.8 us with 128 KiB, 30.4 with 64 KiB).
   if (paramInt("TUTTI_DET_ONESHOT_BYTES") < 0 && comm->backend == Backend::Host && !overNetwork)
-    comm->det.oneShotBytes = size_t{128} << 10;
+    comm->det.oneShotBytes = size_t{64} << 10;
   // Probed whatever the settings, so that ranks whose environments differ still make the same bootstrap calls.
   TUTTI_CHECK(directProbe(comm));
   comm->rings.resize(comm->nChannels);
