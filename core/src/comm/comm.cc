@@ -369,15 +369,27 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
     comm->directMinGather = comm->directMinBcast = comm->directMinAlltoAll = comm->directMinReduce =
         comm->directMinReduceScatter = static_cast<size_t>(directMin);
   } else {
-    comm->directMinGather = size_t{4} << 20;
-    comm->directMinBcast = localRanks > cores ? size_t{64} << 10 : 0;
-    comm->directMinAlltoAll = localRanks > cores ? size_t{256} << 10 : size_t{1} << 20;
+    // Ranks as processes, on a later 2-core VM (the median of three runs, one-shot, binomial tree, doubling or ring ->
+    // cross memory attach, us): AllGather 2 ranks 128 KiB 17.2 -> 12.3, 1 MiB 138 -> 84; 4 ranks 256 KiB 99 -> 65,
+    // 1 MiB 496 -> 371; 8 ranks 256 KiB 235 -> 189, 1 MiB 921 -> 571; Broadcast 2 ranks 128 KiB 14.3 -> 11.0, 1 MiB
+    // 169 -> 103, 4 MiB 735 -> 497; 4 ranks 256 KiB 86 -> 56; 8 ranks 64 KiB 48 -> 61, 256 KiB 208 -> 159; AlltoAll 2
+    // ranks 128 KiB 14.2 -> 11.7, 256 KiB 25.5 -> 16.0, 1 MiB 96 -> 103. There these reads take over from 128 KiB
+    // (AllGather on more ranks from 256 KiB), ahead of the one-shot plan's paths.
+    const bool pair = nRanks == 2;
+    comm->directMinGather = otherProcess ? (pair ? size_t{128} : size_t{256}) << 10 : size_t{4} << 20;
+    comm->directMinBcast = otherProcess ? size_t{128} << 10 : localRanks > cores ? size_t{64} << 10 : 0;
+    comm->directMinAlltoAll = otherProcess && pair    ? size_t{128} << 10
+                              : localRanks > cores    ? size_t{256} << 10
+                                                      : size_t{1} << 20;
     comm->directMinReduce = otherProcess ? 0 : 1;
     comm->directMinReduceScatter = otherProcess ? 0 : size_t{128} << 10;
+    const bool coreSet = paramIsSet("TUTTI_ONESHOT_MAX_BYTES") || paramIsSet("TUTTI_DOUBLING_MAX_BYTES") ||
+                         paramIsSet("TUTTI_BINOMIAL_BCAST_MAX_BYTES") || paramIsSet("TUTTI_ONESHOT_ALLTOALL_MAX_BYTES");
     comm->directOverOneShot =
         otherProcess || paramIsSet("TUTTI_ONESHOT_MAX_BYTES") || paramIsSet("TUTTI_DOUBLING_MAX_BYTES")
             ? 0
             : size_t{16} << 10;
+    comm->directCopiesFirst = otherProcess && !coreSet;
   }
   const int64_t detDirect = paramInt("TUTTI_DET_DIRECT_MIN_BYTES");
   comm->directMinDetReduce = forced ? 0 : detDirect >= 0 ? static_cast<size_t>(detDirect) : otherProcess ? 0 : 1;

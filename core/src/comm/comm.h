@@ -133,7 +133,10 @@ struct ncclComm {
   // smallest collective of each that takes the path (TUTTI_DIRECT_MIN_BYTES; 0: never); a deterministic reduction has
   // its own. An AllReduce of at least directOverOneShot bytes takes the path even where it fits the one-shot path (0:
   // never; ranks as threads, TUTTI_DIRECT_MIN_BYTES, TUTTI_ONESHOT_MAX_BYTES and TUTTI_DOUBLING_MAX_BYTES unset).
-  bool directOk = false;
+  // directCopiesFirst: an AllGather, Broadcast or 2-rank AlltoAll that may take the path takes it even where it fits
+  // the one-shot plan (ranks as processes, the same settings and TUTTI_BINOMIAL_BCAST_MAX_BYTES,
+  // TUTTI_ONESHOT_ALLTOALL_MAX_BYTES unset).
+  bool directOk = false, directCopiesFirst = false;
   size_t directMinGather = 0, directMinBcast = 0, directMinAlltoAll = 0, directMinReduce = 0,
          directMinReduceScatter = 0, directMinDetReduce = 0, directOverOneShot = 0;
   // What an in-place AlltoAll offers its peers (a copy of its input), or the peers' rows a direct reduction stages.

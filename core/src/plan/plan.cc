@@ -109,6 +109,12 @@ CorePaths corePaths(const ncclComm* comm, const Task& task, bool preMul) {
                                                            : task.func == ncclFuncBroadcast ||
                                                                  task.func == ncclFuncAlltoAll;
   if (p.oneShot && p.direct && comm->directOverOneShot && readsInPlace) p.oneShot = false;
+  // Ranks as processes: an AllGather, Broadcast or (on 2 ranks) AlltoAll past its single-copy threshold reads the
+  // peers' buffers (cross memory attach, one copy) rather than taking the one-shot plan's two (comm.cc,
+  // directCopiesFirst).
+  const bool copies = task.func == ncclFuncAllGather || task.func == ncclFuncBroadcast ||
+                      (task.func == ncclFuncAlltoAll && comm->nRanks == 2);
+  if (p.oneShot && p.direct && comm->directCopiesFirst && copies) p.oneShot = false;
   return p;
 }
 

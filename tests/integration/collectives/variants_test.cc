@@ -136,16 +136,22 @@ TEST_P(Configured, SingleCopyBesidePointToPointOnSomeRanks) {
   reportFailures(report);
 }
 
+// Every call up to half a Simple slot on the one-shot path itself, at every rank count: none of the plan's log2 n
+// variants (recursive doubling, Bruck, the binomial trees).
+struct OneShotOnly {
+  ScopedEnv oneShot{"TUTTI_ONESHOT_MAX_BYTES", "262144"};
+  ScopedEnv noDoubling{"TUTTI_DOUBLING_MAX_BYTES", "0"};
+  ScopedEnv noBruck{"TUTTI_BRUCK_MAX_BYTES", "0"}, noBinomial{"TUTTI_BINOMIAL_BCAST_MAX_BYTES", "0"};
+  ScopedEnv noTree{"TUTTI_TREE_ALLREDUCE_MAX_BYTES", "0"}, noTreeRs{"TUTTI_TREE_REDUCESCATTER_MAX_BYTES", "0"};
+};
+
 // Every AllReduce, ReduceScatter, AllGather, Broadcast and AlltoAll up to half a Simple slot on the one-shot path
 // (each rank sends its messages to every peer at once and folds the n rows in rank order), with the slice's types,
 // ops, counts, offsets, roots and both placements.
 TEST_P(Configured, OneShotCollectives) {
   if (const char* device = std::getenv("TUTTI_DEVICE"); device && std::string(device) != "host")
     GTEST_SKIP() << "the one-shot path is the host backend's";
-  ScopedEnv oneShot("TUTTI_ONESHOT_MAX_BYTES", "262144");
-  ScopedEnv noDoubling("TUTTI_DOUBLING_MAX_BYTES", "0");  // the one-shot itself, at every rank count
-  ScopedEnv noBruck("TUTTI_BRUCK_MAX_BYTES", "0"), noBinomial("TUTTI_BINOMIAL_BCAST_MAX_BYTES", "0");
-  ScopedEnv noTree("TUTTI_TREE_ALLREDUCE_MAX_BYTES", "0"), noTreeRs("TUTTI_TREE_REDUCESCATTER_MAX_BYTES", "0");
+  OneShotOnly oneShotOnly;
   runSlice(GetParam(), {1, 13, 4099, 30001});
 }
 
@@ -155,10 +161,7 @@ TEST_P(Configured, OneShotCollectives) {
 TEST_P(Configured, OneShotLoneAndGroupedCallsMeet) {
   if (const char* device = std::getenv("TUTTI_DEVICE"); device && std::string(device) != "host")
     GTEST_SKIP() << "the one-shot path is the host backend's";
-  ScopedEnv oneShot("TUTTI_ONESHOT_MAX_BYTES", "262144");
-  ScopedEnv noDoubling("TUTTI_DOUBLING_MAX_BYTES", "0");  // the one-shot itself, at every rank count
-  ScopedEnv noBruck("TUTTI_BRUCK_MAX_BYTES", "0"), noBinomial("TUTTI_BINOMIAL_BCAST_MAX_BYTES", "0");
-  ScopedEnv noTree("TUTTI_TREE_ALLREDUCE_MAX_BYTES", "0"), noTreeRs("TUTTI_TREE_REDUCESCATTER_MAX_BYTES", "0");
+  OneShotOnly oneShotOnly;
   const int k = GetParam();
   constexpr size_t kCount = 257;
   CommSet comms(k, InitMode::kInitRank);
@@ -218,21 +221,16 @@ TEST_P(Configured, OneShotLoneAndGroupedCallsMeet) {
   reportFailures(report);
 }
 
-// The one-shot path folds rank 0's row, then rank 1's, and so on, on every rank: every rank gets the same bits, the
-// bits of that fold, even where the order of additions changes the result (values spread over 40 binades).
-TEST_P(Configured, OneShotGivesEveryRankTheSameBits) {
-  if (const char* device = std::getenv("TUTTI_DEVICE"); device && std::string(device) != "host")
-    GTEST_SKIP() << "the one-shot path is the host backend's";
-  ScopedEnv oneShot("TUTTI_ONESHOT_MAX_BYTES", "262144");
-  ScopedEnv noDoubling("TUTTI_DOUBLING_MAX_BYTES", "0");  // the one-shot itself, at every rank count
-  ScopedEnv noBruck("TUTTI_BRUCK_MAX_BYTES", "0"), noBinomial("TUTTI_BINOMIAL_BCAST_MAX_BYTES", "0");
-  ScopedEnv noTree("TUTTI_TREE_ALLREDUCE_MAX_BYTES", "0"), noTreeRs("TUTTI_TREE_REDUCESCATTER_MAX_BYTES", "0");
-  const int k = GetParam();
+// k ranks as threads each AllReduce (Sum) their own row of floats spread over 40 binades, where the order of additions
+// changes the result: every rank must get rank 0's bits, and rank 0 the bits `want(in, i)` gives for element i (`order`
+// names that fold in the messages).
+using FoldOf = std::function<float(const std::vector<std::vector<float>>& in, size_t i)>;
+void expectSumBits(int k, uint32_t seed, const FoldOf& want, const char* order) {
   constexpr size_t kCount = 4099;
   CommSet comms(k, InitMode::kInitRank);
   ASSERT_TRUE(comms.ok()) << comms.error();
   std::vector<std::vector<float>> in(k, std::vector<float>(kCount)), out(k, std::vector<float>(kCount, 0.0f));
-  std::mt19937 rng(11);
+  std::mt19937 rng(seed);
   std::uniform_real_distribution<float> mantissa(-1.0f, 1.0f);
   std::uniform_int_distribution<int> exponent(-20, 20);
   for (auto& row : in)
@@ -243,15 +241,28 @@ TEST_P(Configured, OneShotGivesEveryRankTheSameBits) {
               "ncclAllReduce", comm);
   }, report, "AllReduce");
   reportFailures(report);
-  size_t differ = 0, unlikeFold = 0;
+  size_t differ = 0, unlike = 0;
   for (size_t i = 0; i < kCount; ++i) {
-    float fold = in[0][i];
-    for (int r = 1; r < k; ++r) fold += in[r][i];
+    const float fold = want(in, i);
     for (int r = 1; r < k; ++r) differ += std::memcmp(&out[r][i], &out[0][i], sizeof(float)) != 0;
-    unlikeFold += std::memcmp(&out[0][i], &fold, sizeof(float)) != 0;
+    unlike += std::memcmp(&out[0][i], &fold, sizeof(float)) != 0;
   }
   EXPECT_EQ(differ, 0u) << "elements where a rank's result differs from rank 0's";
-  EXPECT_EQ(unlikeFold, 0u) << "elements that are not the rank-order fold";
+  EXPECT_EQ(unlike, 0u) << "elements that are not the " << order;
+}
+
+// The one-shot path folds rank 0's row, then rank 1's, and so on, on every rank: every rank gets the same bits, the
+// bits of that fold, even where the order of additions changes the result (values spread over 40 binades).
+TEST_P(Configured, OneShotGivesEveryRankTheSameBits) {
+  if (const char* device = std::getenv("TUTTI_DEVICE"); device && std::string(device) != "host")
+    GTEST_SKIP() << "the one-shot path is the host backend's";
+  OneShotOnly oneShotOnly;
+  const int k = GetParam();
+  expectSumBits(k, 11, [k](const std::vector<std::vector<float>>& in, size_t i) {
+    float fold = in[0][i];
+    for (int r = 1; r < k; ++r) fold += in[r][i];
+    return fold;
+  }, "rank-order fold");
 }
 
 // Recursive doubling (device/host/oneshot.h, OneShot::doubling) for every AllReduce up to half a Simple slot, at
@@ -322,20 +333,18 @@ TEST_P(Doubling, AllReduceByHalvingThenDoubling) {
 
 // Every op (PreMulSum with the scalar on the host and on the device included) on integer, half and single
 // precision data, counts 1 to 30001, unaligned buffers, in place and not.
-TEST_P(Doubling, AllReduceEveryOpAndType) {
-  const int k = GetParam();
+void runEveryOpAndType(int k, uint32_t seed) {
   runThreadCases(k, allReduceCases(k, {ncclInt32, ncclFloat16, ncclFloat32},
-                                      {size_t{1}, size_t{13}, size_t{4099}, size_t{30001}}, 7100));
+                                      {size_t{1}, size_t{13}, size_t{4099}, size_t{30001}}, seed));
 }
 
-// AllReduce up a binomial tree to rank 0 and back down (3 to 8 ranks): every op on integer, half and single precision
-// data, counts 1 to 30001, unaligned buffers, in place and not.
+TEST_P(Doubling, AllReduceEveryOpAndType) { runEveryOpAndType(GetParam(), 7100); }
+
+// The same up a binomial tree to rank 0 and back down (3 to 8 ranks).
 TEST_P(Doubling, AllReduceUpAndDownTheTree) {
-  const int k = GetParam();
-  if (k < 3) GTEST_SKIP() << "from 3 ranks";
+  if (GetParam() < 3) GTEST_SKIP() << "from 3 ranks";
   ScopedEnv tree("TUTTI_TREE_ALLREDUCE_MAX_BYTES", "262144");
-  runThreadCases(k, allReduceCases(k, {ncclInt32, ncclFloat16, ncclFloat32},
-                                      {size_t{1}, size_t{13}, size_t{4099}, size_t{30001}}, 7300));
+  runEveryOpAndType(GetParam(), 7300);
 }
 
 // The tree's root folds rank r + m's partial result after rank r's, the smallest subtree first: a perfect tree over
@@ -345,37 +354,17 @@ TEST_P(Doubling, TreeAllReduceFoldsInTheBinomialOrder) {
   const int k = GetParam();
   if (k < 3) GTEST_SKIP() << "from 3 ranks";
   ScopedEnv tree("TUTTI_TREE_ALLREDUCE_MAX_BYTES", "262144");
-  constexpr size_t kCount = 4099;
-  CommSet comms(k, InitMode::kInitRank);
-  ASSERT_TRUE(comms.ok()) << comms.error();
-  std::vector<std::vector<float>> in(k, std::vector<float>(kCount)), out(k, std::vector<float>(kCount, 0.0f));
-  std::mt19937 rng(12);
-  std::uniform_real_distribution<float> mantissa(-1.0f, 1.0f);
-  std::uniform_int_distribution<int> exponent(-20, 20);
-  for (auto& row : in)
-    for (float& x : row) x = std::ldexp(mantissa(rng), exponent(rng));
-  Report report;
-  runPerRank(comms, [&](int r, ncclComm_t comm) {
-    report.ok(ncclAllReduce(in[r].data(), out[r].data(), kCount, ncclFloat32, ncclSum, comm, nullptr),
-              "ncclAllReduce", comm);
-  }, report, "AllReduce");
-  reportFailures(report);
-  // fold(s, m): ranks s to s + m - 1 that exist, as rank s of the tree folds them.
-  std::function<float(size_t, int, int)> fold = [&](size_t i, int s, int m) -> float {
-    if (m == 1) return in[s][i];
-    const float lo = fold(i, s, m / 2);
-    return s + m / 2 < k ? lo + fold(i, s + m / 2, m / 2) : lo;
-  };
   int top = 1;
   while (top < k) top *= 2;
-  size_t differ = 0, unlikeFold = 0;
-  for (size_t i = 0; i < kCount; ++i) {
-    const float want = fold(i, 0, top);
-    for (int r = 1; r < k; ++r) differ += std::memcmp(&out[r][i], &out[0][i], sizeof(float)) != 0;
-    unlikeFold += std::memcmp(&out[0][i], &want, sizeof(float)) != 0;
-  }
-  EXPECT_EQ(differ, 0u) << "elements where a rank's result differs from rank 0's";
-  EXPECT_EQ(unlikeFold, 0u) << "elements that are not the binomial tree's fold";
+  expectSumBits(k, 12, [k, top](const std::vector<std::vector<float>>& in, size_t i) {
+    // fold(s, m): ranks s to s + m - 1 that exist, as rank s of the tree folds them.
+    std::function<float(int, int)> fold = [&](int s, int m) -> float {
+      if (m == 1) return in[s][i];
+      const float lo = fold(s, m / 2);
+      return s + m / 2 < k ? lo + fold(s + m / 2, m / 2) : lo;
+    };
+    return fold(0, top);
+  }, "binomial tree's fold");
 }
 
 // AllGather of fp16 and ReduceScatter of every op on int32 / fp32, blocks of `counts` elements, unaligned, in place and
