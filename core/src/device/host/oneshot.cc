@@ -261,9 +261,27 @@ ncclResult_t runDoubling(ncclComm* comm, const OneShot& s, const WaitContext& wa
   return ncclSuccess;
 }
 
-// AllReduce up a binomial tree to rank 0, then down it (treeAllReduceWanted). Rank r's parent is r less its lowest
-// set bit; its children are r + m for each power of two m below that bit (any m for rank 0) with r + m < n. A rank
-// folds each child's partial result after its own, the smallest subtree first, and sends the sum to its parent; rank
+// The binomial tree of runTreeAllReduce and runTreeReduceScatter: rank r's parent is r less its lowest set bit, its children r +
+// m for each power of two m below that bit (any m for rank 0) with r + m < n; the ranks r to r + low - 1 that exist
+// are r's subtree.
+struct BinomialNode {
+  int low = 0;  // r's lowest set bit (n for rank 0): its subtree spans [r, min(r + low, n))
+  int nChildren = 0;
+  std::array<HostConn*, kMaxDoublingSteps> childFrom{}, childTo{};
+  HostConn *parentFrom = nullptr, *parentTo = nullptr;
+};
+
+ncclResult_t binomialNode(ncclComm* comm, const char* what, BinomialNode* t) {
+  const int n = comm->nRanks, r = comm->rank;
+  t->low = r == 0 ? n : r & -r;
+  for (int m = 1; m < t->low && r + m < n; m <<= 1, ++t->nChildren)
+    TUTTI_CHECK(partner(comm, r + m, what, &t->childFrom[t->nChildren], &t->childTo[t->nChildren]));
+  if (r != 0) TUTTI_CHECK(partner(comm, r - t->low, what, &t->parentFrom, &t->parentTo));
+  return ncclSuccess;
+}
+
+// AllReduce up the binomial tree (BinomialNode) to rank 0, then down it (logAllReduce: kTree). A rank folds each
+// child's partial result after its own, the smallest subtree first, and sends the sum to its parent; rank
 // 0 applies the op's last step and sends the result back down, the largest subtree first. Rank 0's fold is, for any
 // n, the fixed order of det_reduce.h: a perfect tree over each block of 2^k ranks given by the binary digits of n,
 // the blocks joined from the last one backwards (a deterministic call keeps its partial results in the
@@ -276,25 +294,18 @@ ncclResult_t runTreeAllReduce(ncclComm* comm, const OneShot& s, const WaitContex
   const size_t accBytes = det ? s.count * hostDetAccSize(s.op.datatype) : outBytes;
   const char* what = funcName(s.func);
   const ResolvedRedOp copy = byteCopy();
-  const int low = r == 0 ? n : r & -r;  // children below this bit
-  std::array<HostConn*, kMaxDoublingSteps> childFrom{}, childTo{};
-  int nChildren = 0;
-  for (int m = 1; m < low && r + m < n; m <<= 1, ++nChildren)
-    TUTTI_CHECK(partner(comm, r + m, what, &childFrom[nChildren], &childTo[nChildren]));
-  HostConn *parentFrom = nullptr, *parentTo = nullptr;
+  BinomialNode t;
+  TUTTI_CHECK(binomialNode(comm, what, &t));
   char* landing = nullptr;
-  if (r != 0) {
-    TUTTI_CHECK(partner(comm, r - low, what, &parentFrom, &parentTo));
-    // The result may land in the output: this rank's partial result left (copied into its slot) before the parent
-    // could send it.
-    if (parentFrom->netEnd && userBufferStep(parentFrom, TUTTI_PROTO_SIMPLE, outBytes)) {
-      const NetUserStep step{parentFrom->step, s.output, outBytes};
-      netRecvInto(parentFrom->netEnd, &step, 1);
-      landing = s.output;
-    }
+  // The result may land in the output: this rank's partial result left (copied into its slot) before the parent could
+  // send it.
+  if (t.parentFrom && t.parentFrom->netEnd && userBufferStep(t.parentFrom, TUTTI_PROTO_SIMPLE, outBytes)) {
+    const NetUserStep step{t.parentFrom->step, s.output, outBytes};
+    netRecvInto(t.parentFrom->netEnd, &step, 1);
+    landing = s.output;
   }
-  for (int i = 0; i < nChildren; ++i) announceRecvSteps(childFrom[i], 1);  // every receive posted before the first wait
-  if (parentFrom) announceRecvSteps(parentFrom, 1);
+  for (int i = 0; i < t.nChildren; ++i) announceRecvSteps(t.childFrom[i], 1);  // every receive posted at once
+  if (t.parentFrom) announceRecvSteps(t.parentFrom, 1);
   thread_local std::vector<char> scratch;  // grows to the largest call this thread has made, then stays
   if (scratch.size() < 2 * accBytes) scratch.resize(2 * accBytes);
   char* const spare[2] = {scratch.data(), scratch.data() + accBytes};
@@ -308,11 +319,11 @@ ncclResult_t runTreeAllReduce(ncclComm* comm, const OneShot& s, const WaitContex
     hostReduceCopy(s.op, 1, &src, 1, &dst, s.count, /*preOpFirstSrc=*/true, /*postOp=*/false);
     acc = spare[0];
   }
-  for (int i = 0; i < nChildren; ++i) {
-    HostPrims prims(childFrom[i], nullptr, nullptr, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+  for (int i = 0; i < t.nChildren; ++i) {
+    HostPrims prims(t.childFrom[i], nullptr, nullptr, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
     const char* row = nullptr;
     TUTTI_CHECK(prims.recvPeek(accBytes, &row));
-    const bool last = r == 0 && i == nChildren - 1;
+    const bool last = r == 0 && i == t.nChildren - 1;
     // Only the first operand may share the destination: the root's last fold may write an output that is its input.
     char* dst = last && !det ? s.output : acc == spare[0] ? spare[1] : spare[0];
     if (det) {
@@ -330,41 +341,22 @@ ncclResult_t runTreeAllReduce(ncclComm* comm, const OneShot& s, const WaitContex
   if (r == 0) {
     if (det) hostDetFinish(s.op, n, acc, s.output, s.count);
   } else {
-    HostPrims& up = sends.emplace(0, nullptr, parentTo, acc, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    HostPrims& up = sends.emplace(0, nullptr, t.parentTo, acc, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
     TUTTI_CHECK(up.send(0, accBytes));  // into the slot: the scratch and the output may change from here on
-    if (parentTo->proxyTask) scope.add(parentTo->proxyTask);
-    HostPrims prims(parentFrom, nullptr, nullptr, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    if (t.parentTo->proxyTask) scope.add(t.parentTo->proxyTask);
+    HostPrims prims(t.parentFrom, nullptr, nullptr, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
     const char* got = nullptr;
     TUTTI_CHECK(prims.recvPeek(outBytes, &got, landing));
     if (got != s.output) std::memcpy(s.output, got, outBytes);
     prims.recvRelease();
   }
-  for (int i = nChildren - 1; i >= 0; --i) {  // the largest subtree first
-    HostPrims& sp = sends.emplace(1 + i, nullptr, childTo[i], s.output, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+  for (int i = t.nChildren - 1; i >= 0; --i) {  // the largest subtree first
+    HostPrims& sp = sends.emplace(1 + i, nullptr, t.childTo[i], s.output, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
     sp.useUserBuffers(false, true);  // nothing writes the output again in this call
     TUTTI_CHECK(sp.send(0, outBytes));
-    if (childTo[i]->proxyTask) scope.add(childTo[i]->proxyTask);
+    if (t.childTo[i]->proxyTask) scope.add(t.childTo[i]->proxyTask);
   }
   return waitAllSent(sends);
-}
-
-// The binomial tree of the tree paths (runTreeAllReduce): rank r's parent is r less its lowest set bit, its children r +
-// m for each power of two m below that bit (any m for rank 0) with r + m < n; the ranks r to r + low - 1 that exist
-// are r's subtree.
-struct BinomialNode {
-  int low = 0;  // r's lowest set bit (n for rank 0): its subtree spans [r, min(r + low, n))
-  int nChildren = 0;
-  std::array<HostConn*, kMaxDoublingSteps> childFrom{}, childTo{};
-  HostConn *parentFrom = nullptr, *parentTo = nullptr;
-};
-
-ncclResult_t binomialNode(ncclComm* comm, const char* what, BinomialNode* t) {
-  const int n = comm->nRanks, r = comm->rank;
-  t->low = r == 0 ? n : r & -r;
-  for (int m = 1; m < t->low && r + m < n; m <<= 1, ++t->nChildren)
-    TUTTI_CHECK(partner(comm, r + m, what, &t->childFrom[t->nChildren], &t->childTo[t->nChildren]));
-  if (r != 0) TUTTI_CHECK(partner(comm, r - t->low, what, &t->parentFrom, &t->parentTo));
-  return ncclSuccess;
 }
 
 // ReduceScatter up the binomial tree and back down: the whole input is reduced up the tree as runTreeAllReduce
