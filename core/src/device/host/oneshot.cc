@@ -280,6 +280,46 @@ ncclResult_t binomialNode(ncclComm* comm, const char* what, BinomialNode* t) {
   return ncclSuccess;
 }
 
+// The reduction up the tree of `count` elements of s.input: this rank's row (its PreMulSum scalar applied, or widened to
+// the accumulator), then each child's partial result folded after it, the smallest subtree first, alternating between
+// the two spare rows. Rank 0's last fold of a call that is not deterministic writes `rootOut` with the op's last step
+// (Avg's division); *out is the partial result (rank 0, deterministic: still to be narrowed by hostDetFinish).
+ncclResult_t foldUpTree(const OneShot& s, const BinomialNode& t, size_t count, char* const spare[2], char* rootOut,
+                        const WaitContext& wait, const OpLabel& label, const char** out) {
+  const bool det = s.det, root = t.parentFrom == nullptr;
+  const size_t accBytes = count * (det ? hostDetAccSize(s.op.datatype) : s.esize);
+  const ResolvedRedOp copy = byteCopy();
+  const char* acc = s.input;
+  if (det) {
+    hostDetLeaf(s.op, s.input, spare[0], count);
+    acc = spare[0];
+  } else if (s.op.kind == RedOpKind::PreMulSum) {
+    const void* src = s.input;
+    void* dst = spare[0];
+    hostReduceCopy(s.op, 1, &src, 1, &dst, count, /*preOpFirstSrc=*/true, /*postOp=*/false);
+    acc = spare[0];
+  }
+  for (int i = 0; i < t.nChildren; ++i) {
+    HostPrims prims(t.childFrom[i], nullptr, nullptr, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    const char* row = nullptr;
+    TUTTI_CHECK(prims.recvPeek(accBytes, &row));
+    const bool last = root && i == t.nChildren - 1;
+    // Only the first operand may share the destination: rank 0's last fold may write an output that is its input.
+    char* dst = last && !det ? rootOut : acc == spare[0] ? spare[1] : spare[0];
+    if (det) {
+      hostDetCombine(s.op, acc, row, dst, count);
+    } else {
+      const void* srcs[2] = {acc, row};
+      void* dsts[1] = {dst};
+      hostReduceCopy(s.op, 2, srcs, 1, dsts, count, /*preOpFirstSrc=*/false, /*postOp=*/last);
+    }
+    prims.recvRelease();
+    acc = dst;
+  }
+  *out = acc;
+  return ncclSuccess;
+}
+
 // AllReduce up the binomial tree (BinomialNode) to rank 0, then down it (logAllReduce: kTree). A rank folds each
 // child's partial result after its own, the smallest subtree first, and sends the sum to its parent; rank
 // 0 applies the op's last step and sends the result back down, the largest subtree first. Rank 0's fold is, for any
@@ -309,33 +349,8 @@ ncclResult_t runTreeAllReduce(ncclComm* comm, const OneShot& s, const WaitContex
   thread_local std::vector<char> scratch;  // grows to the largest call this thread has made, then stays
   if (scratch.size() < 2 * accBytes) scratch.resize(2 * accBytes);
   char* const spare[2] = {scratch.data(), scratch.data() + accBytes};
-  const char* acc = s.input;  // this rank's partial result: its own row first, its scalar applied
-  if (det) {
-    hostDetLeaf(s.op, s.input, spare[0], s.count);
-    acc = spare[0];
-  } else if (s.op.kind == RedOpKind::PreMulSum) {
-    const void* src = s.input;
-    void* dst = spare[0];
-    hostReduceCopy(s.op, 1, &src, 1, &dst, s.count, /*preOpFirstSrc=*/true, /*postOp=*/false);
-    acc = spare[0];
-  }
-  for (int i = 0; i < t.nChildren; ++i) {
-    HostPrims prims(t.childFrom[i], nullptr, nullptr, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
-    const char* row = nullptr;
-    TUTTI_CHECK(prims.recvPeek(accBytes, &row));
-    const bool last = r == 0 && i == t.nChildren - 1;
-    // Only the first operand may share the destination: the root's last fold may write an output that is its input.
-    char* dst = last && !det ? s.output : acc == spare[0] ? spare[1] : spare[0];
-    if (det) {
-      hostDetCombine(s.op, acc, row, dst, s.count);
-    } else {
-      const void* srcs[2] = {acc, row};
-      void* dsts[1] = {dst};
-      hostReduceCopy(s.op, 2, srcs, 1, dsts, s.count, /*preOpFirstSrc=*/false, /*postOp=*/last);
-    }
-    prims.recvRelease();
-    acc = dst;
-  }
+  const char* acc = nullptr;
+  TUTTI_CHECK(foldUpTree(s, t, s.count, spare, s.output, wait, label, &acc));
   PrimsSlots<1 + kMaxDoublingSteps> sends;
   ProxyDriveScope scope;
   if (r == 0) {
@@ -380,32 +395,8 @@ ncclResult_t runTreeReduceScatter(ncclComm* comm, const OneShot& s, const WaitCo
   if (scratch.size() < 2 * accBytes + resultBytes) scratch.resize(2 * accBytes + resultBytes);
   char* const spare[2] = {scratch.data(), scratch.data() + accBytes};
   char* const result = scratch.data() + 2 * accBytes;  // rank 0: every block, finished
-  const char* acc = s.input;  // this rank's partial result: its own rows first, its scalar applied
-  if (det) {
-    hostDetLeaf(s.op, s.input, spare[0], all);
-    acc = spare[0];
-  } else if (s.op.kind == RedOpKind::PreMulSum) {
-    const void* src = s.input;
-    void* dst = spare[0];
-    hostReduceCopy(s.op, 1, &src, 1, &dst, all, /*preOpFirstSrc=*/true, /*postOp=*/false);
-    acc = spare[0];
-  }
-  for (int i = 0; i < t.nChildren; ++i) {
-    HostPrims prims(t.childFrom[i], nullptr, nullptr, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
-    const char* row = nullptr;
-    TUTTI_CHECK(prims.recvPeek(accBytes, &row));
-    const bool last = r == 0 && i == t.nChildren - 1;
-    char* dst = last && !det ? result : acc == spare[0] ? spare[1] : spare[0];
-    if (det) {
-      hostDetCombine(s.op, acc, row, dst, all);
-    } else {
-      const void* srcs[2] = {acc, row};
-      void* dsts[1] = {dst};
-      hostReduceCopy(s.op, 2, srcs, 1, dsts, all, /*preOpFirstSrc=*/false, /*postOp=*/last);
-    }
-    prims.recvRelease();
-    acc = dst;
-  }
+  const char* acc = nullptr;
+  TUTTI_CHECK(foldUpTree(s, t, all, spare, result, wait, label, &acc));
   PrimsSlots<1 + kMaxDoublingSteps> sends;
   ProxyDriveScope scope;
   // The finished blocks of this rank's subtree, from block r on: rank 0's result, the others' parent's message.
