@@ -504,6 +504,12 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
                                             : (nRanks >= 6 ? size_t{32} << 10 : 0);
   comm->treeAllReduceMaxBytes = comm->oneShotMaxBytes ? treeMax : 0;
   comm->detTreeAllReduceMaxBytes = comm->oneShotMaxBytes ? detTreeMax : 0;
+  // Within a node, recursive doubling stays ahead of the tree below 32 KiB: its log2 n steps run side by side where
+  // the tree's 2 log2 n wake one rank after another (8 ranks as processes, 2 cores, the median of five runs, tree ->
+  // doubling, us: 8 B 30.9 -> 22.8, 512 B 33.4 -> 23.2, 4 KiB 40.5 -> 30.8, 8 KiB 43.9 -> 33.4, 16 KiB 51.8 -> 49.1,
+  // 32 KiB 77 -> 87, 64 KiB 132 -> 181). Over the network the tree's fewer messages win from the first byte.
+  const int64_t tMin = paramInt("TUTTI_TREE_ALLREDUCE_MIN_BYTES");
+  comm->treeAllReduceMinBytes = tMin >= 0 ? static_cast<size_t>(tMin) : overNetwork ? 1 : size_t{32} << 10;
   // ReduceScatter up the same tree (the whole input) and its blocks back down: 2(n - 1) messages where recursive
   // halving sends n log2 n, for n - 1 times its bytes up. Unset: over the network from 6 ranks, within a node on 8, up
   // to 32 KiB of input (the median of three runs, 2 cores, halving, one-shot or ring -> tree, us: sockets 8 ranks 64 B
@@ -520,7 +526,13 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
                               : overNetwork && nRanks >= 6 ? size_t{64} << 10 : 0;
   comm->treeReduceScatterMaxBytes = comm->oneShotMaxBytes ? treeRsMax : 0;
   comm->detTreeReduceScatterMaxBytes = comm->oneShotMaxBytes ? detTreeRsMax : 0;
-  comm->doublingMinBytes = dMin >= 0 ? static_cast<size_t>(dMin) : overNetwork ? 1 : size_t{4} << 10;
+  // From 5 ranks within a node, doubling from the first byte: the one-shot's n(n - 1) messages then cost more than
+  // log2 n steps (2 cores, the median of five runs, one-shot -> doubling, us: 6 ranks 8 B 20.5 -> 9.2, 512 B 21.4 ->
+  // 9.7, 4 KiB 24.6 -> 13.1; 5 ranks 8 B 10.4 -> 11.0, 4 KiB 17.9 -> 15.7; 4 ranks 8 B 6.8 -> 6.3, 512 B 6.5 -> 7.5;
+  // AllGather 8 ranks 64 B 26.5 -> 20.7, 4 KiB 26.0 -> 23.0).
+  comm->doublingMinBytes = dMin >= 0                    ? static_cast<size_t>(dMin)
+                           : overNetwork || nRanks >= 5 ? 1
+                                                        : size_t{4} << 10;
   comm->doublingMinRanks = dRanks >= 0 ? static_cast<int>(std::max<int64_t>(2, dRanks)) : overNetwork ? 3 : 4;
   // A deterministic call's gather of every input whole (det_coll.h) against the exchange of slices, unset: up to
   // 256 KiB of inputs in all, but 128 KiB on the host backend where no rank talks over the network (processes over

@@ -31,10 +31,11 @@ bool oneShotWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes) {
 
 LogAllReduce logAllReduce(const ncclComm* comm, size_t bytes, bool det) {
   const int n = comm->nRanks;
-  if (comm->backend != Backend::Host || !comm->corePaths || n < 3 || n > kOneShotMaxRanks || bytes == 0)
+  if (comm->backend != Backend::Host || !comm->corePaths || n < 2 || n > kOneShotMaxRanks || bytes == 0)
     return LogAllReduce::kNone;
   const size_t slot = comm->buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS;
-  const bool pow2 = (n & (n - 1)) == 0, doublingRanks = n >= comm->doublingMinRanks;
+  // On 2 ranks the tree is the one-shot's exchange, so it starts at 3; doubling starts at doublingMinRanks (>= 2).
+  const bool pow2 = (n & (n - 1)) == 0, doublingRanks = n >= comm->doublingMinRanks, treeRanks = n >= 3;
   const bool doublingBytes = bytes >= comm->doublingMinBytes;
   if (det) {
     // Recursive doubling over a power of two of ranks, whose tree is the fixed order's, or up and down the binomial
@@ -42,9 +43,10 @@ LogAllReduce logAllReduce(const ncclComm* comm, size_t bytes, bool det) {
     // the bytes, fp8).
     if (4 * bytes > slot) return LogAllReduce::kNone;
     if (pow2 && doublingRanks && doublingBytes && bytes <= comm->detDoublingMaxBytes) return LogAllReduce::kDoubling;
-    return bytes <= comm->detTreeAllReduceMaxBytes ? LogAllReduce::kTree : LogAllReduce::kNone;
+    return treeRanks && bytes <= comm->detTreeAllReduceMaxBytes ? LogAllReduce::kTree : LogAllReduce::kNone;
   }
-  if (bytes <= comm->treeAllReduceMaxBytes && bytes <= slot) return LogAllReduce::kTree;
+  if (treeRanks && bytes >= comm->treeAllReduceMinBytes && bytes <= comm->treeAllReduceMaxBytes && bytes <= slot)
+    return LogAllReduce::kTree;
   if (!doublingRanks || !doublingBytes) return LogAllReduce::kNone;
   if (bytes <= comm->doublingMaxBytes && bytes <= slot) return LogAllReduce::kDoubling;
   // Past doublingMaxBytes: recursive halving then doubling (4 or 8 ranks), blocks of whole elements (bytes a multiple
