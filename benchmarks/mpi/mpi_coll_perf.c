@@ -141,7 +141,10 @@ int main(int argc, char** argv) {
     printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s\n", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)",
            "");
   }
-  /* The same warm-up before the first row as Tutti's perf tools (tests/perf): a few barriers. */
+  /* The same warm-up before the sweep as Tutti's perf tools (tests/perf) and nccl-tests: -w calls at the largest
+     size, then at the smallest, then a few barriers. */
+  for (int i = 0; i < warmup; ++i) run_once(c, send, recv, count_of(c, maxBytes, n));
+  for (int i = 0; i < warmup; ++i) run_once(c, send, recv, count_of(c, minBytes, n));
   for (int i = 0; i < 5; ++i) MPI_Barrier(MPI_COMM_WORLD);
   long long totalWrong = 0;
   for (size_t bytes = minBytes; bytes <= maxBytes;) {

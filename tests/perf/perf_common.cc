@@ -488,15 +488,33 @@ int sweep(Coll coll, const Options& o, const Run& run, const std::vector<ncclCom
   size_t totalWrong = 0;
   std::string rows = "# env:" + envSummary() + "\n";  // what --plot draws
   const bool canInPlace = coll != Coll::AlltoAll && coll != Coll::SendRecv;
-  // The communicator's first calls connect its ranks and start their helpers; they happen here, before the first row,
-  // as nccl-tests warms up before its sweep, so the first size's timed loop does not share the cores with them.
-  if (run.mode != Mode::Threads)
-    for (int i = 0; i < 5; ++i)
-      if (ncclResult_t res = commSync(); res != ncclSuccess) {
-        std::fprintf(stderr, "rank %d: warm-up failed: %s: %s\n", run.firstRank, ncclGetErrorString(res),
-                     ncclGetLastError(comms[0]));
-        return 1;
-      }
+  // Warm-up before the sweep, as nccl-tests does: -w calls at the largest size, then at the smallest, then a few
+  // barriers. The first calls connect the ranks, start their helpers and fault in the buffers; without this the first
+  // row's timed loop shares the cores with that work (an empty call, 4 ranks: 0.06 -> 0.03 us).
+  auto warmUp = [&](int i, int rank, const auto& sync) -> ncclResult_t {
+    for (size_t bytes : {sizes.back(), sizes.front()})
+      for (int k = 0; k < o.warmup; ++k)
+        if (ncclResult_t res = runOnce(coll, o, comms[i], rank, countOf(coll, bytes, ts, n), bufs[i], false);
+            res != ncclSuccess)
+          return res;
+    for (int k = 0; k < 5; ++k)
+      if (ncclResult_t res = sync(); res != ncclSuccess) return res;
+    return ncclSuccess;
+  };
+  std::vector<ncclResult_t> warmRes(local, ncclSuccess);
+  if (run.mode == Mode::Threads) {
+    std::vector<std::thread> threads;
+    for (int i = 0; i < local; ++i) threads.emplace_back([&, i] { warmRes[i] = warmUp(i, i, barrierSync); });
+    for (auto& th : threads) th.join();
+  } else {
+    warmRes[0] = warmUp(0, run.firstRank, commSync);
+  }
+  for (int i = 0; i < local; ++i)
+    if (warmRes[i] != ncclSuccess) {
+      std::fprintf(stderr, "rank %d: warm-up failed: %s: %s\n", run.firstRank + i, ncclGetErrorString(warmRes[i]),
+                   ncclGetLastError(comms[i]));
+      return 1;
+    }
 
   for (size_t bytes : sizes) {
     const size_t count = countOf(coll, bytes, ts, n);
