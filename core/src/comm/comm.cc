@@ -437,7 +437,12 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   // KiB 81 -> 55, 256 KiB 148 -> 158; shm ReduceScatter 4 ranks 64 KiB 37 -> 47).
   const int64_t gMax = paramInt("TUTTI_DOUBLING_GATHER_MAX_BYTES"), hMax = paramInt("TUTTI_HALVING_MAX_BYTES");
   const size_t gatherMax = gMax >= 0 ? static_cast<size_t>(gMax) : overNetwork ? size_t{1} << 20 : size_t{128} << 10;
-  const size_t halvingMax = hMax >= 0 ? static_cast<size_t>(hMax) : overNetwork ? size_t{64} << 10 : 0;
+  // Within a node on 8 ranks too, where the halving's log2 n steps side by side beat the tree's hops one after another
+  // (the median of five runs, tree -> halving, us: 64 B 43 -> 21, 1 KiB 50 -> 23, 16 KiB 62 -> 34, 32 KiB 71 -> 38,
+  // 64 KiB 83 -> 59, 128 KiB 115 -> 149; 4 ranks, one-shot -> halving: 64 B 5.2 -> 7.7, 4 KiB 6.7 -> 10.1).
+  const size_t halvingMax = hMax >= 0                     ? static_cast<size_t>(hMax)
+                            : overNetwork || nRanks >= 8 ? size_t{64} << 10
+                                                         : 0;
   comm->gatherDoublingMaxBytes = comm->oneShotMaxBytes ? gatherMax : 0;
   comm->halvingMaxBytes = comm->oneShotMaxBytes ? halvingMax : 0;
   // AllReduce by recursive halving then doubling: the ring's bytes in 2 log2 n messages instead of 2(n - 1). Unset: up
@@ -511,8 +516,8 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   const int64_t tMin = paramInt("TUTTI_TREE_ALLREDUCE_MIN_BYTES");
   comm->treeAllReduceMinBytes = tMin >= 0 ? static_cast<size_t>(tMin) : overNetwork ? 1 : size_t{32} << 10;
   // ReduceScatter up the same tree (the whole input) and its blocks back down: 2(n - 1) messages where recursive
-  // halving sends n log2 n, for n - 1 times its bytes up. Unset: over the network from 6 ranks, within a node on 8, up
-  // to 32 KiB of input (the median of three runs, 2 cores, halving, one-shot or ring -> tree, us: sockets 8 ranks 64 B
+  // halving sends n log2 n, for n - 1 times its bytes up. Unset: over the network from 6 ranks, up to 32 KiB of input;
+  // never within a node, where the halving is ahead on 8 ranks (above) (the median of three runs, 2 cores, halving, one-shot or ring -> tree, us: sockets 8 ranks 64 B
   // 163 -> 115, 4 KiB 184 -> 158, 32 KiB 237 -> 243; 6 ranks 64 B 134 -> 82, 4 KiB 181 -> 98, 32 KiB 199 -> 165; 4
   // ranks 64 B 40 -> 37, 32 KiB 56 -> 84; shm 8 ranks 64 B 30 -> 26, 4 KiB 34 -> 27, 32 KiB 62 -> 45). A
   // deterministic one, after the deterministic halving: over the network from 6 ranks up to 64 KiB, never within a
@@ -520,8 +525,7 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   // 8 ranks 32 KiB 79 -> 96).
   const int64_t trsMax = paramInt("TUTTI_TREE_REDUCESCATTER_MAX_BYTES"),
                 detTrsMax = paramInt("TUTTI_DET_TREE_REDUCESCATTER_MAX_BYTES");
-  const size_t treeRsMax = trsMax >= 0 ? static_cast<size_t>(trsMax)
-                           : nRanks >= (overNetwork ? 6 : 8) ? size_t{32} << 10 : 0;
+  const size_t treeRsMax = trsMax >= 0 ? static_cast<size_t>(trsMax) : overNetwork && nRanks >= 6 ? size_t{32} << 10 : 0;
   const size_t detTreeRsMax = detTrsMax >= 0 ? static_cast<size_t>(detTrsMax)
                               : overNetwork && nRanks >= 6 ? size_t{64} << 10 : 0;
   comm->treeReduceScatterMaxBytes = comm->oneShotMaxBytes ? treeRsMax : 0;
