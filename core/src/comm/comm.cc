@@ -414,6 +414,8 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   // Unset: up to 256 KiB in all (the median of three runs, grouped sends or single copy -> one-shot, us: sockets 8
   // ranks 64 KiB 972 -> 528, 256 KiB 989 -> 675, 1 MiB 2485 -> 2920; 4 ranks 64 KiB 191 -> 118, 256 KiB 405 -> 272;
   // shm 8 ranks 64 KiB 159 -> 78, 256 KiB 366 -> 252; 4 ranks 256 KiB 118 -> 95, 1 MiB 310 -> 441).
+  const int64_t llMax = paramInt("TUTTI_ONESHOT_LL_MAX_BYTES");
+  comm->oneShotLLMaxBytes = comm->oneShotMaxBytes ? (llMax >= 0 ? static_cast<size_t>(llMax) : 256) : 0;
   const int64_t a2aMax = paramInt("TUTTI_ONESHOT_ALLTOALL_MAX_BYTES");
   comm->oneShotAlltoAllMaxBytes =
       comm->oneShotMaxBytes ? (a2aMax >= 0 ? static_cast<size_t>(a2aMax) : size_t{256} << 10) : 0;

@@ -148,6 +148,9 @@ struct ncclComm {
   size_t oneShotMaxBytes = 0;
   // The same for AlltoAll where larger (TUTTI_ONESHOT_ALLTOALL_MAX_BYTES): off with oneShotMaxBytes.
   size_t oneShotAlltoAllMaxBytes = 0;
+  // One-shot messages of up to this many bytes between ranks of a node travel as LL lines, which the receiver
+  // polls, rather than in a Simple slot behind tail (TUTTI_ONESHOT_LL_MAX_BYTES; 0: never).
+  size_t oneShotLLMaxBytes = 0;
   // Recursive doubling AllReduce (device/host/oneshot.h, doublingWanted) from doublingMinRanks ranks, from
   // doublingMinBytes to doublingMaxBytes (TUTTI_DOUBLING_*; a maximum of 0: never).
   int doublingMinRanks = 4;

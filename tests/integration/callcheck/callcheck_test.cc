@@ -155,8 +155,13 @@ TEST(MismatchP2p, SendAndRecvCountsDiffer) {
 }
 
 // Without the option a count mismatch is still caught once data moves: the receiver of a slot of another
-// size fails naming the sender, the failure spreads, and nothing hangs (the watchdog would fire).
-TEST(WithoutTheCheck, CountMismatchFailsOnceDataMoves) {
+// size fails naming the sender, the failure spreads, and nothing hangs (the watchdog would fire). The counts: rank 3's
+// one element short of the others', as Simple slots (400 B), as LL lines (160 B, TUTTI_ONESHOT_LL_MAX_BYTES) and on
+// both sides of the LL limit (256 B as lines, 260 B in a Simple slot).
+class WithoutTheCheck : public testing::TestWithParam<size_t> {};
+
+TEST_P(WithoutTheCheck, CountMismatchFailsOnceDataMoves) {
+  const size_t count = GetParam();
   MpOptions opts;
   opts.nranks = kRanks;
   opts.timeoutSeconds = 40;
@@ -165,8 +170,9 @@ TEST(WithoutTheCheck, CountMismatchFailsOnceDataMoves) {
     ncclComm_t comm = nullptr;
     if (ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) != ncclSuccess) return 10;
     std::vector<float> buf(kCount * kRanks, 1.0f);
-    if (allReduce(comm, buf, kCount, ncclFloat32, ncclSum) != ncclSuccess) return 11;
-    const ncclResult_t res = allReduce(comm, buf, ctx.rank == 3 ? kCount - 1 : kCount, ncclFloat32, ncclSum);
+    if (allReduce(comm, buf, count, ncclFloat32, ncclSum) != ncclSuccess) return 11;
+    const size_t mine = count == 64 ? (ctx.rank == 3 ? 65 : 64) : ctx.rank == 3 ? count - 1 : count;
+    const ncclResult_t res = allReduce(comm, buf, mine, ncclFloat32, ncclSum);
     const std::string text = ncclGetLastError(comm);
     ncclCommAbort(comm);
     setMessage("result " + std::to_string(res) + ": " + text);
@@ -182,6 +188,9 @@ TEST(WithoutTheCheck, CountMismatchFailsOnceDataMoves) {
   EXPECT_EQ(failed, kRanks) << "a rank completed the mismatched call";
   EXPECT_GE(named, 1) << "no rank named the sender of the unexpected slot";
 }
+
+INSTANTIATE_TEST_SUITE_P(Counts, WithoutTheCheck, testing::Values(kCount, size_t{40}, size_t{64}),
+                         [](const testing::TestParamInfo<size_t>& info) { return "c" + std::to_string(info.param); });
 
 // With the option on and off, matching collectives and send/receive pairs give the right results.
 class Matching : public testing::TestWithParam<bool> {};

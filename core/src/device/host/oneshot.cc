@@ -95,6 +95,18 @@ namespace {
 
 constexpr int kMaxDoublingSteps = 3;  // log2 kOneShotMaxRanks
 
+// The protocol of a one-shot message of `bytes` on connection c: LL lines for a small one between ranks of a node,
+// which the receiver polls itself (one line to fetch, no tail or size to read first), else a Simple slot. Both ends
+// decide alike: the size is the call's, the connection's kind and buffers are the same at both ends.
+constexpr size_t kLLRowMaxBytes = 1024;  // the largest LL message a receiver keeps (rows on the stack)
+int oneShotProto(const ncclComm* comm, const HostConn* c, size_t bytes) {
+  const bool local = !c->netEnd && !(c->conn.flags & TUTTI_CONN_PROXIED);
+  return local && bytes <= comm->oneShotLLMaxBytes && bytes <= kLLRowMaxBytes &&
+                 bytes <= HostPrims::slotDataBytes(c->conn, TUTTI_PROTO_LL)
+             ? TUTTI_PROTO_LL
+             : TUTTI_PROTO_SIMPLE;
+}
+
 ResolvedRedOp byteCopy() {
   ResolvedRedOp copy{};
   resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &copy);
@@ -661,7 +673,7 @@ ncclResult_t runBinomialBroadcast(ncclComm* comm, const OneShot& s, const WaitCo
       landing = s.output;
     }
     announceRecvSteps(rc, 1);
-    HostPrims prims(rc, nullptr, nullptr, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    HostPrims prims(rc, nullptr, nullptr, nullptr, 1, copy, wait, label, oneShotProto(comm, rc, bytes));
     const char* got = nullptr;
     TUTTI_CHECK(prims.recvPeek(bytes, &got, landing));
     if (got != s.output) std::memcpy(s.output, got, bytes);
@@ -679,7 +691,7 @@ ncclResult_t runBinomialBroadcast(ncclComm* comm, const OneShot& s, const WaitCo
     Connection* scn = commCollConnection(comm, child, true);
     if (!scn) TUTTI_FAIL(ncclInternalError, "rank {}: {}: no connection to rank {}", r, what, child);
     HostConn* sc = &scn->host;
-    HostPrims& sp = sends.emplace(i, nullptr, sc, data, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    HostPrims& sp = sends.emplace(i, nullptr, sc, data, nullptr, 1, copy, wait, label, oneShotProto(comm, sc, bytes));
     sp.useUserBuffers(false, true);  // nothing writes the buffer again in this call
     TUTTI_CHECK(sp.send(0, bytes));
     if (sc->proxyTask) scope.add(sc->proxyTask);
@@ -744,12 +756,13 @@ ncclResult_t runOneShot(ncclComm* comm, const OneShot& s, const WaitContext& wai
       const int p = (r + k) % n;
       HostConn* c = conn(p, true);
       if (!c) TUTTI_FAIL(ncclInternalError, "rank {}: {}: no connection to rank {}", r, what, p);
+      const int proto = oneShotProto(comm, c, bytes);
       if (s.det) {
-        sends.emplace(p, nullptr, c, s.input + inputFor(p) * s.esize, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+        sends.emplace(p, nullptr, c, s.input + inputFor(p) * s.esize, nullptr, 1, copy, wait, label, proto);
         sends[p]->useUserBuffers(false, true);
         TUTTI_CHECK(sends[p]->send(0, bytes));
       } else {
-        sends.emplace(p, nullptr, c, s.input, nullptr, s.esize, s.op, wait, label, TUTTI_PROTO_SIMPLE);
+        sends.emplace(p, nullptr, c, s.input, nullptr, s.esize, s.op, wait, label, proto);
         sends[p]->useUserBuffers(false, true);
         TUTTI_CHECK(sends[p]->send(inputFor(p), s.count));
       }
@@ -773,6 +786,8 @@ ncclResult_t runOneShot(ncclComm* comm, const OneShot& s, const WaitContext& wai
   };
   PrimsSlots<kOneShotMaxRanks> prims;  // no allocation: a tiny call's cost is its steps
   std::array<const void*, kOneShotMaxRanks> rows{};
+  // An LL message is read into the thread's staging line buffer, which the next one reuses: each is kept here.
+  alignas(64) std::array<char, kOneShotMaxRanks * kLLRowMaxBytes> llRows;
   for (int k = 1; k < n; ++k) {
     const int p = (r + n - k) % n;
     if (bcast && p != s.root) continue;
@@ -788,9 +803,15 @@ ncclResult_t runOneShot(ncclComm* comm, const OneShot& s, const WaitContext& wai
       }
     }
     announceRecvSteps(c, 1);
-    prims.emplace(p, c, nullptr, nullptr, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    const int proto = landing ? TUTTI_PROTO_SIMPLE : oneShotProto(comm, c, bytes);
+    prims.emplace(p, c, nullptr, nullptr, nullptr, 1, copy, wait, label, proto);
     const char* data = nullptr;
     TUTTI_CHECK(prims[p]->recvPeek(bytes, &data, landing));
+    if (proto == TUTTI_PROTO_LL) {
+      char* row = llRows.data() + static_cast<size_t>(p) * kLLRowMaxBytes;
+      std::memcpy(row, data, bytes);
+      data = row;
+    }
     rows[p] = data;
   }
   auto release = [&]() -> ncclResult_t {
