@@ -40,7 +40,6 @@ const char* funcName(ncclFunc_t func) {
 namespace {
 
 struct GroupState {
-  int depth = 0;
   std::vector<Task> tasks;
   std::vector<host::WorkItem> initJobs;
   std::vector<std::function<void()>> asyncInits;  // starters of nonblocking inits (return at once)
@@ -48,6 +47,10 @@ struct GroupState {
   std::vector<std::pair<ncclComm*, size_t>> scratchTaken;        // groupScratchOffset, per communicator
 };
 thread_local GroupState tGroup;
+// The thread's ncclGroupStart nesting, read by every API call. Apart from tGroup: a trivially initialized
+// initial-exec variable is one load from the thread pointer, where tGroup's first-use guard costs a
+// __tls_get_addr call per access.
+[[gnu::tls_model("initial-exec")]] thread_local int tGroupDepth = 0;
 
 // Containers one launch fills, kept per thread and reused so a call outside a group allocates nothing
 // here once warm. launchGroup never runs twice at once on one thread (work it starts on this thread
@@ -336,10 +339,10 @@ ncclResult_t launchTasks(std::vector<Task> tasks) {
 
 }  // namespace
 
-bool groupActive() { return tGroup.depth > 0; }
+bool groupActive() { return tGroupDepth > 0; }
 
 size_t groupScratchOffset(ncclComm* comm, size_t bytes) {
-  if (tGroup.depth == 0) return 0;
+  if (tGroupDepth == 0) return 0;
   for (auto& [c, taken] : tGroup.scratchTaken) {
     if (c != comm) continue;
     const size_t at = taken;
@@ -351,13 +354,13 @@ size_t groupScratchOffset(ncclComm* comm, size_t bytes) {
 }
 
 ncclResult_t groupStart() {
-  ++tGroup.depth;
+  ++tGroupDepth;
   return ncclSuccess;
 }
 
 ncclResult_t groupEnd() {
-  if (tGroup.depth == 0) TUTTI_FAIL(ncclInvalidUsage, "ncclGroupEnd called without a matching ncclGroupStart");
-  if (--tGroup.depth > 0) return ncclSuccess;
+  if (tGroupDepth == 0) TUTTI_FAIL(ncclInvalidUsage, "ncclGroupEnd called without a matching ncclGroupStart");
+  if (--tGroupDepth > 0) return ncclSuccess;
   tGroup.scratchTaken.clear();
   std::vector<Task> tasks = std::move(tGroup.tasks);
   std::vector<host::WorkItem> inits = std::move(tGroup.initJobs);
@@ -381,10 +384,10 @@ ncclResult_t groupEnd() {
 ncclResult_t groupSimulateEnd(ncclSimInfo_t* simInfo) {
   // Like ncclGroupEnd this closes one level even when simInfo is bad; at the outermost level the queued
   // tasks are then discarded (NCCL does the same), so a failed call never leaves a half-open group.
-  if (tGroup.depth == 0)
+  if (tGroupDepth == 0)
     TUTTI_FAIL(ncclInvalidUsage, "ncclGroupSimulateEnd called without a matching ncclGroupStart");
   const ncclResult_t valid = simInfoCheck(simInfo);
-  if (--tGroup.depth > 0) return valid;
+  if (--tGroupDepth > 0) return valid;
   tGroup.scratchTaken.clear();
   std::vector<Task> tasks = std::move(tGroup.tasks);
   std::vector<host::WorkItem> inits = std::move(tGroup.initJobs);
@@ -417,11 +420,11 @@ ncclResult_t groupEnqueueProfiled(const Task& task) {
     if (it->comm == t.comm && it->api) groupApi = it->api.get()->parent;
   ProfRef fresh;
   if (!groupApi) {
-    fresh = ProfRef(profGroupApiStart(t.comm, tGroup.depth + 1));
+    fresh = ProfRef(profGroupApiStart(t.comm, tGroupDepth + 1));
     groupApi = fresh.get();
   }
   t.api = ProfRef(profApiCallStart(t.comm, groupApi, t));
-  if (tGroup.depth > 0) {
+  if (tGroupDepth > 0) {
     tGroup.tasks.push_back(std::move(t));
     return ncclSuccess;
   }
@@ -433,7 +436,7 @@ ncclResult_t groupEnqueueProfiled(const Task& task) {
 
 ncclResult_t groupEnqueue(const Task& task) {
   if (task.comm->profiler) [[unlikely]] return groupEnqueueProfiled(task);
-  if (tGroup.depth > 0) {
+  if (tGroupDepth > 0) {
     tGroup.tasks.push_back(task);
     return ncclSuccess;
   }
@@ -445,7 +448,7 @@ ncclResult_t groupEnqueue(const Task& task) {
 }
 
 ncclResult_t groupAddInitJob(std::function<ncclResult_t()> job) {
-  if (tGroup.depth > 0) {
+  if (tGroupDepth > 0) {
     tGroup.initJobs.push_back(std::move(job));
     return ncclSuccess;
   }
@@ -453,7 +456,7 @@ ncclResult_t groupAddInitJob(std::function<ncclResult_t()> job) {
 }
 
 ncclResult_t groupAddRmaOp(bool isWait, std::function<ncclResult_t()> issue) {
-  if (tGroup.depth > 0) {
+  if (tGroupDepth > 0) {
     (isWait ? tGroup.rmaWaits : tGroup.rmaPuts).push_back(std::move(issue));
     return ncclSuccess;
   }
@@ -461,7 +464,7 @@ ncclResult_t groupAddRmaOp(bool isWait, std::function<ncclResult_t()> issue) {
 }
 
 ncclResult_t groupAddAsyncInit(std::function<void()> start) {
-  if (tGroup.depth > 0) {
+  if (tGroupDepth > 0) {
     tGroup.asyncInits.push_back(std::move(start));
     return ncclSuccess;
   }

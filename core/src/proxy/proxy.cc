@@ -228,7 +228,8 @@ void proxyProgressInline(ProxyTask* task) {
 }
 
 namespace {
-thread_local ProxyDriveScope* tScope = nullptr;  // the outermost scope open on this thread
+// The outermost scope open on this thread; initial-exec: read on every call, no __tls_get_addr.
+[[gnu::tls_model("initial-exec")]] thread_local ProxyDriveScope* tScope = nullptr;
 }  // namespace
 
 void proxyRelease(ProxyTask* task) {

@@ -35,7 +35,7 @@ LogState& state() {
   return *s;
 }
 
-thread_local int tRank = -1;
+[[gnu::tls_model("initial-exec")]] thread_local int tRank = -1;  // set on every call: no __tls_get_addr
 
 const char* lookupParam(LogState& s, const char* name) {
   if (const char* v = std::getenv(name)) return v;

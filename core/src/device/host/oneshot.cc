@@ -125,42 +125,50 @@ ncclResult_t partner(ncclComm* comm, int p, const char* what, HostConn** from, H
 
 // Up to N HostPrims, built in place when needed: slots[i] is null until emplace(i, ...). A std::array of
 // std::optional would do, but compilers zero all of its storage on entry (2.6 KB for 8 slots, a tenth of a
-// 2-rank call's time); this leaves it as it is.
+// 2-rank call's time); this leaves it as it is, and walks only the slots built (in the order they were).
 template <size_t N>
 class PrimsSlots {
  public:
   PrimsSlots() {}
   ~PrimsSlots() {
-    for (size_t i = 0; i < N; ++i)
-      if (live_[i]) at(i)->~HostPrims();
+    for (size_t k = 0; k < nBuilt_; ++k)
+      if (live_[built_[k]]) at(built_[k])->~HostPrims();
   }
   PrimsSlots(const PrimsSlots&) = delete;
   PrimsSlots& operator=(const PrimsSlots&) = delete;
   template <typename... Args>
   HostPrims& emplace(size_t i, Args&&... args) {
-    if (live_[i]) at(i)->~HostPrims();
+    const bool rebuilt = live_[i];
+    if (rebuilt) at(i)->~HostPrims();
     live_[i] = false;
     HostPrims* p = new (&raw_[i]) HostPrims(std::forward<Args>(args)...);
     live_[i] = true;
+    if (!rebuilt) built_[nBuilt_++] = static_cast<uint8_t>(i);
     return *p;
   }
   HostPrims* operator[](size_t i) { return live_[i] ? at(i) : nullptr; }
   static constexpr size_t size() { return N; }
+  // The k-th slot built (k < built()), null if it was torn down.
+  size_t built() const { return nBuilt_; }
+  HostPrims* builtAt(size_t k) { return (*this)[built_[k]]; }
 
  private:
+  static_assert(N <= 256, "slot indices are kept in bytes");
   HostPrims* at(size_t i) { return std::launder(reinterpret_cast<HostPrims*>(&raw_[i])); }
   struct alignas(HostPrims) Raw {
     unsigned char bytes[sizeof(HostPrims)];
   };
   Raw raw_[N];
   bool live_[N] = {};
+  uint8_t built_[N];
+  size_t nBuilt_ = 0;
 };
 
 // The call ends once every send that left from a user buffer has left.
 template <size_t N>
 ncclResult_t waitAllSent(PrimsSlots<N>& sends) {
-  for (size_t i = 0; i < N; ++i)
-    if (HostPrims* sp = sends[i]) TUTTI_CHECK(sp->waitSent());
+  for (size_t k = 0; k < sends.built(); ++k)
+    if (HostPrims* sp = sends.builtAt(k)) TUTTI_CHECK(sp->waitSent());
   return ncclSuccess;
 }
 
@@ -769,11 +777,7 @@ ncclResult_t runOneShot(ncclComm* comm, const OneShot& s, const WaitContext& wai
       if (c->proxyTask) scope.add(c->proxyTask);
     }
   }
-  auto waitSent = [&]() -> ncclResult_t {
-    for (size_t i = 0; i < sends.size(); ++i)
-      if (HostPrims* sp = sends[i]) TUTTI_CHECK(sp->waitSent());
-    return ncclSuccess;
-  };
+  auto waitSent = [&]() -> ncclResult_t { return waitAllSent(sends); };
   // 2. The peers' messages, left in their slots until they have been read. AllGather, AlltoAll, Broadcast: on a
   // network end that takes user buffers a message lands in its place in the output instead, unless that place
   // overlaps what this rank sends (in place AlltoAll: a message could land before the block there has left).

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,7 +19,18 @@ namespace {
 struct LLStaging {
   std::vector<char> recv[kMaxPrimsPeers], send;
 };
-thread_local LLStaging tStaging;
+// The thread's staging, made on first use. The pointer is trivially initialized and initial-exec (as the
+// emulator's), so a use is one load from the thread pointer, where a thread_local LLStaging's first-use guard
+// costs a __tls_get_addr call per access; the owner frees it when the thread ends.
+[[gnu::tls_model("initial-exec")]] thread_local LLStaging* tStaging = nullptr;
+thread_local std::unique_ptr<LLStaging> tStagingOwner;
+LLStaging& staging() {
+  if (!tStaging) [[unlikely]] {
+    tStagingOwner = std::make_unique<LLStaging>();
+    tStaging = tStagingOwner.get();
+  }
+  return *tStaging;
+}
 
 // Where slot `slot` of a proxied receive connection lands (TUTTI_CONN_PROXIED): in the SIMPLE buffer,
 // spaced by the largest slot of any protocol.
@@ -65,8 +77,8 @@ HostPrims::HostPrims(HostConn* const* recvs, int nRecv, HostConn* const* sends, 
   slotData_ -= slotData_ % eltSize_;
   if (proto_ != TUTTI_PROTO_SIMPLE) {
     for (int i = 0; i < nRecv_; ++i)
-      if (tStaging.recv[i].size() < slotData_) tStaging.recv[i].resize(slotData_);
-    if (tStaging.send.size() < slotData_) tStaging.send.resize(slotData_);
+      if (staging().recv[i].size() < slotData_) staging().recv[i].resize(slotData_);
+    if (staging().send.size() < slotData_) staging().send.resize(slotData_);
   }
 }
 
@@ -236,7 +248,7 @@ ncclResult_t HostPrims::waitRecv(int peer, size_t bytes, const char** data, cons
                *reinterpret_cast<const uint64_t*>(lines + i * kLL128LineBytes + kLL128DataPerLine))
         .load(std::memory_order_acquire);
   };
-  char* out = tStaging.recv[peer].data();
+  char* out = staging().recv[peer].data();
   // Once tail covers this step every line of it is visible: a line still missing then means the sender
   // wrote something else (another protocol or size: a mismatched call), never "wait longer".
   bool tailSeen = false;
@@ -360,7 +372,7 @@ ncclResult_t HostPrims::waitRecvLL(int peer, size_t bytes, const char** data) {
   }
   // Full lines with a fixed-size copy (one 4-byte store each; a variable size would copy byte by byte), then
   // the partial last line. Flags are OR-ed up and checked once: a wrong one is rare and found again below.
-  char* out = tStaging.recv[peer].data();
+  char* out = staging().recv[peer].data();
   const size_t full = bytes / kLLDataPerLine;
   uint32_t bad = 0;
   for (size_t i = 0; i < full; ++i) {
@@ -475,7 +487,7 @@ ncclResult_t HostPrims::run(unsigned mode, size_t in, size_t out, size_t n, bool
       if (!lines && !sendFrom) dsts[nDsts++] = sendSlots[i];
     }
     // LL / LL128: the data is staged once, then written as lines to every send slot.
-    if (lines && nSend > 0) dsts[nDsts++] = tStaging.send.data();
+    if (lines && nSend > 0) dsts[nDsts++] = staging().send.data();
 
     if (elems > 0) {
       // The rank's own input enters the reduction through the pre-op (premulsum scalar), unless it is
@@ -493,8 +505,8 @@ ncclResult_t HostPrims::run(unsigned mode, size_t in, size_t out, size_t n, bool
         sc->sendFromUser(sc->netEnd, sc->step, sendFrom);
         sentFromUser_[i] = true;
       }
-      if (proto_ == TUTTI_PROTO_LL) llWrite(sendSlots[i], tStaging.send.data(), bytes, sc->step);
-      if (proto_ == TUTTI_PROTO_LL128) ll128Write(sendSlots[i], tStaging.send.data(), bytes, sc->step);
+      if (proto_ == TUTTI_PROTO_LL) llWrite(sendSlots[i], staging().send.data(), bytes, sc->step);
+      if (proto_ == TUTTI_PROTO_LL128) ll128Write(sendSlots[i], staging().send.data(), bytes, sc->step);
       publish(&ctrl->tail, &ctrl->tailWaiters, &ctrl->tailSeq, ++sc->step, sc->conn.shared);
       // A network send leaves now, from this thread; a proxy thread that may be asleep is rung only for ends
       // the rank does not drive.
