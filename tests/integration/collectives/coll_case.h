@@ -80,6 +80,9 @@ class CollCase : public RankCase {
   bool checkOutput(int rank, const unsigned char* out, size_t outIdx, std::string* why) const;
   bool checkMoved(int srcRank, size_t srcIdx, const unsigned char* out, size_t outIdx,
                   std::string* why) const;
+  // Data movement only: whether rank `rank`'s whole output is right, compared in runs of one source rank (the
+  // element checks above then only name what is wrong).
+  bool movedOutputMatches(int rank, const unsigned char* out) const;
 
   CollSpec spec_;
   int nranks_;

@@ -1,27 +1,11 @@
 #include "dtypes.h"
 
+#include <array>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 namespace tutti::itest {
-
-size_t typeSize(ncclDataType_t type) {
-  switch (type) {
-    case ncclInt8:
-    case ncclUint8:
-    case ncclFloat8e4m3:
-    case ncclFloat8e5m2: return 1;
-    case ncclFloat16:
-    case ncclBfloat16: return 2;
-    case ncclInt32:
-    case ncclUint32:
-    case ncclFloat32: return 4;
-    case ncclInt64:
-    case ncclUint64:
-    case ncclFloat64: return 8;
-    default: return 0;
-  }
-}
 
 const char* typeName(ncclDataType_t type) {
   switch (type) {
@@ -41,12 +25,6 @@ const char* typeName(ncclDataType_t type) {
   }
 }
 
-bool isFloatType(ncclDataType_t type) {
-  return type == ncclFloat16 || type == ncclFloat32 || type == ncclFloat64 || type == ncclBfloat16 ||
-         type == ncclFloat8e4m3 || type == ncclFloat8e5m2;
-}
-
-bool isSignedInt(ncclDataType_t type) { return type == ncclInt8 || type == ncclInt32 || type == ncclInt64; }
 
 double typeEpsilon(ncclDataType_t type) {
   switch (type) {
@@ -60,7 +38,9 @@ double typeEpsilon(ncclDataType_t type) {
   }
 }
 
-uint32_t encodeMiniFloat(double v, MiniFloat f) {
+namespace {
+
+uint32_t encodeGeneral(double v, MiniFloat f) {
   const uint32_t sign = std::signbit(v) ? 1u << (f.expBits + f.manBits) : 0u;
   const double a = std::fabs(v);
   const int bias = (1 << (f.expBits - 1)) - 1;
@@ -90,7 +70,7 @@ uint32_t encodeMiniFloat(double v, MiniFloat f) {
   return sign | (bits > maxFinite ? maxFinite : bits);
 }
 
-double decodeMiniFloat(uint32_t bits, MiniFloat f) {
+double decodeGeneral(uint32_t bits, MiniFloat f) {
   const int bias = (1 << (f.expBits - 1)) - 1;
   const bool negative = (bits >> (f.expBits + f.manBits)) & 1u;
   const uint32_t expField = (bits >> f.manBits) & ((1u << f.expBits) - 1);
@@ -109,14 +89,68 @@ double decodeMiniFloat(uint32_t bits, MiniFloat f) {
   return negative ? -v : v;
 }
 
+// The four formats of the element types, in the order of the tables below.
+constexpr MiniFloat kFormats[] = {kHalfFormat, kBf16Format, kE4m3Format, kE5m2Format};
+
+// Which of them `f` is (-1: another one).
+int formatIndex(MiniFloat f) {
+  for (int i = 0; i < 4; ++i)
+    if (f.expBits == kFormats[i].expBits && f.manBits == kFormats[i].manBits &&
+        f.ieeeSpecials == kFormats[i].ieeeSpecials)
+      return i;
+  return -1;
+}
+
+// The tests write and expect small integers almost everywhere (reference.cc), millions of them per large case:
+// the encodings of the nonzero integers up to kSmallInt in magnitude, and the value of every bit pattern, are
+// made once per format by the general code above and looked up after.
+constexpr int kSmallInt = 256;
+
+struct Codes {
+  uint32_t smallInts[2 * kSmallInt + 1];
+  std::vector<double> values;  // indexed by the pattern's bits
+};
+
+const Codes& codes(int index) {
+  static const auto all = [] {
+    std::array<Codes, 4> c{};
+    for (int i = 0; i < 4; ++i) {
+      const MiniFloat f = kFormats[i];
+      for (int v = -kSmallInt; v <= kSmallInt; ++v) c[i].smallInts[v + kSmallInt] = encodeGeneral(v, f);
+      c[i].values.resize(size_t{1} << (1 + f.expBits + f.manBits));
+      for (size_t b = 0; b < c[i].values.size(); ++b) c[i].values[b] = decodeGeneral(static_cast<uint32_t>(b), f);
+    }
+    return c;
+  }();
+  return all[index];
+}
+
+// `index`: formatIndex(f).
+uint32_t encodeIndexed(double v, MiniFloat f, int index) {
+  // Zero keeps its sign through the general path; NaN is not an integer.
+  if (index >= 0 && v != 0.0 && std::fabs(v) <= kSmallInt && std::trunc(v) == v)
+    return codes(index).smallInts[static_cast<int>(v) + kSmallInt];
+  return encodeGeneral(v, f);
+}
+
+double decodeIndexed(uint32_t bits, MiniFloat f, int index) {
+  if (index >= 0 && bits < codes(index).values.size()) return codes(index).values[bits];
+  return decodeGeneral(bits, f);
+}
+
+}  // namespace
+
+uint32_t encodeMiniFloat(double v, MiniFloat f) { return encodeIndexed(v, f, formatIndex(f)); }
+double decodeMiniFloat(uint32_t bits, MiniFloat f) { return decodeIndexed(bits, f, formatIndex(f)); }
+
 namespace {
 
 const MiniFloat* miniFormat(ncclDataType_t type) {
   switch (type) {
-    case ncclFloat16: return &kHalfFormat;
-    case ncclBfloat16: return &kBf16Format;
-    case ncclFloat8e4m3: return &kE4m3Format;
-    case ncclFloat8e5m2: return &kE5m2Format;
+    case ncclFloat16: return &kFormats[0];
+    case ncclBfloat16: return &kFormats[1];
+    case ncclFloat8e4m3: return &kFormats[2];
+    case ncclFloat8e5m2: return &kFormats[3];
     default: return nullptr;
   }
 }
@@ -164,7 +198,7 @@ void storeFloat(ncclDataType_t type, void* base, size_t idx, double v) {
   if (type == ncclFloat32) return put<float>(base, idx, static_cast<float>(v));
   if (type == ncclFloat64) return put<double>(base, idx, v);
   const MiniFloat* f = miniFormat(type);
-  const uint32_t bits = encodeMiniFloat(v, *f);
+  const uint32_t bits = encodeIndexed(v, *f, static_cast<int>(f - kFormats));
   if (typeSize(type) == 2)
     put<uint16_t>(base, idx, static_cast<uint16_t>(bits));
   else
@@ -176,7 +210,7 @@ double loadFloat(ncclDataType_t type, const void* base, size_t idx) {
   if (type == ncclFloat64) return get<double>(base, idx);
   const MiniFloat* f = miniFormat(type);
   const uint32_t bits = typeSize(type) == 2 ? get<uint16_t>(base, idx) : get<uint8_t>(base, idx);
-  return decodeMiniFloat(bits, *f);
+  return decodeIndexed(bits, *f, static_cast<int>(f - kFormats));
 }
 
 double roundToType(ncclDataType_t type, double v) {

@@ -15,10 +15,30 @@ inline constexpr ncclDataType_t kAllTypes[] = {ncclInt8,    ncclUint8,    ncclIn
                                                ncclInt64,   ncclUint64,   ncclFloat16,    ncclFloat32,
                                                ncclFloat64, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
 
-size_t typeSize(ncclDataType_t type);
+// Inline: the reference checks call these for every element they write or check.
+inline size_t typeSize(ncclDataType_t type) {
+  switch (type) {
+    case ncclInt8:
+    case ncclUint8:
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2: return 1;
+    case ncclFloat16:
+    case ncclBfloat16: return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32: return 4;
+    case ncclInt64:
+    case ncclUint64:
+    case ncclFloat64: return 8;
+    default: return 0;
+  }
+}
 const char* typeName(ncclDataType_t type);
-bool isFloatType(ncclDataType_t type);
-bool isSignedInt(ncclDataType_t type);
+inline bool isFloatType(ncclDataType_t type) {
+  return type == ncclFloat16 || type == ncclFloat32 || type == ncclFloat64 || type == ncclBfloat16 ||
+         type == ncclFloat8e4m3 || type == ncclFloat8e5m2;
+}
+inline bool isSignedInt(ncclDataType_t type) { return type == ncclInt8 || type == ncclInt32 || type == ncclInt64; }
 // Relative spacing of the type at 1.0 (2^-mantissaBits); 0 for integer types.
 double typeEpsilon(ncclDataType_t type);
 

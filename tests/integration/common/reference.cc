@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 namespace tutti::itest {
@@ -21,11 +22,15 @@ uint64_t hash3(int rank, size_t idx, uint32_t seed) {
   return mix((static_cast<uint64_t>(seed) << 40) ^ (static_cast<uint64_t>(rank) << 32) ^ mix(idx));
 }
 
+// h's top 32 bits scaled to [0, m): a multiplication where a modulo would divide (these run for every element of
+// every case, millions per large one).
+uint64_t below(uint64_t h, uint64_t m) { return ((h >> 32) * m) >> 32; }
+
 int64_t inRange(uint64_t h, int64_t lo, int64_t hi) {
-  return lo + static_cast<int64_t>(h % static_cast<uint64_t>(hi - lo + 1));
+  return lo + static_cast<int64_t>(below(h, static_cast<uint64_t>(hi - lo + 1)));
 }
 
-int64_t pick(uint64_t h, std::initializer_list<int64_t> set) { return set.begin()[h % set.size()]; }
+int64_t pick(uint64_t h, std::initializer_list<int64_t> set) { return set.begin()[below(h, set.size())]; }
 
 bool isFp8(ncclDataType_t t) { return t == ncclFloat8e4m3 || t == ncclFloat8e5m2; }
 
@@ -95,8 +100,20 @@ int64_t reductionInput(ncclDataType_t type, OpKind op, int rank, size_t idx, uin
   return 0;
 }
 
+// Byte i of a group of 8 is byte i of the group's hash.
+static uint64_t movementGroup(int rank, size_t group, uint32_t seed) { return hash3(rank, group, seed ^ 0x5bd1e995u); }
+
 unsigned char movementByte(int rank, size_t byteIdx, uint32_t seed) {
-  return static_cast<unsigned char>(hash3(rank, byteIdx, seed ^ 0x5bd1e995u) >> 24);
+  return static_cast<unsigned char>(movementGroup(rank, byteIdx >> 3, seed) >> ((byteIdx & 7) * 8));
+}
+
+void movementBytes(int rank, size_t firstByte, size_t n, uint32_t seed, unsigned char* dst) {
+  size_t i = 0;
+  while (i < n) {
+    const size_t at = firstByte + i;
+    const uint64_t bits = movementGroup(rank, at >> 3, seed);
+    for (size_t b = at & 7; b < 8 && i < n; ++b, ++i) dst[i] = static_cast<unsigned char>(bits >> (b * 8));
+  }
 }
 
 double reducedTolerance(ncclDataType_t type, OpKind op, int nranks, double sumAbs) {
@@ -201,16 +218,18 @@ void GuardedBuffer::fillGarbage() {
 }
 
 bool GuardedBuffer::guardsIntact(std::string* why) const {
-  for (size_t i = 0; i < storage_.size(); ++i) {
-    if (i >= start_ && i < start_ + bytes_) continue;
-    if (storage_[i] != 0xa5) {
+  // The guard bytes only: before the user area, then after it (the area itself can be megabytes).
+  auto intact = [&](size_t from, size_t to) {
+    for (size_t i = from; i < to; ++i) {
+      if (storage_[i] == 0xa5) continue;
       const long rel = static_cast<long>(i) - static_cast<long>(start_);
       *why = "byte at offset " + std::to_string(rel) + " relative to a " + std::to_string(bytes_) +
              "-byte buffer was overwritten";
       return false;
     }
-  }
-  return true;
+    return true;
+  };
+  return intact(0, start_) && intact(start_ + bytes_, storage_.size());
 }
 
 }  // namespace tutti::itest

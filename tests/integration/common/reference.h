@@ -36,6 +36,8 @@ int64_t reductionInput(ncclDataType_t type, OpKind op, int rank, size_t idx, uin
 // Byte `byteIdx` of rank `rank`'s input for a data-movement collective: every bit pattern may occur, so
 // a misplaced element is noticed, and the library must move bytes without interpreting them.
 unsigned char movementByte(int rank, size_t byteIdx, uint32_t seed);
+// Bytes [firstByte, firstByte + n) of that input into dst (what movementByte gives for each, one hash per 8).
+void movementBytes(int rank, size_t firstByte, size_t n, uint32_t seed, unsigned char* dst);
 
 // Checks the reduced element `got[idx]` of type `type` against the reduction by `op` of `inputs`
 // (one contribution per rank). On mismatch returns false and describes it in `why`.

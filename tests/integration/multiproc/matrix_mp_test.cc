@@ -118,8 +118,9 @@ TEST_P(MpMatrix, Cases) {
     // driven ends. Device backends keep their FIFOs.
     EXPECT_GE(countLogLines(logDir, "leave from user buffers"), 1) << "in the logs under " << logDir;
     const bool reducesAll = p.suite == Suite::kColl && (p.coll == Coll::kReduce || p.coll == Coll::kReduceScatter);
-    if (!reducesAll)
+    if (!reducesAll) {
       EXPECT_GE(countLogLines(logDir, "land in user buffers"), 1) << "in the logs under " << logDir;
+    }
   }
   if (p.via == Via::kDirect) {
     // Every rank found it could read every other rank (the probe at init), so the path was taken.
