@@ -45,10 +45,10 @@ cc -O2 -Wall -o "$build/bench/host_limits" "$root/benchmarks/mpi/host_limits.c"
 # time limit of one run in seconds: a run that hangs is killed and recorded as failed; the rows it printed
 # before still count.
 #        min   max   factor iters warmup repeats limit
-segments=("8    8     4 100 10 2  20"
-          "16   64K   4  50  5 2  20"
-          "256K 4M    4  20  3 2  40"
-          "16M  256M  4   2  1 1 240")
+segments=("8    8     4 100 10 3  20"
+          "16   64K   4  50  5 3  20"
+          "256K 4M    4  20  3 3  40"
+          "16M  256M  4   2  1 2 240")
 [ "${QUICK:-0}" = 1 ] && segments=("8 8 4 20 2 1 30" "16 64K 4 10 2 1 30" "256K 1M 4 5 1 1 30")
 
 mpi_name() {
