@@ -83,7 +83,7 @@ class ProxyDriveScope {
   friend void proxyRelease(ProxyTask* task);
   friend void proxyDriveScoped();
   ProxyDriveScope* outer_ = nullptr;  // the scope already open on this thread (this one then forwards to it)
-  ProxyTask* tasks_[kMaxTasks] = {};
+  ProxyTask* tasks_[kMaxTasks];  // the first n_ are set (left uninitialized: a scope opens on every call)
   int n_ = 0;
 };
 // Progresses the tasks of the scope open on the calling thread (none: nothing to do, one thread-local load).

@@ -660,6 +660,8 @@ ncclResult_t runBruck(ncclComm* comm, const OneShot& s, const WaitContext& wait,
 // back to back go as fast as the busiest sender allows, and a message is system calls on both sides over
 // sockets. Every message leaves from the output (the root's input) and the received one may land in the output
 // (zero copy on network ends that take user buffers).
+ncclResult_t binomialBroadcastSends(ncclComm* comm, const OneShot& s, int v, int top, const char* data,
+                                    const WaitContext& wait, const OpLabel& label);
 ncclResult_t runBinomialBroadcast(ncclComm* comm, const OneShot& s, const WaitContext& wait, const OpLabel& label) {
   const int n = comm->nRanks, r = comm->rank;
   const int v = (r - s.root + n) % n;
@@ -674,6 +676,10 @@ ncclResult_t runBinomialBroadcast(ncclComm* comm, const OneShot& s, const WaitCo
     Connection* rcn = commCollConnection(comm, parent, false);
     if (!rcn) TUTTI_FAIL(ncclInternalError, "rank {}: {}: no connection from rank {}", r, what, parent);
     HostConn* rc = &rcn->host;
+    if (oneShotProto(comm, rc, bytes) == TUTTI_PROTO_LL && llSmallConn(rc)) {
+      TUTTI_CHECK(llRecvSmall(rc, s.output, bytes, wait, label));
+      return binomialBroadcastSends(comm, s, v, top, s.output, wait, label);
+    }
     char* landing = nullptr;
     if (rc->netEnd && userBufferStep(rc, TUTTI_PROTO_SIMPLE, bytes)) {
       const NetUserStep step{rc->step, s.output, bytes};
@@ -690,6 +696,16 @@ ncclResult_t runBinomialBroadcast(ncclComm* comm, const OneShot& s, const WaitCo
   } else if (s.input != s.output) {
     std::memcpy(s.output, s.input, bytes);
   }
+  return binomialBroadcastSends(comm, s, v, top, data, wait, label);
+}
+
+// Rank v's sends of the binomial broadcast (runBinomialBroadcast): `data` to v + 2^k for every 2^k from `top` on.
+ncclResult_t binomialBroadcastSends(ncclComm* comm, const OneShot& s, int v, int top, const char* data,
+                                    const WaitContext& wait, const OpLabel& label) {
+  const int n = comm->nRanks, r = comm->rank;
+  const size_t bytes = s.count * s.esize;
+  const char* what = funcName(s.func);
+  const ResolvedRedOp copy = byteCopy();
   int nChildren = 0;
   for (int m = top; v + m < n; m <<= 1) ++nChildren;
   PrimsSlots<kMaxDoublingSteps> sends;
@@ -699,7 +715,12 @@ ncclResult_t runBinomialBroadcast(ncclComm* comm, const OneShot& s, const WaitCo
     Connection* scn = commCollConnection(comm, child, true);
     if (!scn) TUTTI_FAIL(ncclInternalError, "rank {}: {}: no connection to rank {}", r, what, child);
     HostConn* sc = &scn->host;
-    HostPrims& sp = sends.emplace(i, nullptr, sc, data, nullptr, 1, copy, wait, label, oneShotProto(comm, sc, bytes));
+    const int proto = oneShotProto(comm, sc, bytes);
+    if (proto == TUTTI_PROTO_LL && llSmallConn(sc)) {
+      TUTTI_CHECK(llSendSmall(sc, data, bytes, wait, label));
+      continue;
+    }
+    HostPrims& sp = sends.emplace(i, nullptr, sc, data, nullptr, 1, copy, wait, label, proto);
     sp.useUserBuffers(false, true);  // nothing writes the buffer again in this call
     TUTTI_CHECK(sp.send(0, bytes));
     if (sc->proxyTask) scope.add(sc->proxyTask);
@@ -765,6 +786,10 @@ ncclResult_t runOneShot(ncclComm* comm, const OneShot& s, const WaitContext& wai
       HostConn* c = conn(p, true);
       if (!c) TUTTI_FAIL(ncclInternalError, "rank {}: {}: no connection to rank {}", r, what, p);
       const int proto = oneShotProto(comm, c, bytes);
+      if (proto == TUTTI_PROTO_LL && (s.det || s.op.kind != RedOpKind::PreMulSum) && llSmallConn(c)) {
+        TUTTI_CHECK(llSendSmall(c, s.input + inputFor(p) * s.esize, bytes, wait, label));  // the bytes as they are
+        continue;
+      }
       if (s.det) {
         sends.emplace(p, nullptr, c, s.input + inputFor(p) * s.esize, nullptr, 1, copy, wait, label, proto);
         sends[p]->useUserBuffers(false, true);
@@ -797,6 +822,15 @@ ncclResult_t runOneShot(ncclComm* comm, const OneShot& s, const WaitContext& wai
     if (bcast && p != s.root) continue;
     HostConn* c = conn(p, false);
     if (!c) TUTTI_FAIL(ncclInternalError, "rank {}: {}: no connection from rank {}", r, what, p);
+    if (oneShotProto(comm, c, bytes) == TUTTI_PROTO_LL && llSmallConn(c)) {
+      // Read and handed back at once: straight into its place in the output where nothing this rank sends is
+      // there, else kept in its row.
+      char* dst = s.output + (bcast ? 0 : static_cast<size_t>(p) * bytes);
+      if (reduce || overlapsSent(dst, bytes)) dst = llRows.data() + static_cast<size_t>(p) * kLLRowMaxBytes;
+      TUTTI_CHECK(llRecvSmall(c, dst, bytes, wait, label));
+      rows[p] = dst;
+      continue;
+    }
     char* landing = nullptr;
     if (!reduce && c->netEnd && userBufferStep(c, TUTTI_PROTO_SIMPLE, bytes)) {
       char* dst = s.output + (bcast ? 0 : static_cast<size_t>(p) * bytes);

@@ -50,6 +50,54 @@ std::string protoText(int proto) {
   }
 }
 
+// LL lines of `bytes` from src into a slot for `step`: the data lines, then the header (bytes, header flag), whose
+// release store publishes every data line before it to a reader that polls it.
+void writeLLLines(char* slot, const char* src, size_t bytes, uint64_t step) {
+  const uint32_t flag = llFlag(step);
+  const size_t nLines = divUp(bytes, kLLDataPerLine);
+  auto* out = reinterpret_cast<uint64_t*>(slot);
+  const size_t full = bytes / kLLDataPerLine;
+  for (size_t i = 0; i < full; ++i) {
+    uint32_t d;
+    std::memcpy(&d, src + i * kLLDataPerLine, kLLDataPerLine);  // fixed size: one load, not a byte loop
+    std::atomic_ref<uint64_t>(out[i]).store(llLine(d, flag), std::memory_order_relaxed);
+  }
+  if (full < nLines) {
+    uint32_t d = 0;
+    std::memcpy(&d, src + full * kLLDataPerLine, bytes - full * kLLDataPerLine);
+    std::atomic_ref<uint64_t>(out[full]).store(llLine(d, flag), std::memory_order_relaxed);
+  }
+  std::atomic_ref<uint64_t>(out[nLines]).store(llLine(static_cast<uint32_t>(bytes), llHeaderFlag(step)),
+                                               std::memory_order_release);
+}
+
+// The data of an LL slot whose header showed, into dst: full lines with a fixed-size copy (one 4-byte store each; a
+// variable size would copy byte by byte), then the partial last line. False if a line's flag is not `flag` (the
+// flags are OR-ed up and checked once).
+bool readLLLines(const uint64_t* words, char* dst, size_t bytes, uint32_t flag) {
+  auto load = [&](size_t i) { return std::atomic_ref<const uint64_t>(words[i]).load(std::memory_order_acquire); };
+  const size_t full = bytes / kLLDataPerLine;
+  uint32_t bad = 0;
+  for (size_t i = 0; i < full; ++i) {
+    const uint64_t word = load(i);
+    bad |= static_cast<uint32_t>(word >> 32) ^ flag;
+    const uint32_t d = static_cast<uint32_t>(word);
+    std::memcpy(dst + i * kLLDataPerLine, &d, kLLDataPerLine);
+  }
+  if (full * kLLDataPerLine < bytes) {
+    const uint64_t word = load(full);
+    bad |= static_cast<uint32_t>(word >> 32) ^ flag;
+    const uint32_t d = static_cast<uint32_t>(word);
+    std::memcpy(dst + full * kLLDataPerLine, &d, bytes - full * kLLDataPerLine);
+  }
+  return bad == 0;
+}
+
+const uint64_t* llSlotWords(const tuttiConnector_t& conn, uint64_t step) {
+  return reinterpret_cast<const uint64_t*>(static_cast<const char*>(conn.buffs[TUTTI_PROTO_LL]) +
+                                           (step % TUTTI_STEPS) * (conn.buffSizes[TUTTI_PROTO_LL] / TUTTI_STEPS));
+}
+
 }  // namespace
 
 size_t HostPrims::slotDataBytes(const tuttiConnector_t& conn, int proto) {
@@ -370,24 +418,8 @@ ncclResult_t HostPrims::waitRecvLL(int peer, size_t bytes, const char** data) {
                label_.rank, label_.opName, label_.opCount, label_.channel, rc->peer, static_cast<uint32_t>(header),
                bytes);
   }
-  // Full lines with a fixed-size copy (one 4-byte store each; a variable size would copy byte by byte), then
-  // the partial last line. Flags are OR-ed up and checked once: a wrong one is rare and found again below.
   char* out = staging().recv[peer].data();
-  const size_t full = bytes / kLLDataPerLine;
-  uint32_t bad = 0;
-  for (size_t i = 0; i < full; ++i) {
-    const uint64_t word = load(i);
-    bad |= static_cast<uint32_t>(word >> 32) ^ flag;
-    const uint32_t d = static_cast<uint32_t>(word);
-    std::memcpy(out + i * kLLDataPerLine, &d, kLLDataPerLine);
-  }
-  if (full < nLines) {
-    const uint64_t word = load(full);
-    bad |= static_cast<uint32_t>(word >> 32) ^ flag;
-    const uint32_t d = static_cast<uint32_t>(word);
-    std::memcpy(out + full * kLLDataPerLine, &d, bytes - full * kLLDataPerLine);
-  }
-  if (bad != 0) {
+  if (!readLLLines(words, out, bytes, flag)) {
     size_t i = 0;
     while (i < nLines && static_cast<uint32_t>(load(i) >> 32) == flag) ++i;
     TUTTI_FAIL(ncclInternalError, "rank {}: {} (opCount {}, channel {}): LL slot from rank {} is incomplete "
@@ -398,23 +430,7 @@ ncclResult_t HostPrims::waitRecvLL(int peer, size_t bytes, const char** data) {
 }
 
 void HostPrims::llWrite(char* slot, const char* src, size_t bytes, uint64_t step) {
-  const uint32_t flag = llFlag(step);
-  const size_t nLines = divUp(bytes, kLLDataPerLine);
-  auto* out = reinterpret_cast<uint64_t*>(slot);
-  const size_t full = bytes / kLLDataPerLine;
-  for (size_t i = 0; i < full; ++i) {
-    uint32_t d;
-    std::memcpy(&d, src + i * kLLDataPerLine, kLLDataPerLine);  // fixed size: one load, not a byte loop
-    std::atomic_ref<uint64_t>(out[i]).store(llLine(d, flag), std::memory_order_relaxed);
-  }
-  if (full < nLines) {
-    uint32_t d = 0;
-    std::memcpy(&d, src + full * kLLDataPerLine, bytes - full * kLLDataPerLine);
-    std::atomic_ref<uint64_t>(out[full]).store(llLine(d, flag), std::memory_order_relaxed);
-  }
-  // Readers poll the header: its release store publishes every data line before it.
-  std::atomic_ref<uint64_t>(out[nLines]).store(llLine(static_cast<uint32_t>(bytes), llHeaderFlag(step)),
-                                               std::memory_order_release);
+  writeLLLines(slot, src, bytes, step);
 }
 
 // Waits until the current send slot of sends_[peer] is free (the receiver released it) and points *slot
@@ -557,6 +573,59 @@ void announceRecvSteps(HostConn* conn, uint64_t steps) {
   // A driven end posts its receives now; the rank's waits poll it from there on.
   if (conn->proxyTask) proxyProgressInline(conn->proxyTask);
   else if (conn->conn.flags & TUTTI_CONN_PROXIED) proxyRing();
+}
+
+bool llSmallConn(const HostConn* c) {
+  return c->conn.ctrl && c->conn.buffs[TUTTI_PROTO_LL] && !c->proxyTask && !c->netEnd &&
+         !(c->conn.flags & TUTTI_CONN_PROXIED);
+}
+
+ncclResult_t llSendSmall(HostConn* sc, const void* src, size_t bytes, const WaitContext& wait, const OpLabel& label) {
+  tuttiConnCtrl_t* ctrl = sc->conn.ctrl;
+  const uint64_t step = sc->step;
+  // A free slot as HostPrims::waitSend finds it: a head read earlier often says so already.
+  if (step + 1 > TUTTI_STEPS && sc->headSeen < step + 1 - TUTTI_STEPS) {
+    sc->headSeen = std::atomic_ref<uint64_t>(ctrl->head).load(std::memory_order_acquire);
+    if (sc->headSeen < step + 1 - TUTTI_STEPS) {  // the receiver is behind: wait as every step does
+      ResolvedRedOp copy{};
+      resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &copy);
+      HostPrims prims(nullptr, sc, src, nullptr, 1, copy, wait, label, TUTTI_PROTO_LL);
+      return prims.send(0, bytes);
+    }
+  }
+  const int slot = static_cast<int>(step % TUTTI_STEPS);
+  std::atomic_ref<int64_t>(ctrl->sizes[slot]).store(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+  std::atomic_ref<int32_t>(ctrl->protos[slot]).store(TUTTI_PROTO_LL, std::memory_order_relaxed);
+  writeLLLines(const_cast<char*>(reinterpret_cast<const char*>(llSlotWords(sc->conn, step))),
+               static_cast<const char*>(src), bytes, step);
+  publish(&ctrl->tail, &ctrl->tailWaiters, &ctrl->tailSeq, ++sc->step, sc->conn.shared);
+  return ncclSuccess;
+}
+
+ncclResult_t llRecvSmall(HostConn* rc, void* dst, size_t bytes, const WaitContext& wait, const OpLabel& label) {
+  const uint64_t step = rc->step;
+  const uint64_t* words = llSlotWords(rc->conn, step);
+  const size_t nLines = divUp(bytes, kLLDataPerLine);
+  const uint32_t headerFlag = llHeaderFlag(step);
+  SpinPacer pacer(wait.spinCount);
+  for (int spins = 0;; ++spins) {
+    const uint64_t header = std::atomic_ref<const uint64_t>(words[nLines]).load(std::memory_order_acquire);
+    if (static_cast<uint32_t>(header >> 32) == headerFlag) {
+      if (static_cast<uint32_t>(header) != bytes || !readLLLines(words, static_cast<char*>(dst), bytes, llFlag(step)))
+        break;  // another size, or a line not this step's: HostPrims names it
+      tuttiConnCtrl_t* ctrl = rc->conn.ctrl;
+      publish(&ctrl->head, &ctrl->headWaiters, &ctrl->headSeq, ++rc->step, rc->conn.shared);
+      return ncclSuccess;
+    }
+    if (spins >= wait.spinCount) break;  // sleep on tail, as HostPrims does after spinning
+    pacer.pause();
+  }
+  ResolvedRedOp copy{};
+  resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &copy);
+  WaitContext spun = wait;
+  spun.spinCount = 0;  // this thread has spun already
+  HostPrims prims(rc, nullptr, nullptr, dst, 1, copy, spun, label, TUTTI_PROTO_LL);
+  return prims.recv(0, bytes);
 }
 
 ncclResult_t HostPrims::localCopy(size_t in, size_t out, size_t n) {

@@ -255,4 +255,16 @@ class HostStepCounter {
 // Announces `steps` more expected receive steps on `conn` (see tuttiConnCtrl_t::recvWanted).
 void announceRecvSteps(HostConn* conn, uint64_t steps);
 
+// One LL step of a small message (at most the slot's LL data) on a direct connection, without a HostPrims: the
+// messages of a one-shot call of a few bytes (oneshot.cc), where building the primitives costs more than the step.
+// Lines, header and size records are HostPrims' own, so the other end may use either. A step that is not ready at
+// once (no free slot; no data after the spin) or holds something else (a mismatched call) is handed to a HostPrims,
+// which sleeps, times out and names errors as every step does. No announcement: only proxies read it.
+// llSmallConn: whether c is such a connection (neither driven nor proxied, with an LL buffer).
+bool llSmallConn(const HostConn* c);
+// Writes src's bytes as the connection's next step.
+ncclResult_t llSendSmall(HostConn* sc, const void* src, size_t bytes, const WaitContext& wait, const OpLabel& label);
+// Reads the connection's next step into dst and hands the slot back.
+ncclResult_t llRecvSmall(HostConn* rc, void* dst, size_t bytes, const WaitContext& wait, const OpLabel& label);
+
 }  // namespace tutti::host
