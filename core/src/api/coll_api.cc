@@ -76,8 +76,11 @@ ncclResult_t enqueue(const char* call, ncclFunc_t func, const void* sendbuff, vo
   TUTTI_CHECK(argCheckCollective(a));
   TUTTI_CHECK(checkStreamAndBuffers(call, comm, stream, count ? sendbuff : nullptr, count ? recvbuff : nullptr));
   if (func == ncclFuncAllReduce || func == ncclFuncReduce || func == ncclFuncReduceScatter) {
-    ResolvedRedOp resolved;
-    TUTTI_CHECK(comm->redOps->resolve(op, datatype, &resolved, call));
+    // A user's op must exist and match the datatype; a built-in one passed argCheckCollective already.
+    if (static_cast<int>(op) >= static_cast<int>(ncclNumOps)) {
+      ResolvedRedOp resolved;
+      TUTTI_CHECK(comm->redOps->resolve(op, datatype, &resolved, call));
+    }
     const int need = minArchForReduction(datatype);
     if (comm->devArch && comm->devArch < need)
       TUTTI_FAIL(ncclInvalidArgument, "{}: rank {}: {} reductions need compute capability {}.{} (sm_{}) or newer; "

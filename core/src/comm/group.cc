@@ -100,7 +100,7 @@ ncclResult_t tryLoneOneShot(const Task& t, bool* ran) {
   if (!paths.oneShot) return ncclSuccess;
   const size_t typeSize = dataTypeSize(t.datatype), bytes = t.count * typeSize, total = paths.totalBytes;
   const bool byteWise = t.func == ncclFuncAllGather || t.func == ncclFuncBroadcast || t.func == ncclFuncAlltoAll;
-  const bool det = detReduces(t);  // folds in the fixed order (corePaths kept a user's PreMulSum off this path)
+  const bool det = paths.det;  // folds in the fixed order (corePaths kept a user's PreMulSum off this path)
   *ran = true;
   CommOpsGuard busy(comm);
   OneShot s;
@@ -113,7 +113,7 @@ ncclResult_t tryLoneOneShot(const Task& t, bool* ran) {
   if (byteWise) resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &s.op);  // plain copy
   else TUTTI_CHECK(comm->redOps->resolve(t.op, t.datatype, &s.op, funcName(t.func)));
   s.det = det;
-  s.doubling = doublingWanted(comm, t.func, total, det);
+  s.doubling = paths.doubling;
   const uint64_t opCount = comm->collOpCount++;
   logColl(t, opCount, total, s.doubling ? kAlgoDoubling : kAlgoOneShot, NCCL_PROTO_SIMPLE, 1, kCoreDecider);
   logSetThreadRank(comm->rank);

@@ -96,10 +96,12 @@ CorePaths corePaths(const ncclComm* comm, const Task& task, bool preMul) {
   p.totalBytes = task.count * dataTypeSize(task.datatype) * (blockWise ? static_cast<size_t>(comm->nRanks) : 1);
   if (task.internal) return p;
   const bool det = detReduces(task);
+  p.det = det;
   const bool userOp = static_cast<int>(task.op) >= static_cast<int>(ncclNumOps);
-  p.oneShot = oneShotFunc(task.func) &&
-              (oneShotWanted(comm, task.func, p.totalBytes) || doublingWanted(comm, task.func, p.totalBytes, det)) &&
-              !(det && userOp);
+  if (oneShotFunc(task.func) && !(det && userOp)) {
+    p.doubling = doublingWanted(comm, task.func, p.totalBytes, det);
+    p.oneShot = p.doubling || oneShotWanted(comm, task.func, p.totalBytes);
+  }
   p.direct = directWanted(comm, task.func, p.totalBytes, det, preMul);
   // Ranks as threads: from comm->directOverOneShot bytes an AllReduce reads the peers' inputs in place rather than
   // sending them whole (comm.cc), and a Broadcast or AlltoAll does wherever it may (one copy where the one-shot,
@@ -153,7 +155,7 @@ ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out, boo
     s->esize = plan.eltSize;
     s->op = plan.op;
     s->det = det;
-    s->doubling = doublingWanted(comm, task.func, totalBytes, det);
+    s->doubling = paths.doubling;
     const int algo = s->doubling ? kAlgoDoubling : kAlgoOneShot;
     plan.oneShot = std::move(s);
     return planCorePath(&plan, algo, totalBytes, out);

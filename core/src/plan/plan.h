@@ -86,6 +86,8 @@ struct CorePaths {
   size_t totalBytes = 0;
   bool oneShot = false;
   bool direct = false;
+  bool det = false;       // detReduces(task)
+  bool doubling = false;  // the one-shot path's logarithmic form (doublingWanted), where oneShot
 };
 CorePaths corePaths(const ncclComm* comm, const Task& task, bool preMul);
 

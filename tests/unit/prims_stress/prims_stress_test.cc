@@ -37,9 +37,15 @@ void maybePause(const PlannedOp& op, int self) {
   if (op.pauser == self) std::this_thread::sleep_for(std::chrono::microseconds(op.pauseUs));
 }
 
+// Which end of operation i of a mixed run (runPair's `mixSmall`) takes llSendSmall / llRecvSmall instead of a
+// HostPrims: the sender, the receiver, or both, in turn. Only single-step operations (at most one slot).
+bool smallSendAt(size_t i) { return i % 3 != 1; }
+bool smallRecvAt(size_t i) { return i % 3 != 0; }
+
 // Runs `plan` through `link` (sender thread, receiver thread, wire thread when proxied) and checks every
-// received byte, the guard bytes after it, and the step counters at the end.
-void runPair(Link* link, int proto, const std::vector<PlannedOp>& plan) {
+// received byte, the guard bytes after it, and the step counters at the end. mixSmall (LL on a direct link): the
+// operations of one slot or less alternate between HostPrims and the small-message functions at either end.
+void runPair(Link* link, int proto, const std::vector<PlannedOp>& plan, bool mixSmall = false) {
   const size_t slotData = host::HostPrims::slotDataBytes(link->send.conn, proto);
   const uint64_t steps = planSteps(plan, slotData);
   const size_t most = maxBytes(plan);
@@ -58,12 +64,14 @@ void runPair(Link* link, int proto, const std::vector<PlannedOp>& plan) {
       maybePause(op, 0);
       fillPattern(op.seed, 0, in.data(), op.bytes);
       host::OpLabel label{0, "stress send", i, 0};
-      host::HostPrims prims(nullptr, &link->send, in.data(), nullptr, 1, sum, stressWait(op.spinCount, &abort), label,
-                            proto);
+      const host::WaitContext wait = stressWait(op.spinCount, &abort);
+      host::HostPrims prims(nullptr, &link->send, in.data(), nullptr, 1, sum, wait, label, proto);
       for (int polls = 0; op.rendezvous && arrived.load(std::memory_order_relaxed) < static_cast<int64_t>(i) &&
                           !abort.load(std::memory_order_relaxed);)
         if (++polls % 64 == 0) std::this_thread::yield();
-      const ncclResult_t r = prims.send(0, op.bytes);
+      const ncclResult_t r = mixSmall && op.bytes <= slotData && smallSendAt(i)
+                                 ? host::llSendSmall(&link->send, in.data(), op.bytes, wait, label)
+                                 : prims.send(0, op.bytes);
       if (r != ncclSuccess) return callError("send", i, op.bytes, r);
     }
     return "";
@@ -75,10 +83,12 @@ void runPair(Link* link, int proto, const std::vector<PlannedOp>& plan) {
       maybePause(op, 1);
       std::memset(out.data() + op.bytes, kGuardByte, kGuard);
       host::OpLabel label{1, "stress recv", i, 0};
-      host::HostPrims prims(&link->recv, nullptr, nullptr, out.data(), 1, sum, stressWait(op.spinCount, &abort),
-                            label, proto);
+      const host::WaitContext wait = stressWait(op.spinCount, &abort);
+      host::HostPrims prims(&link->recv, nullptr, nullptr, out.data(), 1, sum, wait, label, proto);
       if (op.rendezvous) arrived.store(static_cast<int64_t>(i), std::memory_order_relaxed);
-      const ncclResult_t r = prims.recv(0, op.bytes);
+      const ncclResult_t r = mixSmall && op.bytes <= slotData && smallRecvAt(i)
+                                 ? host::llRecvSmall(&link->recv, out.data(), op.bytes, wait, label)
+                                 : prims.recv(0, op.bytes);
       if (r != ncclSuccess) return callError("recv", i, op.bytes, r);
       fillPattern(op.seed, 0, want.data(), op.bytes);
       const std::string where = "operation " + std::to_string(i);
@@ -126,6 +136,32 @@ TEST_P(LineStress, LinesPolledWhileWritten) {
   ASSERT_TRUE(link) << err;
   runPair(link.get(), proto, makeLinePlan(proto, kLineOps, 3000 + proto * 10 + int(transport)));
 }
+
+// The one-shot path's small LL messages (llSendSmall / llRecvSmall) against HostPrims at the other end and against
+// each other: the same lines, the same counters, a sender that finds the FIFO full and a receiver that sleeps
+// handing over to a HostPrims mid-step.
+class SmallLLStress : public ::testing::TestWithParam<Transport> {};
+
+TEST_P(SmallLLStress, MixedWithPrimsEveryByteArrives) {
+  std::string err;
+  std::unique_ptr<Link> link = makeLink(GetParam(), 0, 1, &err);
+  ASSERT_TRUE(link) << err;
+  ASSERT_TRUE(host::llSmallConn(&link->send) && host::llSmallConn(&link->recv));
+  const size_t slotData = host::HostPrims::slotDataBytes(link->send.conn, TUTTI_PROTO_LL);
+  runPair(link.get(), TUTTI_PROTO_LL, makePlan(TUTTI_PROTO_LL, slotData, kOps, 2, 5000 + int(GetParam()), 10), true);
+}
+
+TEST_P(SmallLLStress, LinesPolledWhileWritten) {
+  std::string err;
+  std::unique_ptr<Link> link = makeLink(GetParam(), 0, 1, &err);
+  ASSERT_TRUE(link) << err;
+  runPair(link.get(), TUTTI_PROTO_LL, makeLinePlan(TUTTI_PROTO_LL, kLineOps, 6000 + int(GetParam())), true);
+}
+
+INSTANTIATE_TEST_SUITE_P(Tsan, SmallLLStress, ::testing::Values(Transport::P2p, Transport::ShmTwice),
+                         [](const ::testing::TestParamInfo<Transport>& info) {
+                           return std::string(transportName(info.param));
+                         });
 
 std::vector<PairCase> pairCases() {
   std::vector<PairCase> cases;

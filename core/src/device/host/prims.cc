@@ -100,12 +100,6 @@ const uint64_t* llSlotWords(const tuttiConnector_t& conn, uint64_t step) {
 
 }  // namespace
 
-size_t HostPrims::slotDataBytes(const tuttiConnector_t& conn, int proto) {
-  const size_t slotBytes = conn.buffSizes[proto] / TUTTI_STEPS;
-  if (proto == TUTTI_PROTO_LL) return llSlotData(slotBytes);
-  if (proto == TUTTI_PROTO_LL128) return ll128SlotData(slotBytes);
-  return slotBytes;
-}
 
 
 HostPrims::HostPrims(HostConn* const* recvs, int nRecv, HostConn* const* sends, int nSend, const void* input,
@@ -573,11 +567,6 @@ void announceRecvSteps(HostConn* conn, uint64_t steps) {
   // A driven end posts its receives now; the rank's waits poll it from there on.
   if (conn->proxyTask) proxyProgressInline(conn->proxyTask);
   else if (conn->conn.flags & TUTTI_CONN_PROXIED) proxyRing();
-}
-
-bool llSmallConn(const HostConn* c) {
-  return c->conn.ctrl && c->conn.buffs[TUTTI_PROTO_LL] && !c->proxyTask && !c->netEnd &&
-         !(c->conn.flags & TUTTI_CONN_PROXIED);
 }
 
 ncclResult_t llSendSmall(HostConn* sc, const void* src, size_t bytes, const WaitContext& wait, const OpLabel& label) {

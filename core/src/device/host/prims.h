@@ -7,6 +7,7 @@
 //           On a proxied (network) connection the slot arrives whole in the Simple buffer and tail says so.
 #pragma once
 
+#include "device/common/protocols.h"
 #include "device/common/reduce_ops.h"
 #include "device/common/work.h"
 #include "device/host/wait.h"
@@ -147,7 +148,12 @@ class HostPrims {
   // Slot capacity in elements.
   size_t slotElems() const { return slotData_ / eltSize_; }
   // Data bytes a slot of protocol `proto` carries, for connections of this geometry.
-  static size_t slotDataBytes(const tuttiConnector_t& conn, int proto);
+  static size_t slotDataBytes(const tuttiConnector_t& conn, int proto) {
+    const size_t slotBytes = conn.buffSizes[proto] / TUTTI_STEPS;
+    if (proto == TUTTI_PROTO_LL) return llSlotData(slotBytes);
+    if (proto == TUTTI_PROTO_LL128) return ll128SlotData(slotBytes);
+    return slotBytes;
+  }
 
  private:
   enum : unsigned { kSrcInput = 1, kRecv = 2, kDstOutput = 4, kSend = 8, kSrcOutput = 16 };
@@ -261,7 +267,10 @@ void announceRecvSteps(HostConn* conn, uint64_t steps);
 // once (no free slot; no data after the spin) or holds something else (a mismatched call) is handed to a HostPrims,
 // which sleeps, times out and names errors as every step does. No announcement: only proxies read it.
 // llSmallConn: whether c is such a connection (neither driven nor proxied, with an LL buffer).
-bool llSmallConn(const HostConn* c);
+inline bool llSmallConn(const HostConn* c) {
+  return c->conn.ctrl && c->conn.buffs[TUTTI_PROTO_LL] && !c->proxyTask && !c->netEnd &&
+         !(c->conn.flags & TUTTI_CONN_PROXIED);
+}
 // Writes src's bytes as the connection's next step.
 ncclResult_t llSendSmall(HostConn* sc, const void* src, size_t bytes, const WaitContext& wait, const OpLabel& label);
 // Reads the connection's next step into dst and hands the slot back.
