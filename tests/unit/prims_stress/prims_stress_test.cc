@@ -38,13 +38,15 @@ void maybePause(const PlannedOp& op, int self) {
 }
 
 // Which end of operation i of a mixed run (runPair's `mixSmall`) takes llSendSmall / llRecvSmall instead of a
-// HostPrims: the sender, the receiver, or both, in turn. Only single-step operations (at most one slot).
+// HostPrims in lanes (useLanes, as the small functions' own waits do): the sender, the receiver, or both, in turn.
+// Only single-step operations (at most one slot).
 bool smallSendAt(size_t i) { return i % 3 != 1; }
 bool smallRecvAt(size_t i) { return i % 3 != 0; }
 
 // Runs `plan` through `link` (sender thread, receiver thread, wire thread when proxied) and checks every
 // received byte, the guard bytes after it, and the step counters at the end. mixSmall (LL on a direct link): the
-// operations of one slot or less alternate between HostPrims and the small-message functions at either end.
+// operations of one slot or less take lanes (llLaneBytes) and alternate between HostPrims and the small-message
+// functions at either end; larger ones take slots, so the sender changes geometry (and drains) often.
 void runPair(Link* link, int proto, const std::vector<PlannedOp>& plan, bool mixSmall = false) {
   const size_t slotData = host::HostPrims::slotDataBytes(link->send.conn, proto);
   const uint64_t steps = planSteps(plan, slotData);
@@ -66,10 +68,12 @@ void runPair(Link* link, int proto, const std::vector<PlannedOp>& plan, bool mix
       host::OpLabel label{0, "stress send", i, 0};
       const host::WaitContext wait = stressWait(op.spinCount, &abort);
       host::HostPrims prims(nullptr, &link->send, in.data(), nullptr, 1, sum, wait, label, proto);
+      const bool small = mixSmall && op.bytes <= slotData;
+      if (small) prims.useLanes(host::llLaneBytes(link->send.conn, op.bytes));  // as llSendSmall places it
       for (int polls = 0; op.rendezvous && arrived.load(std::memory_order_relaxed) < static_cast<int64_t>(i) &&
                           !abort.load(std::memory_order_relaxed);)
         if (++polls % 64 == 0) std::this_thread::yield();
-      const ncclResult_t r = mixSmall && op.bytes <= slotData && smallSendAt(i)
+      const ncclResult_t r = small && smallSendAt(i)
                                  ? host::llSendSmall(&link->send, in.data(), op.bytes, wait, label)
                                  : prims.send(0, op.bytes);
       if (r != ncclSuccess) return callError("send", i, op.bytes, r);
@@ -85,8 +89,10 @@ void runPair(Link* link, int proto, const std::vector<PlannedOp>& plan, bool mix
       host::OpLabel label{1, "stress recv", i, 0};
       const host::WaitContext wait = stressWait(op.spinCount, &abort);
       host::HostPrims prims(&link->recv, nullptr, nullptr, out.data(), 1, sum, wait, label, proto);
+      const bool small = mixSmall && op.bytes <= slotData;
+      if (small) prims.useLanes(host::llLaneBytes(link->recv.conn, op.bytes));
       if (op.rendezvous) arrived.store(static_cast<int64_t>(i), std::memory_order_relaxed);
-      const ncclResult_t r = mixSmall && op.bytes <= slotData && smallRecvAt(i)
+      const ncclResult_t r = small && smallRecvAt(i)
                                  ? host::llRecvSmall(&link->recv, out.data(), op.bytes, wait, label)
                                  : prims.recv(0, op.bytes);
       if (r != ncclSuccess) return callError("recv", i, op.bytes, r);
@@ -137,9 +143,9 @@ TEST_P(LineStress, LinesPolledWhileWritten) {
   runPair(link.get(), proto, makeLinePlan(proto, kLineOps, 3000 + proto * 10 + int(transport)));
 }
 
-// The one-shot path's small LL messages (llSendSmall / llRecvSmall) against HostPrims at the other end and against
-// each other: the same lines, the same counters, a sender that finds the FIFO full and a receiver that sleeps
-// handing over to a HostPrims mid-step.
+// The one-shot path's small LL messages (llSendSmall / llRecvSmall) against HostPrims in lanes at the other end and
+// against each other: the same lines, lanes and counters, a sender that finds every lane taken, geometry changes
+// that must drain the FIFO first, and a receiver that sleeps handing over to a HostPrims mid-step.
 class SmallLLStress : public ::testing::TestWithParam<Transport> {};
 
 TEST_P(SmallLLStress, MixedWithPrimsEveryByteArrives) {

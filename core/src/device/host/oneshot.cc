@@ -780,14 +780,22 @@ ncclResult_t runOneShot(ncclComm* comm, const OneShot& s, const WaitContext& wai
   // once it has left (waitSent below).
   PrimsSlots<kOneShotMaxRanks> sends;
   ProxyDriveScope scope;  // what the sends still have to move moves while this thread waits for the peers' messages
+  alignas(64) std::array<char, kLLRowMaxBytes> scaledLL;  // an LL message with its scalar applied
   if (!bcast || r == s.root) {
     for (int k = 1; k < n; ++k) {
       const int p = (r + k) % n;
       HostConn* c = conn(p, true);
       if (!c) TUTTI_FAIL(ncclInternalError, "rank {}: {}: no connection to rank {}", r, what, p);
       const int proto = oneShotProto(comm, c, bytes);
-      if (proto == TUTTI_PROTO_LL && (s.det || s.op.kind != RedOpKind::PreMulSum) && llSmallConn(c)) {
-        TUTTI_CHECK(llSendSmall(c, s.input + inputFor(p) * s.esize, bytes, wait, label));  // the bytes as they are
+      if (proto == TUTTI_PROTO_LL && llSmallConn(c)) {  // as lines, in a lane: the receiver reads it alike
+        const char* in = s.input + inputFor(p) * s.esize;
+        if (!s.det && s.op.kind == RedOpKind::PreMulSum) {  // the scalar applied on the way
+          const void* src = in;
+          void* dst = scaledLL.data();
+          hostReduceCopy(s.op, 1, &src, 1, &dst, s.count, /*preOpFirstSrc=*/true, /*postOp=*/false);
+          in = scaledLL.data();
+        }
+        TUTTI_CHECK(llSendSmall(c, in, bytes, wait, label));
         continue;
       }
       if (s.det) {

@@ -93,9 +93,11 @@ bool readLLLines(const uint64_t* words, char* dst, size_t bytes, uint32_t flag) 
   return bad == 0;
 }
 
-const uint64_t* llSlotWords(const tuttiConnector_t& conn, uint64_t step) {
-  return reinterpret_cast<const uint64_t*>(static_cast<const char*>(conn.buffs[TUTTI_PROTO_LL]) +
-                                           (step % TUTTI_STEPS) * (conn.buffSizes[TUTTI_PROTO_LL] / TUTTI_STEPS));
+// Where step `step` of a direct connection's LL buffer starts: its lane (laneBytes, llLaneBytes) or its slot (0).
+char* llStepLines(const tuttiConnector_t& conn, uint64_t step, size_t laneBytes) {
+  char* base = static_cast<char*>(conn.buffs[TUTTI_PROTO_LL]);
+  if (laneBytes) return base + (step % llDepth(conn, laneBytes)) * laneBytes;
+  return base + (step % TUTTI_STEPS) * (conn.buffSizes[TUTTI_PROTO_LL] / TUTTI_STEPS);
 }
 
 }  // namespace
@@ -372,9 +374,8 @@ ncclResult_t HostPrims::waitRecvLL(int peer, size_t bytes, const char** data) {
   const uint64_t step = rc->step;
   const int slot = static_cast<int>(step % TUTTI_STEPS);
   const bool proxied = (conn.flags & TUTTI_CONN_PROXIED) != 0;
-  const auto* words = reinterpret_cast<const uint64_t*>(
-      proxied ? proxiedSlot(conn, slot)
-              : static_cast<const char*>(conn.buffs[TUTTI_PROTO_LL]) + slot * (conn.buffSizes[TUTTI_PROTO_LL] / TUTTI_STEPS));
+  const auto* words =
+      reinterpret_cast<const uint64_t*>(proxied ? proxiedSlot(conn, slot) : llStepLines(conn, step, laneBytes_));
   auto load = [&](size_t i) { return std::atomic_ref<const uint64_t>(words[i]).load(std::memory_order_acquire); };
   const uint32_t flag = llFlag(step);
   const uint32_t headerFlag = llHeaderFlag(step);
@@ -433,18 +434,24 @@ ncclResult_t HostPrims::waitSend(int peer, char** slot) {
   HostConn* sc = sends_[peer];
   tuttiConnCtrl_t* ctrl = sc->conn.ctrl;
   const uint64_t step = sc->step;
-  // The slot is free once head passed step - NCCL_STEPS. A head read earlier often already says so: reading
-  // it again would pull the receiver's cache line across cores on every step.
-  if (step + 1 > TUTTI_STEPS && sc->headSeen < step + 1 - TUTTI_STEPS) {
+  // The slot is free once head passed step - NCCL_STEPS (a lane: step - lanes). A head read earlier often already
+  // says so: reading it again would pull the receiver's cache line across cores on every step. A step after steps
+  // of another geometry (lanes of another size, or slots) waits until every earlier step was consumed: the lanes
+  // and slots overlap, and so do the size records of steps 8 apart.
+  const size_t lane = proto_ == TUTTI_PROTO_LL ? laneBytes_ : 0;
+  const uint64_t depth = llDepth(sc->conn, lane);
+  const uint64_t free = sc->laneBytes != lane ? step : step + 1 > depth ? step + 1 - depth : 0;
+  if (sc->headSeen < free) {
     const SlowWait slow{this, sc, true};
     const WaitContext w = connWait(sc, &slow);
-    WaitStatus st = waitAtLeast(&ctrl->head, &ctrl->headWaiters, &ctrl->headSeq, &ctrl->receiverClosed,
-                                step + 1 - TUTTI_STEPS, w);
+    WaitStatus st =
+        waitAtLeast(&ctrl->head, &ctrl->headWaiters, &ctrl->headSeq, &ctrl->receiverClosed, free, w);
     if (st != WaitStatus::Ready) return waitFailed(st, sc, true, step);
     sc->headSeen = std::atomic_ref<uint64_t>(ctrl->head).load(std::memory_order_acquire);
   }
-  *slot = static_cast<char*>(sc->conn.buffs[proto_]) +
-          (step % TUTTI_STEPS) * (sc->conn.buffSizes[proto_] / TUTTI_STEPS);
+  sc->laneBytes = lane;
+  *slot = lane ? llStepLines(sc->conn, step, lane)
+               : static_cast<char*>(sc->conn.buffs[proto_]) + (step % TUTTI_STEPS) * (sc->conn.buffSizes[proto_] / TUTTI_STEPS);
   return ncclSuccess;
 }
 
@@ -572,28 +579,33 @@ void announceRecvSteps(HostConn* conn, uint64_t steps) {
 ncclResult_t llSendSmall(HostConn* sc, const void* src, size_t bytes, const WaitContext& wait, const OpLabel& label) {
   tuttiConnCtrl_t* ctrl = sc->conn.ctrl;
   const uint64_t step = sc->step;
-  // A free slot as HostPrims::waitSend finds it: a head read earlier often says so already.
-  if (step + 1 > TUTTI_STEPS && sc->headSeen < step + 1 - TUTTI_STEPS) {
+  const size_t lane = llLaneBytes(sc->conn, bytes);
+  // A free lane or slot as HostPrims::waitSend finds it: a head read earlier often says so already.
+  const uint64_t depth = llDepth(sc->conn, lane);
+  const uint64_t free = sc->laneBytes != lane ? step : step + 1 > depth ? step + 1 - depth : 0;
+  if (sc->headSeen < free) {
     sc->headSeen = std::atomic_ref<uint64_t>(ctrl->head).load(std::memory_order_acquire);
-    if (sc->headSeen < step + 1 - TUTTI_STEPS) {  // the receiver is behind: wait as every step does
+    if (sc->headSeen < free) {  // the receiver is behind: wait as every step does
       ResolvedRedOp copy{};
       resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &copy);
       HostPrims prims(nullptr, sc, src, nullptr, 1, copy, wait, label, TUTTI_PROTO_LL);
+      prims.useLanes(lane);
       return prims.send(0, bytes);
     }
   }
+  sc->laneBytes = lane;
   const int slot = static_cast<int>(step % TUTTI_STEPS);
   std::atomic_ref<int64_t>(ctrl->sizes[slot]).store(static_cast<int64_t>(bytes), std::memory_order_relaxed);
   std::atomic_ref<int32_t>(ctrl->protos[slot]).store(TUTTI_PROTO_LL, std::memory_order_relaxed);
-  writeLLLines(const_cast<char*>(reinterpret_cast<const char*>(llSlotWords(sc->conn, step))),
-               static_cast<const char*>(src), bytes, step);
+  writeLLLines(llStepLines(sc->conn, step, lane), static_cast<const char*>(src), bytes, step);
   publish(&ctrl->tail, &ctrl->tailWaiters, &ctrl->tailSeq, ++sc->step, sc->conn.shared);
   return ncclSuccess;
 }
 
 ncclResult_t llRecvSmall(HostConn* rc, void* dst, size_t bytes, const WaitContext& wait, const OpLabel& label) {
   const uint64_t step = rc->step;
-  const uint64_t* words = llSlotWords(rc->conn, step);
+  const size_t lane = llLaneBytes(rc->conn, bytes);
+  const auto* words = reinterpret_cast<const uint64_t*>(llStepLines(rc->conn, step, lane));
   const size_t nLines = divUp(bytes, kLLDataPerLine);
   const uint32_t headerFlag = llHeaderFlag(step);
   SpinPacer pacer(wait.spinCount);
@@ -614,6 +626,7 @@ ncclResult_t llRecvSmall(HostConn* rc, void* dst, size_t bytes, const WaitContex
   WaitContext spun = wait;
   spun.spinCount = 0;  // this thread has spun already
   HostPrims prims(rc, nullptr, nullptr, dst, 1, copy, spun, label, TUTTI_PROTO_LL);
+  prims.useLanes(lane);
   return prims.recv(0, bytes);
 }
 

@@ -27,6 +27,9 @@ struct HostConn {
   tuttiConnector_t conn{};
   uint64_t step = 0;
   uint64_t headSeen = 0;  // send end: the receiver's head as last read (it only grows), saves re-reading it
+  // Send end: the lane size (llLaneBytes) of the last step sent, 0 for a slot (any protocol). Steps of one geometry
+  // share the FIFO; one of another waits until the receiver has consumed every step before it.
+  size_t laneBytes = 0;
   int peer = -1;
   const std::atomic<uint8_t>* peerGone = nullptr;  // another process on this host: its lifeline (WaitContext)
   // A network end the rank drives itself (proxy.h, proxyProgressInline); null for ends the proxy thread alone
@@ -39,6 +42,21 @@ struct HostConn {
   size_t userBufferMinBytes = 0;
   void (*sendFromUser)(void* netEnd, uint64_t step, const void* data) = nullptr;
 };
+
+// LL lanes: a small LL step (llSendSmall / llRecvSmall) takes a lane of the LL buffer rather than one of its
+// NCCL_STEPS slots: 64-byte aligned room for its lines and header, step s in lane s mod (buffer / lane). A sender
+// may then run as many steps ahead of its receiver as there are lanes (4096 for 8 bytes with the default buffer,
+// not 8): tiny calls issued back to back are read in long runs by a receiver that shares its core (ranks
+// outnumbering cores) rather than one per hand-over. Both ends derive the lane from the step's size. 0: the buffer
+// holds no more lanes than slots, the step takes a slot.
+inline size_t llLaneBytes(const tuttiConnector_t& conn, size_t bytes) {
+  const size_t lane = divUp((divUp(bytes, kLLDataPerLine) + 1) * kLLLineBytes, size_t{64}) * 64;
+  return conn.buffSizes[TUTTI_PROTO_LL] / lane > TUTTI_STEPS ? lane : 0;
+}
+// Steps in flight a sender may have: the lanes of that size, or the slots.
+inline uint64_t llDepth(const tuttiConnector_t& conn, size_t laneBytes) {
+  return laneBytes ? conn.buffSizes[TUTTI_PROTO_LL] / laneBytes : TUTTI_STEPS;
+}
 
 // Whether a Simple step of `bytes` on `c` may be received straight into the user's output, or sent from the
 // user's buffer. The primitives and the step counter ask the same question, so both ends of the announcement
@@ -145,6 +163,9 @@ class HostPrims {
     return false;
   }
 
+  // LL: the steps of this object take lanes of `laneBytes` (llLaneBytes; one step each) instead of slots.
+  void useLanes(size_t laneBytes) { laneBytes_ = laneBytes; }
+
   // Slot capacity in elements.
   size_t slotElems() const { return slotData_ / eltSize_; }
   // Data bytes a slot of protocol `proto` carries, for connections of this geometry.
@@ -192,6 +213,7 @@ class HostPrims {
   WaitContext wait_;
   OpLabel label_;
   bool userRecv_ = false, userSend_ = false;
+  size_t laneBytes_ = 0;  // useLanes
   bool sentFromUser_[kMaxPrimsPeers] = {};  // a step left from a user buffer: waitSent waits for it
 };
 
