@@ -125,10 +125,17 @@ void commRegistryRemove(const void* comm) {
   --r.live;
 }
 
-bool commRegistryContains(const void* comm) {
-  if (comm == nullptr) return false;
+namespace {
+
+// The communicator this thread last found, and the sequence it was found under: while the sequence has not moved
+// (every change to the table moves it) it is still there, and a call on it costs two loads rather than a probe.
+// Initial-exec: one load from the thread pointer each, no __tls_get_addr call.
+[[gnu::tls_model("initial-exec")]] thread_local uintptr_t tFoundKey = 0;  // 0: none yet
+[[gnu::tls_model("initial-exec")]] thread_local uint64_t tFoundSequence = 0;
+[[gnu::tls_model("initial-exec")]] thread_local const std::atomic<uint64_t>* tSequence = nullptr;
+
+[[gnu::noinline]] bool containsProbed(uintptr_t key) {
   Registry& r = registry();
-  const auto key = reinterpret_cast<uintptr_t>(comm);
   for (;;) {
     const uint64_t before = r.sequence.load(std::memory_order_acquire);
     if (before & 1) {  // a writer is in the middle of a change (rare, and short)
@@ -137,8 +144,24 @@ bool commRegistryContains(const void* comm) {
     }
     const bool found = find(*r.table.load(std::memory_order_acquire), key) >= 0;
     std::atomic_thread_fence(std::memory_order_acquire);
-    if (r.sequence.load(std::memory_order_relaxed) == before) return found;
+    if (r.sequence.load(std::memory_order_relaxed) == before) {
+      if (found) {
+        tSequence = &r.sequence;
+        tFoundSequence = before;
+        tFoundKey = key;
+      }
+      return found;
+    }
   }
+}
+
+}  // namespace
+
+bool commRegistryContains(const void* comm) {
+  const auto key = reinterpret_cast<uintptr_t>(comm);
+  if (key == 0) return false;
+  if (key == tFoundKey && tSequence->load(std::memory_order_acquire) == tFoundSequence) return true;
+  return containsProbed(key);
 }
 
 size_t commRegistrySize() {

@@ -39,6 +39,28 @@ TEST(CommRegistry, AddRemoveAreIdempotent) {
   EXPECT_FALSE(commRegistryContains(nullptr));
 }
 
+// A thread remembers the communicator it found last; a removal by any thread, or one added in its place, is seen
+// on its next lookup.
+TEST(CommRegistry, ALookupSeesRemovalsByOtherThreads) {
+  Keys k(2);
+  commRegistryAdd(k[0]);
+  ASSERT_TRUE(commRegistryContains(k[0]));
+  ASSERT_TRUE(commRegistryContains(k[0]));  // the remembered answer
+  std::thread([&] { commRegistryRemove(k[0]); }).join();
+  EXPECT_FALSE(commRegistryContains(k[0]));
+  std::thread([&] { commRegistryAdd(k[1]); }).join();
+  EXPECT_FALSE(commRegistryContains(k[0]));
+  EXPECT_TRUE(commRegistryContains(k[1]));
+  std::thread([&] {
+    commRegistryRemove(k[1]);
+    commRegistryAdd(k[0]);
+  }).join();
+  EXPECT_FALSE(commRegistryContains(k[1]));
+  EXPECT_TRUE(commRegistryContains(k[0]));
+  commRegistryRemove(k[0]);
+  EXPECT_FALSE(commRegistryContains(k[0]));
+}
+
 TEST(CommRegistry, GrowsAndKeepsEveryKeyThroughRemovals) {
   constexpr size_t kN = 5000;  // many times the initial capacity
   Keys k(kN);
