@@ -102,8 +102,6 @@ char* llStepLines(const tuttiConnector_t& conn, uint64_t step, size_t laneBytes)
 
 }  // namespace
 
-
-
 HostPrims::HostPrims(HostConn* const* recvs, int nRecv, HostConn* const* sends, int nSend, const void* input,
                      void* output, size_t eltSize, const ResolvedRedOp& op, const WaitContext& wait,
                      const OpLabel& label, int proto)
