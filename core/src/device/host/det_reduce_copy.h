@@ -23,5 +23,13 @@ void hostDetLeaf(const ResolvedRedOp& op, const void* in, void* acc, size_t coun
 // out may be lo or hi.
 void hostDetCombine(const ResolvedRedOp& op, const void* lo, const void* hi, void* out, size_t count);
 void hostDetFinish(const ResolvedRedOp& op, int n, const void* acc, void* out, size_t count);
+// A partial result combined with a rank's raw row as its leaf: out = acc (op) leaf(raw), or leaf(raw) (op) acc when
+// rawFirst; the bits of hostDetLeaf then hostDetCombine. A rank with no partial result of its own to send sends its
+// raw row (half the bytes of fp32's accumulator), widened where it is folded. out may be acc, not raw.
+void hostDetCombineLeaf(const ResolvedRedOp& op, const void* acc, const void* raw, bool rawFirst, void* out,
+                        size_t count);
+// Two ranks' raw rows folded into a partial result: out = leaf(lo) (op) leaf(hi), the bits of two hostDetLeaf and
+// a hostDetCombine. out (accumulators) shares no byte with lo or hi.
+void hostDetLeafPair(const ResolvedRedOp& op, const void* lo, const void* hi, void* out, size_t count);
 
 }  // namespace tutti

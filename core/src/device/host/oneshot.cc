@@ -214,11 +214,11 @@ ncclResult_t runDoubling(ncclComm* comm, const OneShot& s, const WaitContext& wa
   if (scratch.size() < 2 * bytes) scratch.resize(2 * bytes);
   char* const spare[2] = {scratch.data(), scratch.data() + bytes};
   const bool scaled = s.op.kind == RedOpKind::PreMulSum;
-  const char* acc = s.input;  // this rank's partial result: its own row first, its scalar applied
-  if (det) {
-    hostDetLeaf(s.op, s.input, spare[0], s.count);
-    acc = spare[0];
-  } else if (scaled) {
+  // this rank's partial result: its own row first, its scalar applied (a deterministic call's first exchange sends
+  // the raw rows, each widened where it is folded: half the bytes of fp32's accumulator, no pass to widen them)
+  const char* acc = s.input;
+  bool raw = det;
+  if (!det && scaled) {
     const void* src = s.input;
     void* dst = spare[0];
     hostReduceCopy(s.op, 1, &src, 1, &dst, s.count, /*preOpFirstSrc=*/true, /*postOp=*/false);
@@ -227,11 +227,12 @@ ncclResult_t runDoubling(ncclComm* comm, const OneShot& s, const WaitContext& wa
   PrimsSlots<2 + 3> sends;  // kept until the end: a network send may still be leaving
   int nSends = 0;
   ProxyDriveScope scope;
+  const size_t rawBytes = s.count * s.esize;
   auto sendTo = [&](int p, const char* data) -> ncclResult_t {
     HostConn* c = conn(p, true);
     if (!c) TUTTI_FAIL(ncclInternalError, "rank {}: {}: no connection to rank {}", r, what, p);
     HostPrims& sp = sends.emplace(nSends++, nullptr, c, data, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
-    TUTTI_CHECK(sp.send(0, bytes));  // into the slot: `data` may change from here on
+    TUTTI_CHECK(sp.send(0, raw ? rawBytes : bytes));  // into the slot: `data` may change from here on
     if (c->proxyTask) scope.add(c->proxyTask);
     return ncclSuccess;
   };
@@ -240,11 +241,13 @@ ncclResult_t runDoubling(ncclComm* comm, const OneShot& s, const WaitContext& wa
   auto foldFrom = [&](int p, bool lowerFirst, bool last) -> ncclResult_t {
     HostPrims prims(conn(p, false), nullptr, nullptr, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
     const char* row = nullptr;
-    TUTTI_CHECK(prims.recvPeek(bytes, &row));
+    TUTTI_CHECK(prims.recvPeek(raw ? rawBytes : bytes, &row));
     const void* srcs[2] = {lowerFirst ? row : acc, lowerFirst ? acc : row};
     char* dst = acc == spare[0] ? spare[1] : spare[0];
     if (det) {
-      hostDetCombine(s.op, srcs[0], srcs[1], dst, s.count);
+      if (raw) hostDetLeafPair(s.op, srcs[0], srcs[1], dst, s.count);
+      else hostDetCombine(s.op, srcs[0], srcs[1], dst, s.count);
+      raw = false;
       prims.recvRelease();
       if (last) hostDetFinish(s.op, n, dst, s.output, s.count);
       acc = last ? s.output : dst;
@@ -290,14 +293,17 @@ struct BinomialNode {
   int low = 0;  // r's lowest set bit (n for rank 0): its subtree spans [r, min(r + low, n))
   int nChildren = 0;
   std::array<HostConn*, kMaxDoublingSteps> childFrom{}, childTo{};
+  std::array<bool, kMaxDoublingSteps> childLeaf{};  // child i has no children: its lowest bit is 1, or it is last
   HostConn *parentFrom = nullptr, *parentTo = nullptr;
 };
 
 ncclResult_t binomialNode(ncclComm* comm, const char* what, BinomialNode* t) {
   const int n = comm->nRanks, r = comm->rank;
   t->low = r == 0 ? n : r & -r;
-  for (int m = 1; m < t->low && r + m < n; m <<= 1, ++t->nChildren)
+  for (int m = 1; m < t->low && r + m < n; m <<= 1, ++t->nChildren) {
     TUTTI_CHECK(partner(comm, r + m, what, &t->childFrom[t->nChildren], &t->childTo[t->nChildren]));
+    t->childLeaf[t->nChildren] = m == 1 || r + m + 1 >= n;
+  }
   if (r != 0) TUTTI_CHECK(partner(comm, r - t->low, what, &t->parentFrom, &t->parentTo));
   return ncclSuccess;
 }
@@ -305,13 +311,21 @@ ncclResult_t binomialNode(ncclComm* comm, const char* what, BinomialNode* t) {
 // The reduction up the tree of `count` elements of s.input: this rank's row (its PreMulSum scalar applied, or widened to
 // the accumulator), then each child's partial result folded after it, the smallest subtree first, alternating between
 // the two spare rows. Rank 0's last fold of a call that is not deterministic writes `rootOut` with the op's last step
-// (Avg's division); *out is the partial result (rank 0, deterministic: still to be narrowed by hostDetFinish).
+// (Avg's division); *out is the partial result (rank 0, deterministic: still to be narrowed by hostDetFinish) and
+// *outBytes its size. A deterministic leaf sends its raw row, which its parent widens as it folds it (half the bytes
+// of fp32's accumulator, and no pass over the row at the leaf).
 ncclResult_t foldUpTree(const OneShot& s, const BinomialNode& t, size_t count, char* const spare[2], char* rootOut,
-                        const WaitContext& wait, const OpLabel& label, const char** out) {
+                        const WaitContext& wait, const OpLabel& label, const char** out, size_t* outBytes) {
   const bool det = s.det, root = t.parentFrom == nullptr;
-  const size_t accBytes = count * (det ? hostDetAccSize(s.op.datatype) : s.esize);
+  const size_t rawBytes = count * s.esize;
+  const size_t accBytes = det ? count * hostDetAccSize(s.op.datatype) : rawBytes;
   const ResolvedRedOp copy = byteCopy();
   const char* acc = s.input;
+  if (det && !root && t.nChildren == 0) {
+    *out = s.input;
+    *outBytes = rawBytes;
+    return ncclSuccess;
+  }
   if (det) {
     hostDetLeaf(s.op, s.input, spare[0], count);
     acc = spare[0];
@@ -323,12 +337,15 @@ ncclResult_t foldUpTree(const OneShot& s, const BinomialNode& t, size_t count, c
   }
   for (int i = 0; i < t.nChildren; ++i) {
     HostPrims prims(t.childFrom[i], nullptr, nullptr, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    const bool raw = det && t.childLeaf[i];
     const char* row = nullptr;
-    TUTTI_CHECK(prims.recvPeek(accBytes, &row));
+    TUTTI_CHECK(prims.recvPeek(raw ? rawBytes : accBytes, &row));
     const bool last = root && i == t.nChildren - 1;
     // Only the first operand may share the destination: rank 0's last fold may write an output that is its input.
     char* dst = last && !det ? rootOut : acc == spare[0] ? spare[1] : spare[0];
-    if (det) {
+    if (raw) {
+      hostDetCombineLeaf(s.op, acc, row, /*rawFirst=*/false, dst, count);
+    } else if (det) {
       hostDetCombine(s.op, acc, row, dst, count);
     } else {
       const void* srcs[2] = {acc, row};
@@ -339,6 +356,7 @@ ncclResult_t foldUpTree(const OneShot& s, const BinomialNode& t, size_t count, c
     acc = dst;
   }
   *out = acc;
+  *outBytes = accBytes;
   return ncclSuccess;
 }
 
@@ -372,14 +390,15 @@ ncclResult_t runTreeAllReduce(ncclComm* comm, const OneShot& s, const WaitContex
   if (scratch.size() < 2 * accBytes) scratch.resize(2 * accBytes);
   char* const spare[2] = {scratch.data(), scratch.data() + accBytes};
   const char* acc = nullptr;
-  TUTTI_CHECK(foldUpTree(s, t, s.count, spare, s.output, wait, label, &acc));
+  size_t upBytes = 0;
+  TUTTI_CHECK(foldUpTree(s, t, s.count, spare, s.output, wait, label, &acc, &upBytes));
   PrimsSlots<1 + kMaxDoublingSteps> sends;
   ProxyDriveScope scope;
   if (r == 0) {
     if (det) hostDetFinish(s.op, n, acc, s.output, s.count);
   } else {
     HostPrims& up = sends.emplace(0, nullptr, t.parentTo, acc, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
-    TUTTI_CHECK(up.send(0, accBytes));  // into the slot: the scratch and the output may change from here on
+    TUTTI_CHECK(up.send(0, upBytes));  // into the slot: the scratch and the output may change from here on
     if (t.parentTo->proxyTask) scope.add(t.parentTo->proxyTask);
     HostPrims prims(t.parentFrom, nullptr, nullptr, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
     const char* got = nullptr;
@@ -418,7 +437,8 @@ ncclResult_t runTreeReduceScatter(ncclComm* comm, const OneShot& s, const WaitCo
   char* const spare[2] = {scratch.data(), scratch.data() + accBytes};
   char* const result = scratch.data() + 2 * accBytes;  // rank 0: every block, finished
   const char* acc = nullptr;
-  TUTTI_CHECK(foldUpTree(s, t, all, spare, result, wait, label, &acc));
+  size_t upBytes = 0;
+  TUTTI_CHECK(foldUpTree(s, t, all, spare, result, wait, label, &acc, &upBytes));
   PrimsSlots<1 + kMaxDoublingSteps> sends;
   ProxyDriveScope scope;
   // The finished blocks of this rank's subtree, from block r on: rank 0's result, the others' parent's message.
@@ -428,7 +448,7 @@ ncclResult_t runTreeReduceScatter(ncclComm* comm, const OneShot& s, const WaitCo
     if (det) hostDetFinish(s.op, n, acc, result, all);
   } else {
     HostPrims& up = sends.emplace(0, nullptr, t.parentTo, acc, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
-    TUTTI_CHECK(up.send(0, accBytes));  // into the slot
+    TUTTI_CHECK(up.send(0, upBytes));  // into the slot
     if (t.parentTo->proxyTask) scope.add(t.parentTo->proxyTask);
     TUTTI_CHECK(down.recvPeek(span(r, t.low), &mine));
   }
@@ -566,24 +586,30 @@ ncclResult_t runDetHalving(ncclComm* comm, const OneShot& s, const WaitContext& 
   char* cur = scratch.data();
   char* next = cur + total;
   char* pack = next + total / 2;
-  hostDetLeaf(s.op, s.input, cur, static_cast<size_t>(n) * s.count);
   PrimsSlots<kMaxDoublingSteps> sends;
   ProxyDriveScope scope;
   int held = n;
+  // The first step sends raw blocks of the input, each widened where it is folded (half the bytes of fp32's
+  // accumulator, no pass to widen the input); the others, partial results.
+  const size_t blockRaw = s.count * s.esize;
   for (int i = 0, mask = 1; i < nSteps; ++i, mask <<= 1) {
     const int mine = (r & mask) ? 1 : 0, half = held / 2;
+    const bool raw = i == 0;
+    const size_t block = raw ? blockRaw : blockAcc;
+    const char* rows = raw ? s.input : cur;
     for (int q = 0; q < half; ++q)
-      std::memcpy(pack + q * blockAcc, cur + static_cast<size_t>(2 * q + 1 - mine) * blockAcc, blockAcc);
+      std::memcpy(pack + q * block, rows + static_cast<size_t>(2 * q + 1 - mine) * block, block);
     sends.emplace(i, nullptr, to[i], pack, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
-    TUTTI_CHECK(sends[i]->send(0, half * blockAcc));  // into the slot: pack is free again
+    TUTTI_CHECK(sends[i]->send(0, half * block));  // into the slot: pack is free again
     if (to[i]->proxyTask) scope.add(to[i]->proxyTask);
     HostPrims prims(from[i], nullptr, nullptr, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
     const char* row = nullptr;
-    TUTTI_CHECK(prims.recvPeek(half * blockAcc, &row));
+    TUTTI_CHECK(prims.recvPeek(half * block, &row));
     for (int q = 0; q < half; ++q) {
-      const char* own = cur + static_cast<size_t>(2 * q + mine) * blockAcc;
-      const char* theirs = row + q * blockAcc;
-      hostDetCombine(s.op, mine ? theirs : own, mine ? own : theirs, next + q * blockAcc, s.count);
+      const char* own = rows + static_cast<size_t>(2 * q + mine) * block;
+      const char* theirs = row + q * block;
+      if (raw) hostDetLeafPair(s.op, mine ? theirs : own, mine ? own : theirs, next + q * blockAcc, s.count);
+      else hostDetCombine(s.op, mine ? theirs : own, mine ? own : theirs, next + q * blockAcc, s.count);
     }
     prims.recvRelease();
     std::swap(cur, next);
