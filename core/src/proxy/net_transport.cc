@@ -39,16 +39,14 @@ struct NetState {
   std::vector<int> ptrSupport;  // per device: NCCL_PTR_* the plugin takes
 };
 
+// Loaded on first use. A function-local static, not std::call_once: the proxy threads ask for it on every progress
+// call, and call_once stores its callable in thread-local variables on each call (libstdc++), through
+// __tls_get_addr from a shared library: ~10% of a proxy thread's instructions while it polled.
 NetState* loadNet() {
-  static std::once_flag once;
-  static NetState* state = nullptr;
-  std::call_once(once, [] {
+  static NetState* const state = [] {
     auto* s = new NetState();
     const Config* cfg = nullptr;
-    if (configGet(&cfg) != ncclSuccess) {
-      state = s;
-      return;
-    }
+    if (configGet(&cfg) != ncclSuccess) return s;
     const std::string forced = paramString("NCCL_NET");
     for (const PluginSpec& spec : cfg->nets) {
       std::unique_ptr<NetPlugin> p;
@@ -86,8 +84,8 @@ NetState* loadNet() {
       break;
     }
     if (!s->plugin) TUTTI_INFO(NCCL_INIT | NCCL_NET, "no net plugin with a device: ranks on different hosts cannot connect");
-    state = s;
-  });
+    return s;
+  }();
   return state;
 }
 

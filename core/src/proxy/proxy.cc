@@ -85,7 +85,9 @@ class Proxy {
     std::vector<std::shared_ptr<ProxyTask>> snapshot;
     int idleRounds = 0;
     while (true) {
-      {
+      // The task list changes rarely: the lock only when it did (version_ moves under the lock), or to sleep on an
+      // empty one. seen_ is written by this thread alone.
+      if (snapshot.empty() || version_.load(std::memory_order_acquire) != seen_) {
         std::unique_lock<std::mutex> lock(mutex_);
         if (seen_ != version_) {
           snapshot = tasks_;
@@ -190,7 +192,8 @@ class Proxy {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::vector<std::shared_ptr<ProxyTask>> tasks_;
-  uint64_t version_ = 0, seen_ = 0;
+  std::atomic<uint64_t> version_{0};  // changed under mutex_
+  uint64_t seen_ = 0;                 // the version of the loop's snapshot (under mutex_ too, for remove's wait)
   bool started_ = false;
 };
 
