@@ -462,12 +462,13 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   const int64_t detDMax = paramInt("TUTTI_DET_DOUBLING_MAX_BYTES");
   // From 6 ranks the deterministic tree below is ahead (sockets, 8 ranks, the median of five runs, doubling -> tree, us:
   // 8 B 153 -> 148, 512 B 167 -> 135, 4 KiB 216 -> 163; the default's 138, 132 and 149).
-  // Within a node on 8 ranks, where the default takes doubling below 32 KiB, up to 1 KiB (processes over shm, the
+  // Within a node on 8 ranks, where the default takes doubling below 32 KiB, up to 2 KiB (processes over shm, the
   // median of five runs, tree -> doubling, us: 8 B 33.8 -> 21.5, 512 B 34.5 -> 23.3, 4 KiB 42.4 -> 42.4; 4 ranks, one-shot
-  // gather -> doubling: 8 B 6.2 -> 6.4, 4 KiB 14.3 -> 15.6).
+  // gather -> doubling: 8 B 6.2 -> 6.4, 4 KiB 14.3 -> 15.6; since the first exchange sends raw rows, the median of
+  // seven: 1 KiB 34.6 -> 23.3, 2 KiB 36.6 -> 27.3, 4 KiB 39.8 -> 35.7 with the best runs 25.9 -> 30.9, 8 KiB 42.5 -> 61.7).
   const size_t detDoublingMax = detDMax >= 0                     ? static_cast<size_t>(detDMax)
                                 : overNetwork && nRanks <= 4     ? size_t{4} << 10
-                                : !overNetwork && nRanks >= 8    ? size_t{1} << 10
+                                : !overNetwork && nRanks >= 8    ? size_t{2} << 10
                                                                  : 0;
   comm->detDoublingMaxBytes = comm->oneShotMaxBytes ? detDoublingMax : 0;
   const int64_t detHMax = paramInt("TUTTI_DET_HALVING_MAX_BYTES");
