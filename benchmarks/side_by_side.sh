@@ -114,7 +114,8 @@ trap 'rm -f "$header"' EXIT
   echo "- Tutti socket: NCCL_SHM_DISABLE=1 NCCL_P2P_DISABLE=1 NCCL_SOCKET_IFNAME=lo"
   echo "- Open MPI: $(ompi_info --parsable | sed -n 's/^ompi:version:full://p'), \`${mpirun_base[*]} -np N\`" \
        "with \`${mpi_shm[*]}\` (shm) or \`${mpi_tcp[*]}\` (tcp); benchmarks/mpi/mpi_coll_perf.c"
-  echo "- time: slowest rank's average per call (us), out-of-place; busbw with nccl-tests' factors (GB/s)"
+  echo "- time: slowest rank's average per call (us), out-of-place (Broadcast: in place, as MPI_Bcast's one buffer; out" \
+       "of place Tutti's root also copies its input to its output); busbw with nccl-tests' factors (GB/s)"
   echo "- limits of this host, measured before the sweep (benchmarks/mpi/host_limits.c):" \
        "$(sed -n 's/^limit: \([^ ]*\) \(.*\)$/\1 \2/p' "$raw/host-limits.txt" | paste -sd ';' | sed 's/;/; /g')"
 } > "$header"

@@ -3,8 +3,10 @@
 
 Raw files are <raw>/<impl>-<transport>-<coll>-np<N>.txt, impl in {tutti, ompi}; each holds one or more
 sweeps in nccl-tests' format; a size swept more than once keeps its fastest row (this host is shared,
-and a rank descheduled for a time slice can spoil one sweep). Only the out-of-place columns are compared (time = column 6, busbw = column 8),
-because the MPI program measures out-of-place only.
+and a rank descheduled for a time slice can spoil one sweep). The out-of-place columns are compared (time = column 6,
+busbw = column 8), as the MPI program passes separate buffers; but Broadcast, whose MPI call has one buffer: there
+Tutti's in-place columns (time = column 10, busbw = column 12; out of place, the root also copies its input to its
+output, a copy MPI_Bcast does not make).
 usage: tabulate.py RAW_DIR HEADER_FILE OUT_MD
 """
 import os
@@ -16,18 +18,19 @@ PAIRS = [("shm", "tutti", "shm", "ompi", "shm"), ("net", "tutti", "socket", "omp
 KEY_SIZES = [8, 64 << 10, 1 << 20, 16 << 20, 256 << 20]
 
 
-def parse(path):
-    """size -> (time_us, busbw) of the out-of-place columns; {} when the file is missing."""
+def parse(path, in_place=False):
+    """size -> (time_us, busbw) of the out-of-place (or in-place) columns; {} when the file is missing."""
+    t_col, bw_col = (9, 11) if in_place else (5, 7)
     rows = {}
     if not os.path.exists(path):
         return rows
     with open(path) as f:
         for line in f:
             fields = line.split()
-            if len(fields) < 8 or line.lstrip().startswith("#") or not fields[0].isdigit():
+            if len(fields) <= bw_col or line.lstrip().startswith("#") or not fields[0].isdigit():
                 continue
             try:
-                size, row = int(fields[0]), (float(fields[5]), float(fields[7]))
+                size, row = int(fields[0]), (float(fields[t_col]), float(fields[bw_col]))
             except ValueError:
                 continue
             # A size measured by several sweeps (repeats) keeps its fastest one.
@@ -59,7 +62,9 @@ def main():
     data = {}
     for name in os.listdir(raw):
         if name.endswith(".txt"):
-            data[name[:-4]] = parse(os.path.join(raw, name))
+            # MPI_Bcast's one buffer against Tutti's in-place Broadcast (the module docstring).
+            in_place = name.startswith("tutti-") and "-broadcast-" in name
+            data[name[:-4]] = parse(os.path.join(raw, name), in_place)
     nps = sorted({int(k.rsplit("np", 1)[1]) for k in data if "np" in k})
     lines = [open(header).read().rstrip(), ""]
 
