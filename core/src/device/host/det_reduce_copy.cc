@@ -345,58 +345,65 @@ void hostDetCombine(const ResolvedRedOp& op, const void* lo, const void* hi, voi
   });
 }
 
+namespace {
+
+// One operand of a fold: a rank's raw row, widened (and scaled) as it is loaded, or a row of partial results.
+struct DetOperand {
+  const void* row;
+  bool raw;
+};
+
+// out = lo (op) hi, a chunk at a time; rows at any alignment (typed views where they allow), out may be an operand's
+// row of partial results.
+template <typename T>
+void foldOperands(const DetOp<T>& d, DetOperand lo, DetOperand hi, void* out, size_t count) {
+  using A = DetAcc<T>;
+  for (size_t base = 0; base < count; base += kDetChunk) {
+    const size_t c = std::min(kDetChunk, count - base);
+    A loBuf[kDetChunk], hiBuf[kDetChunk];
+    auto load = [&](DetOperand o, A* buf) -> const A* {
+      const char* at = static_cast<const char*>(o.row) + base * (o.raw ? sizeof(T) : sizeof(A));
+      if (!o.raw) {
+        if (aligned<A>(at)) return reinterpret_cast<const A*>(at);
+        std::memcpy(buf, at, c * sizeof(A));
+        return buf;
+      }
+      if (aligned<T>(at)) {
+        leafRow(d, reinterpret_cast<const T*>(at), buf, c);
+      } else {
+        T x[kDetChunk];
+        std::memcpy(x, at, c * sizeof(T));
+        leafRow(d, x, buf, c);
+      }
+      return buf;
+    };
+    const A* l = load(lo, loBuf);
+    const A* h = load(hi, hiBuf);
+    char* outAt = static_cast<char*>(out) + base * sizeof(A);
+    if (aligned<A>(outAt)) {
+      combineRowSimd(d.kind, l, h, reinterpret_cast<A*>(outAt), c);
+    } else {
+      combineRowSimd(d.kind, l, h, loBuf, c);
+      std::memcpy(outAt, loBuf, c * sizeof(A));
+    }
+  }
+}
+
+}  // namespace
+
 void hostDetCombineLeaf(const ResolvedRedOp& op, const void* acc, const void* raw, bool rawFirst, void* out,
                         size_t count) {
   dispatchDataType(op.datatype, [&](auto tag) {
     using T = typename decltype(tag)::Type;
-    using A = DetAcc<T>;
-    const DetOp<T> d = detOpOf<T>(op);
-    const bool direct = aligned<A>(acc) && aligned<T>(raw) && aligned<A>(out);
-    for (size_t base = 0; base < count; base += kDetChunk) {
-      const size_t c = std::min(kDetChunk, count - base);
-      A a[kDetChunk], leaf[kDetChunk];
-      const char* rawAt = static_cast<const char*>(raw) + base * sizeof(T);
-      const char* accAt = static_cast<const char*>(acc) + base * sizeof(A);
-      char* outAt = static_cast<char*>(out) + base * sizeof(A);
-      if (direct) {
-        leafRow(d, reinterpret_cast<const T*>(rawAt), leaf, c);
-        const A* own = reinterpret_cast<const A*>(accAt);
-        combineRowSimd(op.kind, rawFirst ? leaf : own, rawFirst ? own : leaf, reinterpret_cast<A*>(outAt), c);
-        continue;
-      }
-      T x[kDetChunk];
-      std::memcpy(x, rawAt, c * sizeof(T));
-      std::memcpy(a, accAt, c * sizeof(A));
-      leafRow(d, x, leaf, c);
-      combineRowSimd(op.kind, rawFirst ? leaf : a, rawFirst ? a : leaf, a, c);
-      std::memcpy(outAt, a, c * sizeof(A));
-    }
+    const DetOperand own{acc, false}, leaf{raw, true};
+    foldOperands<T>(detOpOf<T>(op), rawFirst ? leaf : own, rawFirst ? own : leaf, out, count);
   });
 }
 
 void hostDetLeafPair(const ResolvedRedOp& op, const void* lo, const void* hi, void* out, size_t count) {
   dispatchDataType(op.datatype, [&](auto tag) {
     using T = typename decltype(tag)::Type;
-    using A = DetAcc<T>;
-    const DetOp<T> d = detOpOf<T>(op);
-    const bool direct = aligned<T>(lo) && aligned<T>(hi) && aligned<A>(out);
-    for (size_t base = 0; base < count; base += kDetChunk) {
-      const size_t c = std::min(kDetChunk, count - base);
-      A a[kDetChunk], b[kDetChunk];
-      if (direct) {
-        leafRow(d, static_cast<const T*>(lo) + base, a, c);
-        leafRow(d, static_cast<const T*>(hi) + base, b, c);
-        combineRowSimd(op.kind, a, b, static_cast<A*>(out) + base, c);
-        continue;
-      }
-      T x[kDetChunk], y[kDetChunk];
-      std::memcpy(x, static_cast<const char*>(lo) + base * sizeof(T), c * sizeof(T));
-      std::memcpy(y, static_cast<const char*>(hi) + base * sizeof(T), c * sizeof(T));
-      leafRow(d, x, a, c);
-      leafRow(d, y, b, c);
-      combineRowSimd(op.kind, a, b, a, c);
-      std::memcpy(static_cast<char*>(out) + base * sizeof(A), a, c * sizeof(A));
-    }
+    foldOperands<T>(detOpOf<T>(op), DetOperand{lo, true}, DetOperand{hi, true}, out, count);
   });
 }
 
