@@ -152,8 +152,8 @@ inline A blockSum(const Leaf& leaf) {
   else return perfectSum<Lo, kBlock, A>(leaf) + blockSum<Lo + kBlock, Rem - kBlock, A>(leaf);
 }
 
-// Sum, Avg and PreMulSum of N float or double inputs into one or two outputs (a ring step writes its output and
-// the next rank's slot), element by element with the tree inlined (the compiler vectorises the loop; an output
+// Sum, Avg and PreMulSum of N float, double or bfloat16 inputs into one or two outputs (a ring step writes its output
+// and the next rank's slot), element by element with the tree inlined (the compiler vectorises the loop; an output
 // equal to an input is read before it is written at each index). scalars: N widened scalars (PreMulSum) or null.
 template <typename T, int N, bool kScaled, bool kAverage, bool kTwoOut>
 TUTTI_SIMD_CLONES
@@ -171,29 +171,39 @@ void detSumFixed(const void* const* in, void* const* out, size_t count, const De
     auto leaf = [&](int r) {
       T x;
       std::memcpy(&x, src[r] + i * sizeof(T), sizeof(T));
-      if constexpr (kScaled) return A(x) * scale[r];
-      else return A(x);
+      if constexpr (kScaled) return A(toCompute(x)) * scale[r];
+      else return A(toCompute(x));
     };
     // Two fp32 inputs summed: fp32's own addition gives the same bits as widening to double, adding and rounding
     // once (double has more than twice fp32's precision plus two bits, so rounding twice rounds as once; the
     // double sum of two floats never overflows, and its rounding overflows exactly where fp32's does). Half the
     // conversions, twice the lanes.
     constexpr bool kFloatPair = std::is_same_v<T, float> && N == 2 && !kScaled && !kAverage;
-    T narrowed;
+    // detNarrow without a branch, so that the loop stays vectorised: a NaN becomes detNan by a bit mask.
+    using U = std::conditional_t<sizeof(T) == 8, uint64_t, std::conditional_t<sizeof(T) == 4, uint32_t, uint16_t>>;
+    U bits;
+    bool nan;
     if constexpr (kFloatPair) {
       T x0, x1;
       std::memcpy(&x0, src[0] + i * sizeof(T), sizeof(T));
       std::memcpy(&x1, src[1] + i * sizeof(T), sizeof(T));
-      narrowed = x0 + x1;
+      const T sum = x0 + x1;
+      bits = __builtin_bit_cast(U, sum);
+      nan = sum != sum;
     } else {
       A acc = blockSum<0, N, A>(leaf);
       if constexpr (kAverage) acc = acc / A(N);
-      narrowed = T(acc);
+      nan = acc != acc;
+      if constexpr (std::is_same_v<T, BFloat16>) {
+        // BFloat16::fromFloat of a number: round to nearest even on the 16 bits dropped.
+        const uint32_t u = floatBits(acc);
+        bits = U((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+      } else {
+        bits = __builtin_bit_cast(U, T(acc));
+      }
     }
-    // detNarrow without a branch, so that the loop stays vectorised: a NaN becomes detNan by a bit mask.
-    using U = std::conditional_t<sizeof(T) == 8, uint64_t, uint32_t>;
-    const U nanMask = U(0) - U(narrowed != narrowed);
-    const U y = (__builtin_bit_cast(U, narrowed) & ~nanMask) | (__builtin_bit_cast(U, detNan<T>()) & nanMask);
+    const U nanMask = static_cast<U>(-static_cast<int64_t>(nan));
+    const U y = static_cast<U>((bits & static_cast<U>(~nanMask)) | (__builtin_bit_cast(U, detNan<T>()) & nanMask));
     std::memcpy(dst + i * sizeof(T), &y, sizeof(T));
     if constexpr (kTwoOut) std::memcpy(dst2 + i * sizeof(T), &y, sizeof(T));
   }
@@ -223,12 +233,12 @@ bool detSumFixedOp(const DetOp<T>& op, const void* const* in, void* const* out, 
   return true;
 }
 
-// The unrolled form where it applies (fp32 and fp64 sums of 2 to 8 inputs into one output, of 2 into two
+// The unrolled form where it applies (fp32, fp64 and bf16 sums of 2 to 8 inputs into one output, of 2 into two
 // outputs), else false.
 template <typename T>
 bool detSumFast(const DetOp<T>& op, int n, const void* const* in, int nOut, void* const* out, size_t count,
                 const void* rankScalars) {
-  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, BFloat16>) {
     if (nOut == 2 && n == 2) return detSumFixedOp<T, 2, true>(op, in, out, count, rankScalars);
     if (nOut != 1) return false;
     switch (n) {
