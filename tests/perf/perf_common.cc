@@ -419,8 +419,6 @@ void printHeader(const Options& o, const Run& run, const char* prog) {
               "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", o.predict ? "      (us)" : "");
 }
 
-// Runs the sweep on this process's communicators (comms[i] is rank run.firstRank + i). Only the process
-// holding rank 0 prints the table. Returns the exit code.
 // Ranks as threads: one thread per rank for the whole sweep, as nccl-tests keeps its threads. A thread made for each
 // size starts on its maker's core and waits for the scheduler to move it: two ranks sharing a core for a short
 // timed loop sleep and wake each other on every call (2 threads, 8 B: 0.6 or 4-5 us a call from run to run).
@@ -456,6 +454,8 @@ class RankThreads {
   std::vector<std::thread> threads_;
 };
 
+// Runs the sweep on this process's communicators (comms[i] is rank run.firstRank + i). Only the process
+// holding rank 0 prints the table. Returns the exit code.
 int sweep(Coll coll, const Options& o, const Run& run, const std::vector<ncclComm_t>& comms, const char* prog) {
   const int n = run.nRanks, local = run.localRanks;
   const bool printer = run.firstRank == 0;
