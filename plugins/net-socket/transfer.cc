@@ -120,13 +120,18 @@ ncclResult_t dispatchChunks(Comm* comm, Request* r) {
   return ncclSuccess;
 }
 
-// Read-ahead buffer of a receiving comm's control socket, and the size from which a payload bypasses it.
-constexpr size_t kRxBufBytes = 64 * 1024;
+// A remainder of at least this many bytes is read straight into its buffer, nothing more.
 constexpr size_t kRxDirectBytes = 16 * 1024;
+// Read-ahead of a receiving comm's control socket: a read that needs only a few bytes (a header, a short rest of a
+// payload) takes up to this many bytes of what follows into rxBuf, so one recv serves a header and a payload of up
+// to kRxDirectBytes (and more small messages behind them). Payload bytes taken ahead are copied once more on their
+// way out of rxBuf: a larger read-ahead would copy the start of every large payload (2 ranks over loopback,
+// sendrecv 64 KiB to 512 KiB, 64 KiB of read-ahead -> this: 5-10% less time per call, equal below).
+constexpr size_t kRxBufBytes = kRxDirectBytes + sizeof(MsgHeader);
 
-// Receives bytes [*offset, size) of buf from the control socket of a receiving comm: from what an earlier recv
-// read ahead first, then from the socket. A short remainder is read through the buffer (one recv takes whatever
-// has arrived, the next messages' headers included); a long one goes straight into buf.
+// Receives bytes [*offset, size) of buf from the control socket of a receiving comm: from what an earlier read took
+// ahead first, then from the socket: a long remainder straight into buf; a short one with one recvmsg that puts the
+// remainder into buf and whatever has arrived behind it into rxBuf.
 Io recvCtrl(Comm* comm, void* buf, size_t size, size_t* offset, ncclResult_t* code) {
   char* p = static_cast<char*>(buf);
   while (*offset < size) {
@@ -137,13 +142,19 @@ Io recvCtrl(Comm* comm, void* buf, size_t size, size_t* offset, ncclResult_t* co
       *offset += n;
       continue;
     }
-    if (size - *offset >= kRxDirectBytes) return progressIo(comm->ctrlFd, false, buf, size, offset, code);
+    const size_t rem = size - *offset;
+    if (rem >= kRxDirectBytes) return progressIo(comm->ctrlFd, false, buf, size, offset, code);
     if (!comm->rxBuf) comm->rxBuf = std::make_unique<char[]>(kRxBufBytes);
-    // One recv, not a loop until EAGAIN: what it returns is usually all that has arrived.
-    const ssize_t n = ::recv(comm->ctrlFd, comm->rxBuf.get(), kRxBufBytes, MSG_DONTWAIT);
+    iovec iov[2] = {{p + *offset, rem}, {comm->rxBuf.get(), kRxBufBytes}};
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 2;
+    const ssize_t n = ::recvmsg(comm->ctrlFd, &msg, MSG_DONTWAIT);
     if (n > 0) {
+      const size_t mine = std::min(static_cast<size_t>(n), rem);
+      *offset += mine;
       comm->rxBegin = 0;
-      comm->rxEnd = static_cast<size_t>(n);
+      comm->rxEnd = static_cast<size_t>(n) - mine;
       continue;
     }
     if (n < 0 && errno == EINTR) continue;

@@ -164,11 +164,12 @@ TEST_F(NetSocket, BackToBackMessagesKeepOrder) {
 
 // The receiver reads its control socket ahead (one recv takes a small message's header and payload, and
 // whatever follows): messages already queued back to back must still come out one per receive, each with its
-// own size, into receives posted larger than the message; one of 17000 bytes is read partly from what was read
-// ahead and partly straight into its buffer, and a chunked one still takes the data sockets.
+// own size, into receives posted larger than the message; those of 17000 and 30000 bytes are read partly from what
+// was read ahead (about 16 KiB) and their rest straight into their buffers by a read that also takes what follows,
+// 40000 and 65535 partly ahead and the rest by a read of just that rest; a chunked one still takes the data sockets.
 TEST_F(NetSocket, ReadAheadKeepsMessageBoundaries) {
   connectPair();
-  const size_t sizes[] = {5, 0, 17000, 3, 65535, 1, 200000, 8, 40000, 2};
+  const size_t sizes[] = {5, 0, 17000, 3, 65535, 1, 200000, 8, 40000, 2, 30000, 7};
   constexpr int kN = sizeof sizes / sizeof sizes[0];
   std::vector<std::vector<char>> src(kN), dst(kN);
   std::vector<void*> sreq(kN), rreq(kN);
