@@ -137,6 +137,33 @@ void detReduceChunks(const DetOp<T>& op, int n, const void* const* in, int nOut,
   }
 }
 
+// detNarrow without its branch, for fp32, fp64 and bf16, as the result's bits: loops that call it stay vectorised (with
+// the branch they ran one element at a time). A NaN becomes detNan by a bit mask; bf16 rounds to nearest even on the
+// 16 bits it drops, as BFloat16::fromFloat does for a number.
+template <typename T>
+using DetBits = std::conditional_t<sizeof(T) == 8, uint64_t, std::conditional_t<sizeof(T) == 4, uint32_t, uint16_t>>;
+
+// `bits`, or detNan's when `nan`.
+template <typename T>
+inline DetBits<T> nanMasked(DetBits<T> bits, bool nan) {
+  using U = DetBits<T>;
+  const U nanMask = static_cast<U>(-static_cast<int64_t>(nan));
+  return static_cast<U>((bits & static_cast<U>(~nanMask)) | (__builtin_bit_cast(U, detNan<T>()) & nanMask));
+}
+
+template <typename T>
+inline DetBits<T> narrowBits(DetAcc<T> acc) {
+  using U = DetBits<T>;
+  U bits;
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    const uint32_t u = floatBits(acc);
+    bits = U((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  } else {
+    bits = __builtin_bit_cast(U, T(acc));
+  }
+  return nanMasked<T>(bits, acc != acc);
+}
+
 // The tree of det_reduce.h unrolled at compile time for N inputs: perfect<Lo, Size> is the perfect subtree
 // over ranks [Lo, Lo + Size), blocks<Lo, Rem> the blocks of the binary digits of Rem from rank Lo, largest
 // first, combined from the last backwards (B0 + (B1 + B2)).
@@ -179,31 +206,18 @@ void detSumFixed(const void* const* in, void* const* out, size_t count, const De
     // double sum of two floats never overflows, and its rounding overflows exactly where fp32's does). Half the
     // conversions, twice the lanes.
     constexpr bool kFloatPair = std::is_same_v<T, float> && N == 2 && !kScaled && !kAverage;
-    // detNarrow without a branch, so that the loop stays vectorised: a NaN becomes detNan by a bit mask.
-    using U = std::conditional_t<sizeof(T) == 8, uint64_t, std::conditional_t<sizeof(T) == 4, uint32_t, uint16_t>>;
-    U bits;
-    bool nan;
+    DetBits<T> y;
     if constexpr (kFloatPair) {
       T x0, x1;
       std::memcpy(&x0, src[0] + i * sizeof(T), sizeof(T));
       std::memcpy(&x1, src[1] + i * sizeof(T), sizeof(T));
       const T sum = x0 + x1;
-      bits = __builtin_bit_cast(U, sum);
-      nan = sum != sum;
+      y = nanMasked<T>(__builtin_bit_cast(DetBits<T>, sum), sum != sum);
     } else {
       A acc = blockSum<0, N, A>(leaf);
       if constexpr (kAverage) acc = acc / A(N);
-      nan = acc != acc;
-      if constexpr (std::is_same_v<T, BFloat16>) {
-        // BFloat16::fromFloat of a number: round to nearest even on the 16 bits dropped.
-        const uint32_t u = floatBits(acc);
-        bits = U((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-      } else {
-        bits = __builtin_bit_cast(U, T(acc));
-      }
+      y = narrowBits<T>(acc);
     }
-    const U nanMask = static_cast<U>(-static_cast<int64_t>(nan));
-    const U y = static_cast<U>((bits & static_cast<U>(~nanMask)) | (__builtin_bit_cast(U, detNan<T>()) & nanMask));
     std::memcpy(dst + i * sizeof(T), &y, sizeof(T));
     if constexpr (kTwoOut) std::memcpy(dst2 + i * sizeof(T), &y, sizeof(T));
   }
@@ -281,25 +295,20 @@ TUTTI_SIMD_CLONES void combineRowSimd(RedOpKind kind, const A* lo, const A* hi, 
   combineRow(kind, lo, hi, out, c);
 }
 
-// fp32 and fp64 narrowed as detNarrow does, without its branch: a NaN becomes detNan by a bit mask, so the loop
-// vectorises (with the branch it ran one element at a time, ~8 instructions each: the largest cost of a
+// fp32, fp64 and bf16 rows narrowed through narrowBits (the branch of detNarrow made this the largest cost of a
 // deterministic doubling or tree call after its copies).
 template <typename T, typename A, bool kAverage>
 inline void narrowRowMasked(int n, const A* acc, T* out, size_t count) {
-  using U = std::conditional_t<sizeof(T) == 8, uint64_t, uint32_t>;
-  const U nanBits = __builtin_bit_cast(U, detNan<T>());
 #pragma GCC ivdep
   for (size_t i = 0; i < count; ++i) {
-    const T y = kAverage ? T(acc[i] / A(n)) : T(acc[i]);
-    const U nanMask = U(0) - U(y != y);
-    const U bits = (__builtin_bit_cast(U, y) & ~nanMask) | (nanBits & nanMask);
+    const DetBits<T> bits = narrowBits<T>(kAverage ? acc[i] / A(n) : acc[i]);
     std::memcpy(out + i, &bits, sizeof(T));
   }
 }
 
 template <typename T, typename A>
 TUTTI_SIMD_CLONES void finishRow(const DetOp<T>& op, int n, const A* acc, T* out, size_t count) {
-  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, BFloat16>) {
     if (op.average) narrowRowMasked<T, A, true>(n, acc, out, count);
     else narrowRowMasked<T, A, false>(n, acc, out, count);
   } else if constexpr (IsFloatingType<T>) {
@@ -335,22 +344,6 @@ void hostDetLeaf(const ResolvedRedOp& op, const void* in, void* acc, size_t coun
       std::memcpy(x, static_cast<const char*>(in) + base * sizeof(T), c * sizeof(T));
       leafRow(d, x, a, c);
       std::memcpy(static_cast<char*>(acc) + base * sizeof(A), a, c * sizeof(A));
-    }
-  });
-}
-
-void hostDetCombine(const ResolvedRedOp& op, const void* lo, const void* hi, void* out, size_t count) {
-  dispatchDataType(op.datatype, [&](auto tag) {
-    using A = DetAcc<typename decltype(tag)::Type>;
-    if (aligned<A>(lo) && aligned<A>(hi) && aligned<A>(out))
-      return combineRowSimd(op.kind, static_cast<const A*>(lo), static_cast<const A*>(hi), static_cast<A*>(out), count);
-    for (size_t base = 0; base < count; base += kDetChunk) {
-      const size_t c = std::min(kDetChunk, count - base);
-      A a[kDetChunk], b[kDetChunk];
-      std::memcpy(a, static_cast<const char*>(lo) + base * sizeof(A), c * sizeof(A));
-      std::memcpy(b, static_cast<const char*>(hi) + base * sizeof(A), c * sizeof(A));
-      combineRowSimd(op.kind, a, b, a, c);
-      std::memcpy(static_cast<char*>(out) + base * sizeof(A), a, c * sizeof(A));
     }
   });
 }
@@ -400,6 +393,13 @@ void foldOperands(const DetOp<T>& d, DetOperand lo, DetOperand hi, void* out, si
 }
 
 }  // namespace
+
+void hostDetCombine(const ResolvedRedOp& op, const void* lo, const void* hi, void* out, size_t count) {
+  dispatchDataType(op.datatype, [&](auto tag) {
+    using T = typename decltype(tag)::Type;
+    foldOperands<T>(detOpOf<T>(op), DetOperand{lo, false}, DetOperand{hi, false}, out, count);
+  });
+}
 
 void hostDetCombineLeaf(const ResolvedRedOp& op, const void* acc, const void* raw, bool rawFirst, void* out,
                         size_t count) {
