@@ -9,15 +9,19 @@
 //   landing in the output), in place and out of place, with a late rank: in place, an AlltoAll block must leave
 //   before the peer's block lands over it, and an AllReduce must not write its result over a message still leaving;
 // - recursive doubling and halving (AllReduce, AllGather, ReduceScatter on 4 processes), which send from the input
-//   and the output and land in the output as well.
+//   and the output and land in the output as well;
+// - the deterministic exchange, which sends each peer its slice from the input while, in place, the gathered
+//   results land over the slices sent.
 #include "mp_check.h"
 #include "mp_harness.h"
 
 #include <gtest/gtest.h>
 
 #include <nccl.h>
+#include <tutti.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -307,6 +311,79 @@ TEST(NetDoubling, RecursivePathsInPlaceAndOutOfPlace) {
                 return fail("AlltoAll of " + std::to_string(count) + how + ": block " + std::to_string(p) +
                                 " differs at " + std::to_string(i), 18);
         }
+      }
+    }
+    ncclCommDestroy(comm);
+    return 0;
+  });
+  expectAllSucceeded(r, "");
+}
+
+// The deterministic exchange over sockets (3 processes, zero copy from the first byte): AllReduce of 100003 elements
+// (one exchange) and 300007 (pipelined segments), ReduceScatter of blocks of 33335, in place and out of place, a late
+// rank each time, the input overwritten as soon as the call returns. Inputs of mixed signs and exponents, so another
+// order gives other bits: every rank's result must be tuttiDeterministicReduce's of the three inputs.
+TEST(NetZeroCopy, DeterministicExchangeInPlaceAndOutOfPlace) {
+  MpOptions opts = zeroCopyOptions();
+  opts.env.push_back({"TUTTI_DETERMINISTIC", "1"});
+  MpResult r = runProcesses(opts, [](const RankContext& ctx) {
+    ncclComm_t comm = nullptr;
+    if (int rc = initComm(ctx, &comm)) return rc;
+    const int n = ctx.nranks;
+    auto fail = [&](const std::string& what, int rc) {
+      setMessage(what);
+      ncclCommDestroy(comm);
+      return rc;
+    };
+    auto input = [](int rank, int iter, size_t i) {
+      const int m = static_cast<int>((i * 2654435761u + static_cast<size_t>(rank) * 40503u + iter * 977u) % 2001u) - 1000;
+      return std::ldexp(static_cast<float>(m) + 0.375f, static_cast<int>(i % 41) - 20);
+    };
+    // Every rank's input of `count` elements, and their deterministic sum.
+    auto expected = [&](size_t count, int iter, std::vector<std::vector<float>>* rows, std::vector<float>* want) {
+      rows->assign(n, std::vector<float>(count));
+      std::vector<const void*> ptrs(n);
+      for (int p = 0; p < n; ++p) {
+        for (size_t i = 0; i < count; ++i) (*rows)[p][i] = input(p, iter, i);
+        ptrs[p] = (*rows)[p].data();
+      }
+      want->resize(count);
+      return tuttiDeterministicReduce(ptrs.data(), n, want->data(), count, ncclFloat32, ncclSum, nullptr);
+    };
+    auto late = [&](int iter) {
+      if (ctx.rank == iter % n) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    };
+    std::vector<std::vector<float>> rows;
+    std::vector<float> want;
+    for (int iter = 0; iter < 2; ++iter) {
+      for (bool inPlace : {false, true}) {
+        const std::string how = (inPlace ? " in place" : " out of place") + std::string(", iteration ") +
+                                std::to_string(iter);
+        for (size_t count : {size_t{100003}, size_t{300007}}) {
+          if (expected(count, iter, &rows, &want) != ncclSuccess) return fail("tuttiDeterministicReduce failed", 10);
+          std::vector<float> in(rows[ctx.rank]), out(count);
+          float* src = in.data();
+          if (inPlace) {
+            out = in;
+            src = out.data();
+          }
+          late(iter);
+          if (ncclAllReduce(src, out.data(), count, ncclFloat32, ncclSum, comm, nullptr) != ncclSuccess)
+            return fail("ncclAllReduce: " + std::string(ncclGetLastError(comm)), 11);
+          if (!inPlace) std::memset(in.data(), 0xff, count * sizeof(float));
+          if (std::memcmp(out.data(), want.data(), count * sizeof(float)) != 0)
+            return fail("deterministic AllReduce of " + std::to_string(count) + how + " differs from the reference", 12);
+        }
+        const size_t block = 33335;
+        if (expected(block * n, iter, &rows, &want) != ncclSuccess) return fail("tuttiDeterministicReduce failed", 13);
+        std::vector<float> in(rows[ctx.rank]), out(block);
+        const float* src = in.data();
+        float* dst = inPlace ? in.data() + ctx.rank * block : out.data();
+        late(iter + 1);
+        if (ncclReduceScatter(src, dst, block, ncclFloat32, ncclSum, comm, nullptr) != ncclSuccess)
+          return fail("ncclReduceScatter: " + std::string(ncclGetLastError(comm)), 14);
+        if (std::memcmp(dst, want.data() + ctx.rank * block, block * sizeof(float)) != 0)
+          return fail("deterministic ReduceScatter" + how + " differs from the reference", 15);
       }
     }
     ncclCommDestroy(comm);

@@ -38,31 +38,55 @@ uint64_t stepsOf(size_t elems, size_t per) { return (elems + per - 1) / per; }
 
 const void* ownScalar(const DetExchange& x) { return x.scalarPtr ? x.scalarPtr : &x.scalarBits; }
 
-ncclResult_t sendAll(ncclComm* comm, const DetExchange& x, const WaitContext& wait, const OpLabel& label) {
+// Sends this rank's steps to every peer. A slice's steps that a network end may send from the user's buffers
+// (userBufferStep) leave from the input, not copied into the FIFO; *fromUser then says so, and the exchange waits
+// for them (waitUserSends) before it ends. Nothing it writes could still be on its way out: its own slice is not
+// sent, a peer's slice of the output (in place) is written only after that peer reduced it, and so after the peer
+// received what this rank sent of it. The tail, which every rank reduces into its own output, is copied.
+ncclResult_t sendAll(ncclComm* comm, const DetExchange& x, const WaitContext& wait, const OpLabel& label,
+                     bool* fromUser) {
   const int n = x.nRanks, r = x.rank;
   const size_t es = x.esize;
   std::vector<HostConn*> conns;
   TUTTI_CHECK(peerConns(comm, x, true, &conns));
   ResolvedRedOp copy{};
   resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &copy);  // byte copy
-  auto sendStep = [&](int to, const void* src, size_t bytes) {
+  auto sendStep = [&](int to, const void* src, size_t bytes, bool user) {
     HostPrims prims(nullptr, conns[to], src, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
-    return prims.send(0, bytes);
+    prims.useUserBuffers(false, user);
+    TUTTI_CHECK(prims.send(0, bytes));
+    *fromUser |= prims.sentFromUser();
+    return ncclSuccess;
   };
   if (x.rankScaled) {
-    for (int d = 1; d < n; ++d) TUTTI_CHECK(sendStep((r + d) % n, ownScalar(x), es));
+    for (int d = 1; d < n; ++d) TUTTI_CHECK(sendStep((r + d) % n, ownScalar(x), es, false));
   }
   const size_t per = stepElems(x, conns);
   for (size_t at = 0; at < x.q; at += per) {
     const size_t m = std::min(per, x.q - at);
     for (int d = 1; d < n; ++d) {
       const int to = (r + d) % n;
-      TUTTI_CHECK(sendStep(to, x.input + (size_t(to) * x.sliceStride + at) * es, m * es));
+      TUTTI_CHECK(sendStep(to, x.input + (size_t(to) * x.sliceStride + at) * es, m * es, true));
     }
   }
   for (size_t at = 0; at < x.tail; at += per) {
     const size_t m = std::min(per, x.tail - at);
-    for (int d = 1; d < n; ++d) TUTTI_CHECK(sendStep((r + d) % n, x.input + (x.tailAt + at) * es, m * es));
+    for (int d = 1; d < n; ++d) TUTTI_CHECK(sendStep((r + d) % n, x.input + (x.tailAt + at) * es, m * es, false));
+  }
+  return ncclSuccess;
+}
+
+// Waits until every step sendAll posted has left (the network ends' isends completed): the input is the caller's
+// again.
+ncclResult_t waitUserSends(ncclComm* comm, const DetExchange& x, const WaitContext& wait, const OpLabel& label) {
+  std::vector<HostConn*> conns;
+  TUTTI_CHECK(peerConns(comm, x, true, &conns));
+  ResolvedRedOp copy{};
+  resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &copy);
+  for (int p = 0; p < x.nRanks; ++p) {
+    if (p == x.rank || !conns[p]->userBufferMinBytes) continue;
+    HostPrims prims(nullptr, conns[p], nullptr, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    TUTTI_CHECK(prims.waitSent(/*all=*/true));
   }
   return ncclSuccess;
 }
@@ -101,7 +125,8 @@ ncclResult_t receiveAndReduce(ncclComm* comm, const DetExchange& x, const WaitCo
       pacer.pause();
     }
   };
-  if (sendFirst) TUTTI_CHECK(sendAll(comm, x, wait, label));
+  bool fromUser = false;
+  if (sendFirst) TUTTI_CHECK(sendAll(comm, x, wait, label, &fromUser));
   // Peers in the order they send to this rank (rank - 1 first, as each sender starts with its next rank).
   auto eachPeer = [&](auto&& fn) -> ncclResult_t {
     for (int d = 1; d < n; ++d) TUTTI_CHECK(fn((r + n - d) % n));
@@ -144,7 +169,7 @@ ncclResult_t receiveAndReduce(ncclComm* comm, const DetExchange& x, const WaitCo
   };
   TUTTI_CHECK(segment(x.q, size_t(r) * x.sliceStride, x.sliceOut));
   TUTTI_CHECK(segment(x.tail, x.tailAt, x.tailOut));
-  return ncclSuccess;
+  return fromUser ? waitUserSends(comm, x, wait, label) : ncclSuccess;
 }
 
 // Channels other than 0, with reducedBefore: until channel 0 has reduced (it fails on its own after a timeout,
@@ -173,7 +198,11 @@ ncclResult_t runDetExchange(ncclComm* comm, const DetExchange& x, int channel, c
     }
     return res;
   }
-  if (channel == 1 && x.nRanks > 1 && !x.oneThread) TUTTI_CHECK(sendAll(comm, x, wait, label));
+  if (channel == 1 && x.nRanks > 1 && !x.oneThread) {
+    bool fromUser = false;
+    TUTTI_CHECK(sendAll(comm, x, wait, label, &fromUser));
+    if (fromUser) TUTTI_CHECK(waitUserSends(comm, x, wait, label));
+  }
   return x.reducedBefore ? waitReduced(x, wait) : ncclSuccess;
 }
 
