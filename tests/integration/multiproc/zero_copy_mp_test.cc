@@ -43,6 +43,13 @@ MpOptions zeroCopyOptions() {
   return opts;
 }
 
+// Records `what` as this rank's failure, destroys its communicator and returns rc (the process's exit code).
+int failRank(ncclComm_t comm, const std::string& what, int rc) {
+  setMessage(what);
+  ncclCommDestroy(comm);
+  return rc;
+}
+
 float valueOf(int rank, int iter, size_t i) {
   return static_cast<float>(rank * 1000 + iter) + static_cast<float>(i % 977);
 }
@@ -226,11 +233,7 @@ TEST(NetDoubling, RecursivePathsInPlaceAndOutOfPlace) {
     ncclComm_t comm = nullptr;
     if (int rc = initComm(ctx, &comm)) return rc;
     const int n = ctx.nranks;
-    auto fail = [&](const std::string& what, int rc) {
-      setMessage(what);
-      ncclCommDestroy(comm);
-      return rc;
-    };
+    auto fail = [&](const std::string& what, int rc) { return failRank(comm, what, rc); };
     auto late = [&](int iter) {
       if (ctx.rank == iter % n) std::this_thread::sleep_for(std::chrono::milliseconds(3));
     };
@@ -330,11 +333,7 @@ TEST(NetZeroCopy, DeterministicExchangeInPlaceAndOutOfPlace) {
     ncclComm_t comm = nullptr;
     if (int rc = initComm(ctx, &comm)) return rc;
     const int n = ctx.nranks;
-    auto fail = [&](const std::string& what, int rc) {
-      setMessage(what);
-      ncclCommDestroy(comm);
-      return rc;
-    };
+    auto fail = [&](const std::string& what, int rc) { return failRank(comm, what, rc); };
     auto input = [](int rank, int iter, size_t i) {
       const int m = static_cast<int>((i * 2654435761u + static_cast<size_t>(rank) * 40503u + iter * 977u) % 2001u) - 1000;
       return std::ldexp(static_cast<float>(m) + 0.375f, static_cast<int>(i % 41) - 20);
