@@ -38,12 +38,13 @@ LogAllReduce logAllReduce(const ncclComm* comm, size_t bytes, bool det) {
   const bool pow2 = (n & (n - 1)) == 0, doublingRanks = n >= comm->doublingMinRanks, treeRanks = n >= 3;
   const bool doublingBytes = bytes >= comm->doublingMinBytes;
   if (det) {
-    // Recursive doubling over a power of two of ranks, whose tree is the fixed order's, or up and down the binomial
-    // tree, whose root folds in the fixed order for any n; partial results travel in the accumulator (up to 4 times
-    // the bytes, fp8).
-    if (4 * bytes > slot) return LogAllReduce::kNone;
-    if (pow2 && doublingRanks && doublingBytes && bytes <= comm->detDoublingMaxBytes) return LogAllReduce::kDoubling;
-    return treeRanks && bytes <= comm->detTreeAllReduceMaxBytes ? LogAllReduce::kTree : LogAllReduce::kNone;
+    // Recursive doubling over a power of two of ranks, whose tree is the fixed order's (partial results travel in
+    // the accumulator: up to 4 times the bytes, fp8), or up to rank 0 in one hop and down the binomial tree (raw rows,
+    // folded by rank 0 in the fixed order for any n).
+    if (pow2 && doublingRanks && doublingBytes && bytes <= comm->detDoublingMaxBytes && 4 * bytes <= slot)
+      return LogAllReduce::kDoubling;
+    return treeRanks && bytes <= comm->detTreeAllReduceMaxBytes && bytes <= slot ? LogAllReduce::kTree
+                                                                                 : LogAllReduce::kNone;
   }
   if (treeRanks && bytes >= comm->treeAllReduceMinBytes && bytes <= comm->treeAllReduceMaxBytes && bytes <= slot)
     return LogAllReduce::kTree;
@@ -360,18 +361,57 @@ ncclResult_t foldUpTree(const OneShot& s, const BinomialNode& t, size_t count, c
   return ncclSuccess;
 }
 
+// The deterministic tree's way up (runTreeAllReduce): every rank but 0 sends rank 0 its raw row (into the slot: the
+// output may change from here on); rank 0 folds the n rows in rank order into its output.
+ncclResult_t detReduceToRoot(ncclComm* comm, const OneShot& s, const WaitContext& wait, const OpLabel& label,
+                             ProxyDriveScope* scope, PrimsSlots<1 + kMaxDoublingSteps>* sends) {
+  const int n = comm->nRanks, r = comm->rank;
+  const size_t bytes = s.count * s.esize;
+  const char* what = funcName(s.func);
+  const ResolvedRedOp copy = byteCopy();
+  if (r != 0) {
+    HostConn *from = nullptr, *to = nullptr;
+    TUTTI_CHECK(partner(comm, 0, what, &from, &to));
+    HostPrims& up = sends->emplace(0, nullptr, to, s.input, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    TUTTI_CHECK(up.send(0, bytes));
+    if (to->proxyTask) scope->add(to->proxyTask);
+    return ncclSuccess;
+  }
+  std::array<HostConn*, kOneShotMaxRanks> from{};
+  for (int p = 1; p < n; ++p) {
+    HostConn* to = nullptr;
+    TUTTI_CHECK(partner(comm, p, what, &from[p], &to));
+    announceRecvSteps(from[p], 1);  // every receive posted at once
+  }
+  PrimsSlots<kOneShotMaxRanks> recvs;
+  std::array<const void*, kOneShotMaxRanks> rows{};
+  rows[0] = s.input;
+  for (int p = 1; p < n; ++p) {
+    const char* row = nullptr;
+    TUTTI_CHECK(recvs.emplace(p, from[p], nullptr, nullptr, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE)
+                    .recvPeek(bytes, &row));
+    rows[p] = row;
+  }
+  void* out = s.output;
+  hostDetReduceCopy(s.op, n, rows.data(), 1, &out, s.count, nullptr);
+  for (int p = 1; p < n; ++p) recvs[p]->recvRelease();
+  return ncclSuccess;
+}
+
 // AllReduce up the binomial tree (BinomialNode) to rank 0, then down it (logAllReduce: kTree). A rank folds each
 // child's partial result after its own, the smallest subtree first, and sends the sum to its parent; rank
-// 0 applies the op's last step and sends the result back down, the largest subtree first. Rank 0's fold is, for any
-// n, the fixed order of det_reduce.h: a perfect tree over each block of 2^k ranks given by the binary digits of n,
-// the blocks joined from the last one backwards (a deterministic call keeps its partial results in the
-// accumulator). n - 1 messages up and n - 1 down in all, where recursive doubling sends n log2 n, for 2 log2 n hops
-// in a row instead of log2 n: fewer system calls and wake-ups where ranks outnumber cores or talk over sockets.
+// 0 applies the op's last step and sends the result back down, the largest subtree first. n - 1 messages up and
+// n - 1 down in all, where recursive doubling sends n log2 n, for 2 log2 n hops in a row instead of log2 n: fewer
+// system calls and wake-ups where ranks outnumber cores or talk over sockets.
+// A deterministic call goes up in one hop instead: every rank sends rank 0 its raw row, and rank 0 folds the n rows
+// in the fixed order (hostDetReduceCopy) straight from its slots. Partial results up the tree would travel in the
+// accumulator (twice fp32's bytes) and be folded log2 n times one after another; these messages are the input's
+// size and leave at once (8 processes on 2 cores, the median of seven runs, tree -> one hop, us: shm 8 KiB 33.9 ->
+// 23.9, 32 KiB 90 -> 56; sockets 16 KiB 158 -> 123, 64 KiB 479 -> 320).
 ncclResult_t runTreeAllReduce(ncclComm* comm, const OneShot& s, const WaitContext& wait, const OpLabel& label) {
-  const int n = comm->nRanks, r = comm->rank;
+  const int r = comm->rank;
   const bool det = s.det;
   const size_t outBytes = s.count * s.esize;
-  const size_t accBytes = det ? s.count * hostDetAccSize(s.op.datatype) : outBytes;
   const char* what = funcName(s.func);
   const ResolvedRedOp copy = byteCopy();
   BinomialNode t;
@@ -384,22 +424,27 @@ ncclResult_t runTreeAllReduce(ncclComm* comm, const OneShot& s, const WaitContex
     netRecvInto(t.parentFrom->netEnd, &step, 1);
     landing = s.output;
   }
-  for (int i = 0; i < t.nChildren; ++i) announceRecvSteps(t.childFrom[i], 1);  // every receive posted at once
+  if (!det)
+    for (int i = 0; i < t.nChildren; ++i) announceRecvSteps(t.childFrom[i], 1);  // every receive posted at once
   if (t.parentFrom) announceRecvSteps(t.parentFrom, 1);
-  thread_local std::vector<char> scratch;  // grows to the largest call this thread has made, then stays
-  if (scratch.size() < 2 * accBytes) scratch.resize(2 * accBytes);
-  char* const spare[2] = {scratch.data(), scratch.data() + accBytes};
-  const char* acc = nullptr;
-  size_t upBytes = 0;
-  TUTTI_CHECK(foldUpTree(s, t, s.count, spare, s.output, wait, label, &acc, &upBytes));
   PrimsSlots<1 + kMaxDoublingSteps> sends;
   ProxyDriveScope scope;
-  if (r == 0) {
-    if (det) hostDetFinish(s.op, n, acc, s.output, s.count);
+  if (det) {
+    TUTTI_CHECK(detReduceToRoot(comm, s, wait, label, &scope, &sends));
   } else {
-    HostPrims& up = sends.emplace(0, nullptr, t.parentTo, acc, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
-    TUTTI_CHECK(up.send(0, upBytes));  // into the slot: the scratch and the output may change from here on
-    if (t.parentTo->proxyTask) scope.add(t.parentTo->proxyTask);
+    thread_local std::vector<char> scratch;  // grows to the largest call this thread has made, then stays
+    if (scratch.size() < 2 * outBytes) scratch.resize(2 * outBytes);
+    char* const spare[2] = {scratch.data(), scratch.data() + outBytes};
+    const char* acc = nullptr;
+    size_t upBytes = 0;
+    TUTTI_CHECK(foldUpTree(s, t, s.count, spare, s.output, wait, label, &acc, &upBytes));
+    if (r != 0) {
+      HostPrims& up = sends.emplace(0, nullptr, t.parentTo, acc, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+      TUTTI_CHECK(up.send(0, upBytes));  // into the slot: the scratch and the output may change from here on
+      if (t.parentTo->proxyTask) scope.add(t.parentTo->proxyTask);
+    }
+  }
+  if (r != 0) {
     HostPrims prims(t.parentFrom, nullptr, nullptr, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
     const char* got = nullptr;
     TUTTI_CHECK(prims.recvPeek(outBytes, &got, landing));
