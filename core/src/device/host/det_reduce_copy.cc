@@ -330,23 +330,6 @@ size_t hostDetAccSize(ncclDataType_t type) {
   return dispatchDataType(type, [](auto tag) -> size_t { return sizeof(DetAcc<typename decltype(tag)::Type>); });
 }
 
-// Unaligned rows go through chunks of aligned copies.
-void hostDetLeaf(const ResolvedRedOp& op, const void* in, void* acc, size_t count) {
-  dispatchDataType(op.datatype, [&](auto tag) {
-    using T = typename decltype(tag)::Type;
-    using A = DetAcc<T>;
-    const DetOp<T> d = detOpOf<T>(op);
-    if (aligned<T>(in) && aligned<A>(acc)) return leafRow(d, static_cast<const T*>(in), static_cast<A*>(acc), count);
-    for (size_t base = 0; base < count; base += kDetChunk) {
-      const size_t c = std::min(kDetChunk, count - base);
-      T x[kDetChunk];
-      A a[kDetChunk];
-      std::memcpy(x, static_cast<const char*>(in) + base * sizeof(T), c * sizeof(T));
-      leafRow(d, x, a, c);
-      std::memcpy(static_cast<char*>(acc) + base * sizeof(A), a, c * sizeof(A));
-    }
-  });
-}
 
 namespace {
 
@@ -398,15 +381,6 @@ void hostDetCombine(const ResolvedRedOp& op, const void* lo, const void* hi, voi
   dispatchDataType(op.datatype, [&](auto tag) {
     using T = typename decltype(tag)::Type;
     foldOperands<T>(detOpOf<T>(op), DetOperand{lo, false}, DetOperand{hi, false}, out, count);
-  });
-}
-
-void hostDetCombineLeaf(const ResolvedRedOp& op, const void* acc, const void* raw, bool rawFirst, void* out,
-                        size_t count) {
-  dispatchDataType(op.datatype, [&](auto tag) {
-    using T = typename decltype(tag)::Type;
-    const DetOperand own{acc, false}, leaf{raw, true};
-    foldOperands<T>(detOpOf<T>(op), rawFirst ? leaf : own, rawFirst ? own : leaf, out, count);
   });
 }
 

@@ -15,21 +15,15 @@ namespace tutti {
 void hostDetReduceCopy(const ResolvedRedOp& op, int n, const void* const* in, int nOut, void* const* out,
                        size_t count, const void* rankScalars = nullptr);
 
-// The same fold as partial results (recursive doubling over a power of two of ranks, oneshot.cc): leaves widened
-// to the accumulator (and scaled), pairs combined lower ranks first, the root narrowed once. The bits equal
+// The same fold as partial results (recursive doubling and halving over a power of two of ranks, oneshot.cc): rows
+// widened to the accumulator (and scaled), pairs combined lower ranks first, the root narrowed once. The bits equal
 // hostDetReduceCopy's where the partial results combine as its perfect trees do.
 size_t hostDetAccSize(ncclDataType_t type);  // bytes of one accumulator element
-void hostDetLeaf(const ResolvedRedOp& op, const void* in, void* acc, size_t count);
 // out may be lo or hi.
 void hostDetCombine(const ResolvedRedOp& op, const void* lo, const void* hi, void* out, size_t count);
 void hostDetFinish(const ResolvedRedOp& op, int n, const void* acc, void* out, size_t count);
-// A partial result combined with a rank's raw row as its leaf: out = acc (op) leaf(raw), or leaf(raw) (op) acc when
-// rawFirst; the bits of hostDetLeaf then hostDetCombine. A rank with no partial result of its own to send sends its
-// raw row (half the bytes of fp32's accumulator), widened where it is folded. out may be acc, not raw.
-void hostDetCombineLeaf(const ResolvedRedOp& op, const void* acc, const void* raw, bool rawFirst, void* out,
-                        size_t count);
-// Two ranks' raw rows folded into a partial result: out = leaf(lo) (op) leaf(hi), the bits of two hostDetLeaf and
-// a hostDetCombine. out (accumulators) shares no byte with lo or hi.
+// Two ranks' raw rows folded into a partial result: out = leaf(lo) (op) leaf(hi), each widened to the accumulator (and
+// scaled) as it is loaded, then combined as hostDetCombine combines. out (accumulators) shares no byte with lo or hi.
 void hostDetLeafPair(const ResolvedRedOp& op, const void* lo, const void* hi, void* out, size_t count);
 
 }  // namespace tutti

@@ -294,7 +294,6 @@ struct BinomialNode {
   int low = 0;  // r's lowest set bit (n for rank 0): its subtree spans [r, min(r + low, n))
   int nChildren = 0;
   std::array<HostConn*, kMaxDoublingSteps> childFrom{}, childTo{};
-  std::array<bool, kMaxDoublingSteps> childLeaf{};  // child i has no children: its lowest bit is 1, or it is last
   HostConn *parentFrom = nullptr, *parentTo = nullptr;
 };
 
@@ -303,34 +302,22 @@ ncclResult_t binomialNode(ncclComm* comm, const char* what, BinomialNode* t) {
   t->low = r == 0 ? n : r & -r;
   for (int m = 1; m < t->low && r + m < n; m <<= 1, ++t->nChildren) {
     TUTTI_CHECK(partner(comm, r + m, what, &t->childFrom[t->nChildren], &t->childTo[t->nChildren]));
-    t->childLeaf[t->nChildren] = m == 1 || r + m + 1 >= n;
   }
   if (r != 0) TUTTI_CHECK(partner(comm, r - t->low, what, &t->parentFrom, &t->parentTo));
   return ncclSuccess;
 }
 
-// The reduction up the tree of `count` elements of s.input: this rank's row (its PreMulSum scalar applied, or widened to
-// the accumulator), then each child's partial result folded after it, the smallest subtree first, alternating between
-// the two spare rows. Rank 0's last fold of a call that is not deterministic writes `rootOut` with the op's last step
-// (Avg's division); *out is the partial result (rank 0, deterministic: still to be narrowed by hostDetFinish) and
-// *outBytes its size. A deterministic leaf sends its raw row, which its parent widens as it folds it (half the bytes
-// of fp32's accumulator, and no pass over the row at the leaf).
+// The reduction up the tree of `count` elements of s.input (not deterministic: those go up in one hop,
+// detReduceToRoot): this rank's row (its PreMulSum scalar applied), then each child's partial result folded after it,
+// the smallest subtree first, alternating between the two spare rows. Rank 0's last fold writes `rootOut` with the
+// op's last step (Avg's division); *out is the partial result and *outBytes its size.
 ncclResult_t foldUpTree(const OneShot& s, const BinomialNode& t, size_t count, char* const spare[2], char* rootOut,
                         const WaitContext& wait, const OpLabel& label, const char** out, size_t* outBytes) {
-  const bool det = s.det, root = t.parentFrom == nullptr;
-  const size_t rawBytes = count * s.esize;
-  const size_t accBytes = det ? count * hostDetAccSize(s.op.datatype) : rawBytes;
+  const bool root = t.parentFrom == nullptr;
+  const size_t bytes = count * s.esize;
   const ResolvedRedOp copy = byteCopy();
   const char* acc = s.input;
-  if (det && !root && t.nChildren == 0) {
-    *out = s.input;
-    *outBytes = rawBytes;
-    return ncclSuccess;
-  }
-  if (det) {
-    hostDetLeaf(s.op, s.input, spare[0], count);
-    acc = spare[0];
-  } else if (s.op.kind == RedOpKind::PreMulSum) {
+  if (s.op.kind == RedOpKind::PreMulSum) {
     const void* src = s.input;
     void* dst = spare[0];
     hostReduceCopy(s.op, 1, &src, 1, &dst, count, /*preOpFirstSrc=*/true, /*postOp=*/false);
@@ -338,26 +325,19 @@ ncclResult_t foldUpTree(const OneShot& s, const BinomialNode& t, size_t count, c
   }
   for (int i = 0; i < t.nChildren; ++i) {
     HostPrims prims(t.childFrom[i], nullptr, nullptr, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
-    const bool raw = det && t.childLeaf[i];
     const char* row = nullptr;
-    TUTTI_CHECK(prims.recvPeek(raw ? rawBytes : accBytes, &row));
+    TUTTI_CHECK(prims.recvPeek(bytes, &row));
     const bool last = root && i == t.nChildren - 1;
     // Only the first operand may share the destination: rank 0's last fold may write an output that is its input.
-    char* dst = last && !det ? rootOut : acc == spare[0] ? spare[1] : spare[0];
-    if (raw) {
-      hostDetCombineLeaf(s.op, acc, row, /*rawFirst=*/false, dst, count);
-    } else if (det) {
-      hostDetCombine(s.op, acc, row, dst, count);
-    } else {
-      const void* srcs[2] = {acc, row};
-      void* dsts[1] = {dst};
-      hostReduceCopy(s.op, 2, srcs, 1, dsts, count, /*preOpFirstSrc=*/false, /*postOp=*/last);
-    }
+    char* dst = last ? rootOut : acc == spare[0] ? spare[1] : spare[0];
+    const void* srcs[2] = {acc, row};
+    void* dsts[1] = {dst};
+    hostReduceCopy(s.op, 2, srcs, 1, dsts, count, /*preOpFirstSrc=*/false, /*postOp=*/last);
     prims.recvRelease();
     acc = dst;
   }
   *out = acc;
-  *outBytes = accBytes;
+  *outBytes = bytes;
   return ncclSuccess;
 }
 
@@ -474,29 +454,37 @@ ncclResult_t runTreeReduceScatter(ncclComm* comm, const OneShot& s, const WaitCo
   BinomialNode t;
   TUTTI_CHECK(binomialNode(comm, funcName(s.func), &t));
   auto span = [&](int first, int m) { return static_cast<size_t>(std::min(first + m, n) - first) * blockBytes; };
-  for (int i = 0; i < t.nChildren; ++i) announceRecvSteps(t.childFrom[i], 1);  // every receive posted at once
+  if (!det)
+    for (int i = 0; i < t.nChildren; ++i) announceRecvSteps(t.childFrom[i], 1);  // every receive posted at once
   if (t.parentFrom) announceRecvSteps(t.parentFrom, 1);
+  // A deterministic call goes up in one hop, as runTreeAllReduce's: no rows of partial results.
+  const size_t spareBytes = det ? 0 : accBytes;
   thread_local std::vector<char> scratch;  // grows to the largest call this thread has made, then stays
   const size_t resultBytes = r == 0 ? all * s.esize : 0;
-  if (scratch.size() < 2 * accBytes + resultBytes) scratch.resize(2 * accBytes + resultBytes);
-  char* const spare[2] = {scratch.data(), scratch.data() + accBytes};
-  char* const result = scratch.data() + 2 * accBytes;  // rank 0: every block, finished
-  const char* acc = nullptr;
-  size_t upBytes = 0;
-  TUTTI_CHECK(foldUpTree(s, t, all, spare, result, wait, label, &acc, &upBytes));
+  if (scratch.size() < 2 * spareBytes + resultBytes) scratch.resize(2 * spareBytes + resultBytes);
+  char* const spare[2] = {scratch.data(), scratch.data() + spareBytes};
+  char* const result = scratch.data() + 2 * spareBytes;  // rank 0: every block, finished
   PrimsSlots<1 + kMaxDoublingSteps> sends;
   ProxyDriveScope scope;
+  if (det) {
+    OneShot whole = s;
+    whole.count = all;
+    whole.output = result;
+    TUTTI_CHECK(detReduceToRoot(comm, whole, wait, label, &scope, &sends));
+  } else {
+    const char* acc = nullptr;
+    size_t upBytes = 0;
+    TUTTI_CHECK(foldUpTree(s, t, all, spare, result, wait, label, &acc, &upBytes));
+    if (r != 0) {
+      HostPrims& up = sends.emplace(0, nullptr, t.parentTo, acc, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+      TUTTI_CHECK(up.send(0, upBytes));  // into the slot
+      if (t.parentTo->proxyTask) scope.add(t.parentTo->proxyTask);
+    }
+  }
   // The finished blocks of this rank's subtree, from block r on: rank 0's result, the others' parent's message.
   const char* mine = result;
   HostPrims down(t.parentFrom, nullptr, nullptr, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
-  if (r == 0) {
-    if (det) hostDetFinish(s.op, n, acc, result, all);
-  } else {
-    HostPrims& up = sends.emplace(0, nullptr, t.parentTo, acc, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
-    TUTTI_CHECK(up.send(0, upBytes));  // into the slot
-    if (t.parentTo->proxyTask) scope.add(t.parentTo->proxyTask);
-    TUTTI_CHECK(down.recvPeek(span(r, t.low), &mine));
-  }
+  if (r != 0) TUTTI_CHECK(down.recvPeek(span(r, t.low), &mine));
   std::memcpy(s.output, mine, blockBytes);  // block r (the output may be the input's block r: read already)
   for (int i = t.nChildren - 1; i >= 0; --i) {  // the largest subtree first
     const int m = 1 << i;
