@@ -62,8 +62,8 @@ bool treeReduceScatterWanted(const ncclComm* comm, size_t bytes, bool det) {
   const int n = comm->nRanks;
   if (comm->backend != Backend::Host || !comm->corePaths || n < 3 || n > kOneShotMaxRanks || bytes == 0) return false;
   const size_t slot = comm->buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS;
-  // The whole input goes up the tree; a deterministic call's in the accumulator (up to 4 times the bytes, fp8), after
-  // the deterministic halving where that applies.
+  // The whole input goes up the tree; a deterministic call's raw to rank 0 in one hop (up to a quarter of a slot),
+  // after the deterministic halving where that applies.
   if (!det) return bytes <= comm->treeReduceScatterMaxBytes && bytes <= slot;
   const bool halving = n >= 4 && (n & (n - 1)) == 0 && bytes >= comm->doublingMinBytes && bytes <= comm->detHalvingMaxBytes;
   return !halving && bytes <= comm->detTreeReduceScatterMaxBytes && 4 * bytes <= slot;
