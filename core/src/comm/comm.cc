@@ -501,12 +501,12 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   // 4 KiB 160 -> 109, 32 KiB 343 -> 241, 128 KiB 1382 -> 721, 256 KiB 1125 -> 1458; 3 ranks 8 B 24 -> 27; shm 8
   // ranks 8 B 26 -> 22, 32 KiB 123 -> 67, 64 KiB 282 -> 119, 128 KiB 240 -> 295; 6 ranks 4 KiB 18.6 -> 17.0, 32 KiB
   // 42.7 -> 43.4; 4 ranks 32 KiB 28.8 -> 26.1, 128 KiB 72 -> 83).
-  // A deterministic one sends its partial results in the fixed order's accumulator (twice fp32's bytes). Unset: over
-  // the network from 4 ranks up to 64 KiB (past the deterministic doubling, on 4 ranks), within a
-  // node from 6 ranks up to 32 KiB (deterministic one-shot gather, exchange or doubling -> tree: sockets 4 ranks 8 B
-  // 36 -> 45 (doubling, kept), 32 KiB 256 -> 135; 6 ranks 8 B 146 -> 69, 32 KiB 532 -> 214; 8 ranks 4 KiB 216 ->
-  // 165, 32 KiB 1311 -> 494, 64 KiB 895 -> 549, 128 KiB 977 -> 1047; shm 6 ranks 4 KiB 29.8 -> 19.1; 8 ranks 4 KiB
-  // 62 -> 37, 16 KiB 182 -> 84, 32 KiB 201 -> 121, 64 KiB 209 -> 234; 4 ranks 32 KiB 56 -> 50, 128 KiB 93 -> 232).
+  // A deterministic one, when its partial results still went up the tree in the fixed order's accumulator (twice fp32's
+  // bytes), was taken: over the network from 4 ranks up to 64 KiB (past the deterministic doubling, on 4 ranks), within
+  // a node from 6 ranks up to 32 KiB (deterministic one-shot gather, exchange or doubling -> tree: sockets 4 ranks 8 B
+  // 36 -> 45 (doubling, kept), 32 KiB 256 -> 135; 6 ranks 8 B 146 -> 69, 32 KiB 532 -> 214; 8 ranks 4 KiB 216 -> 165, 32
+  // KiB 1311 -> 494, 64 KiB 895 -> 549, 128 KiB 977 -> 1047; shm 6 ranks 4 KiB 29.8 -> 19.1; 8 ranks 4 KiB 62 -> 37, 16
+  // KiB 182 -> 84, 32 KiB 201 -> 121, 64 KiB 209 -> 234; 4 ranks 32 KiB 56 -> 50, 128 KiB 93 -> 232).
   const int64_t tMax = paramInt("TUTTI_TREE_ALLREDUCE_MAX_BYTES"), detTMax = paramInt("TUTTI_DET_TREE_ALLREDUCE_MAX_BYTES");
   const size_t treeMax = tMax >= 0          ? static_cast<size_t>(tMax)
                          : overNetwork      ? (nRanks >= 4 ? size_t{128} << 10 : 0)
