@@ -474,8 +474,11 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   const int64_t detHMax = paramInt("TUTTI_DET_HALVING_MAX_BYTES");
   // The same for a ReduceScatter by recursive halving: up to 16 KiB over the network (one-shot or exchange ->
   // halving, the median of three runs, us: sockets 4 ranks 512 B 136 -> 81, 4 KiB 100 -> 87, 32 KiB 101 -> 175;
-  // 8 ranks 64 B 390 -> 299, 4 KiB 405 -> 309, 32 KiB 492 -> 478, 256 KiB 883 -> 1023).
-  const size_t detHalvingMax = detHMax >= 0 ? static_cast<size_t>(detHMax) : overNetwork ? size_t{16} << 10 : 0;
+  // 8 ranks 64 B 390 -> 299, 4 KiB 405 -> 309, 32 KiB 492 -> 478, 256 KiB 883 -> 1023). Since the deterministic tree
+  // ReduceScatter goes up in one hop (below), it is ahead on 4 and 8 ranks too, so unset: never (the median of five
+  // runs, halving -> tree, us: sockets 4 ranks 64 B 32.9 -> 29.1, 4 KiB 37.4 -> 32.2, 32 KiB 71.6 -> 53.6; 8 ranks
+  // 64 B 106 -> 79, 4 KiB 116 -> 91, 32 KiB 136 -> 142).
+  const size_t detHalvingMax = detHMax >= 0 ? static_cast<size_t>(detHMax) : 0;
   comm->detHalvingMaxBytes = comm->oneShotMaxBytes ? detHalvingMax : 0;
   // AlltoAll by Bruck's algorithm: ceil(log2 n) messages where the one-shot and the grouped sends take n - 1, for about
   // (log2 n) / 2 times their bytes. Unset: up to 8 KiB per rank over the network (32 KiB on 4 ranks, 64 KiB on 8),
@@ -533,12 +536,16 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   // ranks 64 B 40 -> 37, 32 KiB 56 -> 84; shm 8 ranks 64 B 30 -> 26, 4 KiB 34 -> 27, 32 KiB 62 -> 45). A
   // deterministic one, after the deterministic halving: over the network from 6 ranks up to 64 KiB, never within a
   // node (sockets 8 ranks 32 KiB 716 -> 426; 6 ranks 64 B 176 -> 83, 32 KiB 285 -> 230; 4 ranks 32 KiB 94 -> 132; shm
-  // 8 ranks 32 KiB 79 -> 96).
+  // 8 ranks 32 KiB 79 -> 96). Up in one hop: from 4 ranks up to 32 KiB too (the median of three to five runs, the
+  // exchange -> tree, us: sockets 5 ranks 64 B 72 -> 62, 4 KiB 77 -> 68, 32 KiB 127 -> 112; 4 ranks 64 KiB 99 -> 108;
+  // 3 ranks, about even: 64 B 20.0 -> 19.4, 32 KiB 39.0 -> 35.0).
   const int64_t trsMax = paramInt("TUTTI_TREE_REDUCESCATTER_MAX_BYTES"),
                 detTrsMax = paramInt("TUTTI_DET_TREE_REDUCESCATTER_MAX_BYTES");
   const size_t treeRsMax = trsMax >= 0 ? static_cast<size_t>(trsMax) : overNetwork && nRanks >= 6 ? size_t{32} << 10 : 0;
   const size_t detTreeRsMax = detTrsMax >= 0 ? static_cast<size_t>(detTrsMax)
-                              : overNetwork && nRanks >= 6 ? size_t{64} << 10 : 0;
+                              : overNetwork && nRanks >= 6 ? size_t{64} << 10
+                              : overNetwork && nRanks >= 4 ? size_t{32} << 10
+                                                           : 0;
   comm->treeReduceScatterMaxBytes = comm->oneShotMaxBytes ? treeRsMax : 0;
   comm->detTreeReduceScatterMaxBytes = comm->oneShotMaxBytes ? detTreeRsMax : 0;
   // From 5 ranks within a node, doubling from the first byte: the one-shot's n(n - 1) messages then cost more than
