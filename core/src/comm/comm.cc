@@ -518,11 +518,23 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   // over the network to 128 KiB, within a node from 6 ranks to 128 KiB (exchange -> tree, the median of five runs:
   // sockets 8 ranks 128 KiB 1056 -> 506 us, 4 ranks 128 KiB 400 -> 279, 256 KiB 449 -> 588; shm 8 ranks 64 KiB 192
   // -> 125, 128 KiB 308 -> 249).
+  // On 4 and 5 ranks within a node, from 16 KiB and 4 KiB, up to 32 KiB, where the one-shot gather's
+  // n - 1 whole inputs per rank or the exchange's two phases cost more (the median of five runs, one-shot or
+  // exchange -> tree, us: 4 ranks 8 KiB 8.8 -> 9.3, 16 KiB 13.7 -> 11.4, 32 KiB 25.4 -> 20.2 (the default's 20.3),
+  // 64 KiB 36.8 -> 36.6; 5 ranks 2 KiB 9.1 -> 8.9, 4 KiB 12.4 -> 9.4, 16 KiB 27.4 -> 14.8, 32 KiB 41.6 -> 26.5,
+  // 64 KiB 57.0 -> 58.5; below, the one-shot stays ahead: 5 ranks 8 B 4.2 -> 6.5).
+  const int64_t detTMin = paramInt("TUTTI_DET_TREE_ALLREDUCE_MIN_BYTES");
   const size_t detTreeMax = detTMax >= 0    ? static_cast<size_t>(detTMax)
                             : overNetwork   ? (nRanks >= 4 ? size_t{128} << 10 : 0)
-                                            : (nRanks >= 6 ? size_t{128} << 10 : 0);
+                            : nRanks >= 6   ? size_t{128} << 10
+                            : nRanks >= 4   ? size_t{32} << 10
+                                            : 0;
   comm->treeAllReduceMaxBytes = comm->oneShotMaxBytes ? treeMax : 0;
   comm->detTreeAllReduceMaxBytes = comm->oneShotMaxBytes ? detTreeMax : 0;
+  comm->detTreeAllReduceMinBytes = detTMin >= 0                   ? static_cast<size_t>(detTMin)
+                                   : !overNetwork && nRanks == 4 ? size_t{16} << 10
+                                   : !overNetwork && nRanks == 5 ? size_t{4} << 10
+                                                                 : 1;
   // Within a node, recursive doubling stays ahead of the tree below 32 KiB: its log2 n steps run side by side where
   // the tree's 2 log2 n wake one rank after another (8 ranks as processes, 2 cores, the median of five runs, tree ->
   // doubling, us: 8 B 30.9 -> 22.8, 512 B 33.4 -> 23.2, 4 KiB 40.5 -> 30.8, 8 KiB 43.9 -> 33.4, 16 KiB 51.8 -> 49.1,

@@ -166,8 +166,10 @@ struct ncclComm {
   size_t binomialBcastMaxBytes = 0;
   // AllReduce up and down a binomial tree, 3 to 8 ranks, up to this many bytes (TUTTI_TREE_ALLREDUCE_MAX_BYTES,
   // TUTTI_DET_TREE_ALLREDUCE_MAX_BYTES for a deterministic one; 0: never), from treeAllReduceMinBytes
-  // (TUTTI_TREE_ALLREDUCE_MIN_BYTES; a deterministic one from any size).
+  // (TUTTI_TREE_ALLREDUCE_MIN_BYTES; a deterministic one from detTreeAllReduceMinBytes,
+  // TUTTI_DET_TREE_ALLREDUCE_MIN_BYTES).
   size_t treeAllReduceMaxBytes = 0, detTreeAllReduceMaxBytes = 0, treeAllReduceMinBytes = 0;
+  size_t detTreeAllReduceMinBytes = 0;
   // ReduceScatter up and down the same tree, up to this many bytes of input (TUTTI_TREE_REDUCESCATTER_MAX_BYTES,
   // TUTTI_DET_TREE_REDUCESCATTER_MAX_BYTES for a deterministic one; 0: never).
   size_t treeReduceScatterMaxBytes = 0, detTreeReduceScatterMaxBytes = 0;

@@ -43,8 +43,8 @@ LogAllReduce logAllReduce(const ncclComm* comm, size_t bytes, bool det) {
     // folded by rank 0 in the fixed order for any n).
     if (pow2 && doublingRanks && doublingBytes && bytes <= comm->detDoublingMaxBytes && 4 * bytes <= slot)
       return LogAllReduce::kDoubling;
-    return treeRanks && bytes <= comm->detTreeAllReduceMaxBytes && bytes <= slot ? LogAllReduce::kTree
-                                                                                 : LogAllReduce::kNone;
+    const bool treeBytes = bytes >= comm->detTreeAllReduceMinBytes && bytes <= comm->detTreeAllReduceMaxBytes;
+    return treeRanks && treeBytes && bytes <= slot ? LogAllReduce::kTree : LogAllReduce::kNone;
   }
   if (treeRanks && bytes >= comm->treeAllReduceMinBytes && bytes <= comm->treeAllReduceMaxBytes && bytes <= slot)
     return LogAllReduce::kTree;
