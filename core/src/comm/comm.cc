@@ -550,16 +550,22 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   // node (sockets 8 ranks 32 KiB 716 -> 426; 6 ranks 64 B 176 -> 83, 32 KiB 285 -> 230; 4 ranks 32 KiB 94 -> 132; shm
   // 8 ranks 32 KiB 79 -> 96). Up in one hop: from 4 ranks up to 32 KiB too (the median of three to five runs, the
   // exchange -> tree, us: sockets 5 ranks 64 B 72 -> 62, 4 KiB 77 -> 68, 32 KiB 127 -> 112; 4 ranks 64 KiB 99 -> 108;
-  // 3 ranks, about even: 64 B 20.0 -> 19.4, 32 KiB 39.0 -> 35.0).
+  // 3 ranks, about even: 64 B 20.0 -> 19.4, 32 KiB 39.0 -> 35.0). Within a node on 8 ranks from 2 KiB up to 32 KiB,
+  // where the one-shot gather's 56 messages or the exchange cost more (the median of five runs, one-shot or exchange
+  // -> tree, us: threads 2 KiB 28.2 -> 14.2, 8 KiB 18.1 -> 18.5, 32 KiB 49.1 -> 40.1, 128 KiB 64.5 -> 115.5;
+  // processes 512 B 11.5 -> 14.5, 2 KiB 15.4 -> 15.4, 8 KiB 19.7 -> 19.0, 32 KiB 41.4 -> 35.3; 6 ranks about even).
   const int64_t trsMax = paramInt("TUTTI_TREE_REDUCESCATTER_MAX_BYTES"),
-                detTrsMax = paramInt("TUTTI_DET_TREE_REDUCESCATTER_MAX_BYTES");
+                detTrsMax = paramInt("TUTTI_DET_TREE_REDUCESCATTER_MAX_BYTES"),
+                detTrsMin = paramInt("TUTTI_DET_TREE_REDUCESCATTER_MIN_BYTES");
   const size_t treeRsMax = trsMax >= 0 ? static_cast<size_t>(trsMax) : overNetwork && nRanks >= 6 ? size_t{32} << 10 : 0;
   const size_t detTreeRsMax = detTrsMax >= 0 ? static_cast<size_t>(detTrsMax)
                               : overNetwork && nRanks >= 6 ? size_t{64} << 10
                               : overNetwork && nRanks >= 4 ? size_t{32} << 10
-                                                           : 0;
+                              : !overNetwork && nRanks >= 8 ? size_t{32} << 10
+                                                            : 0;
   comm->treeReduceScatterMaxBytes = comm->oneShotMaxBytes ? treeRsMax : 0;
   comm->detTreeReduceScatterMaxBytes = comm->oneShotMaxBytes ? detTreeRsMax : 0;
+  comm->detTreeReduceScatterMinBytes = detTrsMin >= 0 ? static_cast<size_t>(detTrsMin) : overNetwork ? 1 : size_t{2} << 10;
   // From 5 ranks within a node, doubling from the first byte: the one-shot's n(n - 1) messages then cost more than
   // log2 n steps (2 cores, the median of five runs, one-shot -> doubling, us: 6 ranks 8 B 20.5 -> 9.2, 512 B 21.4 ->
   // 9.7, 4 KiB 24.6 -> 13.1; 5 ranks 8 B 10.4 -> 11.0, 4 KiB 17.9 -> 15.7; 4 ranks 8 B 6.8 -> 6.3, 512 B 6.5 -> 7.5;

@@ -171,8 +171,8 @@ struct ncclComm {
   size_t treeAllReduceMaxBytes = 0, detTreeAllReduceMaxBytes = 0, treeAllReduceMinBytes = 0;
   size_t detTreeAllReduceMinBytes = 0;
   // ReduceScatter up and down the same tree, up to this many bytes of input (TUTTI_TREE_REDUCESCATTER_MAX_BYTES,
-  // TUTTI_DET_TREE_REDUCESCATTER_MAX_BYTES for a deterministic one; 0: never).
-  size_t treeReduceScatterMaxBytes = 0, detTreeReduceScatterMaxBytes = 0;
+  // TUTTI_DET_TREE_REDUCESCATTER_MAX_BYTES for a deterministic one, from detTreeReduceScatterMinBytes; 0: never).
+  size_t treeReduceScatterMaxBytes = 0, detTreeReduceScatterMaxBytes = 0, detTreeReduceScatterMinBytes = 0;
   // AllReduce by recursive halving then doubling, past doublingMaxBytes (TUTTI_HALVING_DOUBLING_MAX_BYTES).
   size_t halvingDoublingMaxBytes = 0;
   // A deterministic AllReduce by recursive doubling (a power of two of ranks) up to this many bytes

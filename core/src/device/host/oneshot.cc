@@ -66,7 +66,8 @@ bool treeReduceScatterWanted(const ncclComm* comm, size_t bytes, bool det) {
   // after the deterministic halving where that applies.
   if (!det) return bytes <= comm->treeReduceScatterMaxBytes && bytes <= slot;
   const bool halving = n >= 4 && (n & (n - 1)) == 0 && bytes >= comm->doublingMinBytes && bytes <= comm->detHalvingMaxBytes;
-  return !halving && bytes <= comm->detTreeReduceScatterMaxBytes && 4 * bytes <= slot;
+  return !halving && bytes >= comm->detTreeReduceScatterMinBytes && bytes <= comm->detTreeReduceScatterMaxBytes &&
+         4 * bytes <= slot;
 }
 
 bool doublingWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes, bool det) {

@@ -78,8 +78,8 @@ LogAllReduce logAllReduce(const ncclComm* comm, size_t bytes, bool det);
 
 // Whether a ReduceScatter of `bytes` of input on the one-shot plan goes up and down the binomial tree (doublingWanted
 // includes it): host backend, from comm->doublingMinRanks (at least 3) to kOneShotMaxRanks ranks, up to
-// comm->treeReduceScatterMaxBytes (a deterministic call: comm->detTreeReduceScatterMaxBytes, where the deterministic
-// halving does not apply), within one Simple slot. The whole input is reduced up to rank 0 (a deterministic call: sent
+// comm->treeReduceScatterMaxBytes (a deterministic call: comm->detTreeReduceScatterMinBytes to
+// comm->detTreeReduceScatterMaxBytes, where the deterministic halving does not apply), within one Simple slot. The whole input is reduced up to rank 0 (a deterministic call: sent
 // raw to rank 0 in one hop, which folds in the fixed order) and each subtree's blocks come back down: 2(n - 1)
 // messages in all.
 bool treeReduceScatterWanted(const ncclComm* comm, size_t bytes, bool det);
