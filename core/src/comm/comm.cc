@@ -531,6 +531,17 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
                                             : 0;
   comm->treeAllReduceMaxBytes = comm->oneShotMaxBytes ? treeMax : 0;
   comm->detTreeAllReduceMaxBytes = comm->oneShotMaxBytes ? detTreeMax : 0;
+  // Its way up in one hop, as a deterministic call's: n - 1 rows to rank 0 at once instead of log2 n folds one after
+  // another. Unset: up to 64 KiB on 8 ranks as processes within a node (under the minimum above, in place of the
+  // doubling); not over the network, on threads or on fewer ranks (the median of five runs, 2 cores, doubling or tree
+  // -> one hop, us: 8 processes 8 B 24.3 -> 24.8, 128 B 27.1 -> 23.4, 2 KiB 28.2 -> 25.9, 8 KiB 38.3 -> 31.7, 32 KiB
+  // 70.4 -> 61.3, 64 KiB 140 -> 129, 128 KiB 239 -> 267; 8 threads 64 B 17.4 -> 20.8, 4 KiB 25.2 -> 27.2; 6
+  // processes 2 KiB 12.6 -> 16.7; sockets 8 ranks 16 KiB 133 -> 178).
+  const int64_t ohMax = paramInt("TUTTI_TREE_ALLREDUCE_ONE_HOP_MAX_BYTES");
+  const size_t oneHopMax = ohMax >= 0                                    ? static_cast<size_t>(ohMax)
+                           : !overNetwork && otherProcess && nRanks >= 8 ? size_t{64} << 10
+                                                                         : 0;
+  comm->oneHopTreeAllReduceMaxBytes = comm->oneShotMaxBytes ? oneHopMax : 0;
   comm->detTreeAllReduceMinBytes = detTMin >= 0                   ? static_cast<size_t>(detTMin)
                                    : !overNetwork && nRanks == 4 ? size_t{16} << 10
                                    : !overNetwork && nRanks == 5 ? size_t{4} << 10

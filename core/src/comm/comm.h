@@ -170,6 +170,9 @@ struct ncclComm {
   // TUTTI_DET_TREE_ALLREDUCE_MIN_BYTES).
   size_t treeAllReduceMaxBytes = 0, detTreeAllReduceMaxBytes = 0, treeAllReduceMinBytes = 0;
   size_t detTreeAllReduceMinBytes = 0;
+  // A non-deterministic AllReduce of up to this many bytes takes the tree with its way up in one hop, every rank's
+  // row to rank 0 (TUTTI_TREE_ALLREDUCE_ONE_HOP_MAX_BYTES; 0: never; a deterministic one always goes so).
+  size_t oneHopTreeAllReduceMaxBytes = 0;
   // ReduceScatter up and down the same tree, up to this many bytes of input (TUTTI_TREE_REDUCESCATTER_MAX_BYTES,
   // TUTTI_DET_TREE_REDUCESCATTER_MAX_BYTES for a deterministic one, from detTreeReduceScatterMinBytes; 0: never).
   size_t treeReduceScatterMaxBytes = 0, detTreeReduceScatterMaxBytes = 0, detTreeReduceScatterMinBytes = 0;

@@ -350,6 +350,14 @@ TEST_P(Doubling, AllReduceUpAndDownTheTree) {
   runEveryOpAndType(GetParam(), 7300);
 }
 
+// The same with the way up in one hop: every rank's row to rank 0, which reduces them all (PreMulSum, whose rows would
+// arrive unscaled, still folds up the tree).
+TEST_P(Doubling, AllReduceUpTheTreeInOneHop) {
+  if (GetParam() < 3) GTEST_SKIP() << "from 3 ranks";
+  ScopedEnv oneHop("TUTTI_TREE_ALLREDUCE_ONE_HOP_MAX_BYTES", "262144");
+  runEveryOpAndType(GetParam(), 7400);
+}
+
 // The tree's root folds rank r + m's partial result after rank r's, the smallest subtree first: a perfect tree over
 // each block of ranks given by the binary digits of n, joined from the last block backwards. Every rank gets the root's
 // bits, which are that fold's in the datatype, even where the order of additions changes the result.

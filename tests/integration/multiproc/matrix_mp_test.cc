@@ -141,6 +141,8 @@ std::vector<MpMatrixParam> params() {
       out.push_back({via, k, Suite::kSendRecv, Coll::kAllReduce});
     }
   }
+  // 8 processes within a node: AllReduce's small and mid-size calls go up the tree in one hop by default.
+  out.push_back({Via::kShm, 8, Suite::kColl, Coll::kAllReduce});
   for (int k : {2, 3}) {
     for (Coll c : matrixColls()) out.push_back({Via::kNetZeroCopy, k, Suite::kColl, c});
     out.push_back({Via::kNetZeroCopy, k, Suite::kSendRecv, Coll::kAllReduce});

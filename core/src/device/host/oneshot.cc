@@ -46,8 +46,9 @@ LogAllReduce logAllReduce(const ncclComm* comm, size_t bytes, bool det) {
     const bool treeBytes = bytes >= comm->detTreeAllReduceMinBytes && bytes <= comm->detTreeAllReduceMaxBytes;
     return treeRanks && treeBytes && bytes <= slot ? LogAllReduce::kTree : LogAllReduce::kNone;
   }
-  if (treeRanks && bytes >= comm->treeAllReduceMinBytes && bytes <= comm->treeAllReduceMaxBytes && bytes <= slot)
-    return LogAllReduce::kTree;
+  const bool treeBytes = (bytes >= comm->treeAllReduceMinBytes && bytes <= comm->treeAllReduceMaxBytes) ||
+                         bytes <= comm->oneHopTreeAllReduceMaxBytes;
+  if (treeRanks && treeBytes && bytes <= slot) return LogAllReduce::kTree;
   if (!doublingRanks || !doublingBytes) return LogAllReduce::kNone;
   if (bytes <= comm->doublingMaxBytes && bytes <= slot) return LogAllReduce::kDoubling;
   // Past doublingMaxBytes: recursive halving then doubling (4 or 8 ranks), blocks of whole elements (bytes a multiple
@@ -342,10 +343,11 @@ ncclResult_t foldUpTree(const OneShot& s, const BinomialNode& t, size_t count, c
   return ncclSuccess;
 }
 
-// The deterministic tree's way up (runTreeAllReduce): every rank but 0 sends rank 0 its raw row (into the slot: the
-// output may change from here on); rank 0 folds the n rows in rank order into its output.
-ncclResult_t detReduceToRoot(ncclComm* comm, const OneShot& s, const WaitContext& wait, const OpLabel& label,
-                             ProxyDriveScope* scope, PrimsSlots<1 + kMaxDoublingSteps>* sends) {
+// The tree's way up in one hop (runTreeAllReduce): every rank but 0 sends rank 0 its raw row (into the slot: the
+// output may change from here on); rank 0 folds the n rows into its output, in rank order by the fixed order for a
+// deterministic call (else with the op's last step; no PreMulSum scalar: rows arrive unscaled).
+ncclResult_t reduceToRoot(ncclComm* comm, const OneShot& s, const WaitContext& wait, const OpLabel& label,
+                          ProxyDriveScope* scope, PrimsSlots<1 + kMaxDoublingSteps>* sends) {
   const int n = comm->nRanks, r = comm->rank;
   const size_t bytes = s.count * s.esize;
   const char* what = funcName(s.func);
@@ -374,7 +376,8 @@ ncclResult_t detReduceToRoot(ncclComm* comm, const OneShot& s, const WaitContext
     rows[p] = row;
   }
   void* out = s.output;
-  hostDetReduceCopy(s.op, n, rows.data(), 1, &out, s.count, nullptr);
+  if (s.det) hostDetReduceCopy(s.op, n, rows.data(), 1, &out, s.count, nullptr);
+  else hostReduceCopy(s.op, n, rows.data(), 1, &out, s.count, /*preOpFirstSrc=*/false, /*postOp=*/true);
   for (int p = 1; p < n; ++p) recvs[p]->recvRelease();
   return ncclSuccess;
 }
@@ -388,11 +391,13 @@ ncclResult_t detReduceToRoot(ncclComm* comm, const OneShot& s, const WaitContext
 // in the fixed order (hostDetReduceCopy) straight from its slots. Partial results up the tree would travel in the
 // accumulator (twice fp32's bytes) and be folded log2 n times one after another; these messages are the input's
 // size and leave at once (8 processes on 2 cores, the median of seven runs, tree -> one hop, us: shm 8 KiB 33.9 ->
-// 23.9, 32 KiB 90 -> 56; sockets 16 KiB 158 -> 123, 64 KiB 479 -> 320).
+// 23.9, 32 KiB 90 -> 56; sockets 16 KiB 158 -> 123, 64 KiB 479 -> 320). So does a call of up to
+// comm->oneHopTreeAllReduceMaxBytes, but a PreMulSum, whose rows would reach rank 0 unscaled: rank 0 reduces the n rows
+// at once (hostReduceCopy), where the tree's log2 n folds wake one rank after another.
 ncclResult_t runTreeAllReduce(ncclComm* comm, const OneShot& s, const WaitContext& wait, const OpLabel& label) {
   const int r = comm->rank;
-  const bool det = s.det;
   const size_t outBytes = s.count * s.esize;
+  const bool oneHop = s.det || (outBytes <= comm->oneHopTreeAllReduceMaxBytes && s.op.kind != RedOpKind::PreMulSum);
   const char* what = funcName(s.func);
   const ResolvedRedOp copy = byteCopy();
   BinomialNode t;
@@ -405,13 +410,13 @@ ncclResult_t runTreeAllReduce(ncclComm* comm, const OneShot& s, const WaitContex
     netRecvInto(t.parentFrom->netEnd, &step, 1);
     landing = s.output;
   }
-  if (!det)
+  if (!oneHop)
     for (int i = 0; i < t.nChildren; ++i) announceRecvSteps(t.childFrom[i], 1);  // every receive posted at once
   if (t.parentFrom) announceRecvSteps(t.parentFrom, 1);
   PrimsSlots<1 + kMaxDoublingSteps> sends;
   ProxyDriveScope scope;
-  if (det) {
-    TUTTI_CHECK(detReduceToRoot(comm, s, wait, label, &scope, &sends));
+  if (oneHop) {
+    TUTTI_CHECK(reduceToRoot(comm, s, wait, label, &scope, &sends));
   } else {
     thread_local std::vector<char> scratch;  // grows to the largest call this thread has made, then stays
     if (scratch.size() < 2 * outBytes) scratch.resize(2 * outBytes);
@@ -471,7 +476,7 @@ ncclResult_t runTreeReduceScatter(ncclComm* comm, const OneShot& s, const WaitCo
     OneShot whole = s;
     whole.count = all;
     whole.output = result;
-    TUTTI_CHECK(detReduceToRoot(comm, whole, wait, label, &scope, &sends));
+    TUTTI_CHECK(reduceToRoot(comm, whole, wait, label, &scope, &sends));
   } else {
     const char* acc = nullptr;
     size_t upBytes = 0;

@@ -66,8 +66,8 @@ bool doublingWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes, bool de
 // How an AllReduce of `bytes` on the one-shot plan runs when not by one message to every peer (doublingWanted is
 // true for all but kNone). Host backend, 2 to kOneShotMaxRanks ranks, the messages within one Simple slot:
 // - kTree: reduced up a binomial tree to rank 0, then broadcast down it (from 3 ranks, comm->treeAllReduceMinBytes to
-//   comm->treeAllReduceMaxBytes, or comm->detTreeAllReduceMinBytes to comm->detTreeAllReduceMaxBytes for a
-//   deterministic call, whose rows go to rank 0 in one hop): n - 1 messages
+//   comm->treeAllReduceMaxBytes, or up to comm->oneHopTreeAllReduceMaxBytes, whose rows go to rank 0 in one hop; a
+//   deterministic call: comm->detTreeAllReduceMinBytes to comm->detTreeAllReduceMaxBytes, in one hop): n - 1 messages
 //   each way in all, where recursive doubling sends n log2 n, for twice its hops in a row;
 // - kDoubling: recursive doubling from comm->doublingMinRanks ranks, comm->doublingMinBytes to comm->doublingMaxBytes
 //   (a deterministic call: a power of two of ranks, up to comm->detDoublingMaxBytes, taken before the tree);
