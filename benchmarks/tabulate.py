@@ -19,7 +19,7 @@ KEY_SIZES = [8, 64 << 10, 1 << 20, 16 << 20, 256 << 20]
 
 
 def parse(path, in_place=False):
-    """size -> (time_us, busbw) of the out-of-place (or in-place) columns; {} when the file is missing."""
+    """size -> (time_us, busbw, count) of the out-of-place (or in-place) columns; {} when the file is missing."""
     t_col, bw_col = (9, 11) if in_place else (5, 7)
     rows = {}
     if not os.path.exists(path):
@@ -30,7 +30,7 @@ def parse(path, in_place=False):
             if len(fields) <= bw_col or line.lstrip().startswith("#") or not fields[0].isdigit():
                 continue
             try:
-                size, row = int(fields[0]), (float(fields[t_col]), float(fields[bw_col]))
+                size, row = int(fields[0]), (float(fields[t_col]), float(fields[bw_col]), int(fields[1]))
             except ValueError:
                 continue
             # A size measured by several sweeps (repeats) keeps its fastest one.
@@ -50,8 +50,16 @@ def cell(row):
     return ("fail", "fail") if row is None else (f"{row[0]:.1f}", f"{row[1]:.3f}")
 
 
+def empty(row):
+    """A call with no element per rank (8 B of AllGather on 4 ranks): it moves nothing, and its time is the timer's
+    resolution; such rows are listed but not compared."""
+    return row is not None and row[2] == 0
+
+
 def ratio(a, b):
     """Speed of Tutti relative to Open MPI for the same bytes: OMPI time / Tutti time (>1: Tutti faster)."""
+    if empty(a) or empty(b):
+        return "empty"
     if a is None or b is None or a[0] <= 0:
         return "-"
     return f"{b[0] / a[0]:.2f}"
@@ -70,7 +78,8 @@ def main():
 
     lines += ["## Summary", "",
               "Ratio = Open MPI time / Tutti time at the same size (equal to the busbw ratio): above 1, Tutti "
-              "is faster. 8 B compares latency; the other sizes compare busbw.", ""]
+              "is faster. 8 B compares latency; the other sizes compare busbw. An empty call (no element per rank: "
+              "8 B of AllGather, ReduceScatter or AlltoAll on 4 ranks, 8 and 16 B on 8) moves nothing and is not compared.", ""]
     lines.append("| collective | ranks | path | " + " | ".join(human(s) for s in KEY_SIZES) + " |")
     lines.append("|---|---|---|" + "---|" * len(KEY_SIZES))
     for coll, title in COLLS:
@@ -81,7 +90,9 @@ def main():
                 cells = []
                 for s in KEY_SIZES:
                     a, b = t.get(s), o.get(s)
-                    if s == 8:
+                    if empty(a) or empty(b):
+                        cells.append("empty call")
+                    elif s == 8:
                         cells.append(f"{a[0]:.1f} / {b[0]:.1f} us" if a and b else "-")
                     else:
                         cells.append(f"{a[1]:.2f} / {b[1]:.2f} GB/s ({ratio(a, b)})" if a and b else "-")
