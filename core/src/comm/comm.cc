@@ -557,11 +557,12 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   // never within a node, where the halving is ahead on 8 ranks (above) (the median of three runs, 2 cores, halving, one-shot or ring -> tree, us: sockets 8 ranks 64 B
   // 163 -> 115, 4 KiB 184 -> 158, 32 KiB 237 -> 243; 6 ranks 64 B 134 -> 82, 4 KiB 181 -> 98, 32 KiB 199 -> 165; 4
   // ranks 64 B 40 -> 37, 32 KiB 56 -> 84; shm 8 ranks 64 B 30 -> 26, 4 KiB 34 -> 27, 32 KiB 62 -> 45). A
-  // deterministic one, after the deterministic halving: over the network from 6 ranks up to 64 KiB, never within a
-  // node (sockets 8 ranks 32 KiB 716 -> 426; 6 ranks 64 B 176 -> 83, 32 KiB 285 -> 230; 4 ranks 32 KiB 94 -> 132; shm
-  // 8 ranks 32 KiB 79 -> 96). Up in one hop: from 4 ranks up to 32 KiB too (the median of three to five runs, the
-  // exchange -> tree, us: sockets 5 ranks 64 B 72 -> 62, 4 KiB 77 -> 68, 32 KiB 127 -> 112; 4 ranks 64 KiB 99 -> 108;
-  // 3 ranks, about even: 64 B 20.0 -> 19.4, 32 KiB 39.0 -> 35.0). Within a node on 8 ranks from 2 KiB up to 32 KiB,
+  // deterministic one, while its partial results went up the tree in the accumulator, was taken over the network from
+  // 6 ranks up to 64 KiB only (sockets 8 ranks 32 KiB 716 -> 426; 6 ranks 64 B 176 -> 83, 32 KiB 285 -> 230; 4 ranks
+  // 32 KiB 94 -> 132; shm 8 ranks 32 KiB 79 -> 96). Up in one hop: over the network from 4 ranks up to 32 KiB too
+  // (the median of three to five runs, the exchange -> tree, us: sockets 5 ranks 64 B 72 -> 62, 4 KiB 77 -> 68, 32 KiB
+  // 127 -> 112; 4 ranks 64 KiB 99 -> 108; 3 ranks, about even: 64 B 20.0 -> 19.4, 32 KiB 39.0 -> 35.0). Within a node
+  // on 8 ranks from 2 KiB up to 32 KiB,
   // where the one-shot gather's 56 messages or the exchange cost more (the median of five runs, one-shot or exchange
   // -> tree, us: threads 2 KiB 28.2 -> 14.2, 8 KiB 18.1 -> 18.5, 32 KiB 49.1 -> 40.1, 128 KiB 64.5 -> 115.5;
   // processes 512 B 11.5 -> 14.5, 2 KiB 15.4 -> 15.4, 8 KiB 19.7 -> 19.0, 32 KiB 41.4 -> 35.3; 6 ranks about even).
