@@ -321,6 +321,51 @@ TEST(DetReduce, TwoFloatSumsMatchTheReferenceOnEveryBitPattern) {
   }
 }
 
+// fp32 sums of 3 to 8 rows (written out with AVX2 where the CPU has it) against the reference's widen-add-round,
+// over every kind of bit pattern: any words (NaNs with payloads, infinities, subnormals, both zeros), rows near
+// FLT_MAX that overflow, rows that cancel; Sum, Avg and a PreMulSum with a scalar per rank; a count that leaves a
+// remainder past the last full vector, rows off alignment.
+TEST(DetReduce, FloatSumsOfThreeToEightRowsMatchTheReferenceOnEveryBitPattern) {
+  std::mt19937_64 rng(2026);
+  constexpr size_t kCount = (1 << 16) + 3;
+  auto bits = [](uint32_t u) { return __builtin_bit_cast(float, u); };
+  for (int n = 3; n <= 8; ++n) {
+    std::vector<std::vector<char>> rows(n, std::vector<char>((kCount + 1) * sizeof(float)));
+    std::vector<const void*> in(n);
+    for (size_t i = 0; i < kCount; ++i) {
+      for (int k = 0; k < n; ++k) {
+        const uint32_t u = uint32_t(rng());
+        float v;
+        switch (i % 4) {
+          case 0: v = bits(u); break;                                                // any word
+          case 1: v = bits((u & 0x80000000u) | 0x7f000000u | (u & 0x7fffff)); break;  // near FLT_MAX
+          case 2: v = k % 2 ? -bits(0x3f800000u | (u & 0x7fffff)) : bits(0x3f800000u | (u & 0x7fffff)); break;
+          default: v = bits((u & 0x807fffffu) | ((1 + (u >> 8) % 254) << 23));     // exponents far apart
+        }
+        std::memcpy(rows[k].data() + 1 + i * sizeof(float), &v, sizeof v);
+      }
+    }
+    for (int k = 0; k < n; ++k) in[k] = rows[k].data() + 1;
+    std::vector<float> scalars(n);
+    for (float& s : scalars) s = bits(0x3e000000u | (uint32_t(rng()) & 0x80ffffffu));  // 2^-3 .. 2^-2, either sign
+    for (int o = 0; o < 3; ++o) {
+      ResolvedRedOp r = builtin(o == 1 ? ncclAvg : ncclSum, ncclFloat32, n);
+      if (o == 2) {
+        r.kind = RedOpKind::PreMulSum;
+        r.op = ncclRedOp_t(ncclNumOps);
+      }
+      const void* sc = o == 2 ? scalars.data() : nullptr;
+      std::vector<float> want(kCount), got(kCount);
+      ASSERT_EQ(detReduceReference(in.data(), n, want.data(), kCount, r, sc), ncclSuccess);
+      void* out[1] = {got.data()};
+      hostDetReduceCopy(r, n, in.data(), 1, out, kCount, sc);
+      for (size_t i = 0; i < kCount; ++i)
+        ASSERT_TRUE(sameBits(got[i], want[i])) << "n=" << n << " op " << o << " element " << i << ": got " << got[i]
+                                               << ", want " << want[i];
+    }
+  }
+}
+
 TEST(DetReduce, HostFormMatchesTheReference) {
   checkHostForm<int8_t>(ncclInt8);
   checkHostForm<uint8_t>(ncclUint8);

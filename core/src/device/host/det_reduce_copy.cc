@@ -1,6 +1,7 @@
 #include "device/host/det_reduce_copy.h"
 
 #include "device/common/det_reduce.h"
+#include "device/host/det_sum_avx2.h"
 #include "util/simd.h"
 
 #include <algorithm>
@@ -227,6 +228,30 @@ template <typename T, int N, bool kTwoOut>
 bool detSumFixedOp(const DetOp<T>& op, const void* const* in, void* const* out, size_t count,
                    const void* rankScalars) {
   using A = DetAcc<T>;
+  if constexpr (std::is_same_v<T, float> && N >= 3 && !kTwoOut) {
+    // Written out for AVX2 (det_sum_avx2.h) where the CPU has it; the last count % 4 elements here.
+    const double* sc = nullptr;
+    A scalars[N];
+    if (op.kind == RedOpKind::PreMulSum) {
+      for (int k = 0; k < N; ++k) {
+        T s;
+        if (rankScalars) std::memcpy(&s, static_cast<const char*>(rankScalars) + k * sizeof(T), sizeof(T));
+        scalars[k] = rankScalars ? detScalarOf<T>(s) : op.scalar;
+      }
+      sc = scalars;
+    }
+    const bool sum = op.kind == RedOpKind::Sum;
+    if (sum || op.kind == RedOpKind::PreMulSum) {
+      const size_t done = detSumFloatAvx2(N, !sum, sum && op.average, in, out[0], count, sc);
+      if (done > 0) {
+        if (done == count) return true;
+        const void* rest[N];
+        for (int k = 0; k < N; ++k) rest[k] = static_cast<const char*>(in[k]) + done * sizeof(T);
+        void* restOut = static_cast<char*>(out[0]) + done * sizeof(T);
+        return detSumFixedOp<T, N, kTwoOut>(op, rest, &restOut, count - done, rankScalars);
+      }
+    }
+  }
   if (op.kind == RedOpKind::Sum) {
     if (op.average) detSumFixed<T, N, false, true, kTwoOut>(in, out, count, nullptr);
     else detSumFixed<T, N, false, false, kTwoOut>(in, out, count, nullptr);

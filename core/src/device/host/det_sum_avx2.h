@@ -1,0 +1,17 @@
+// The deterministic fp32 sum written out for AVX2 (det_reduce_copy.cc's fast path). Its own file: a translation unit
+// that includes <immintrin.h> gets its target_clones loops left unvectorised by GCC 12 (det_reduce_copy.cc's fp64 and
+// bf16 sums ran one element at a time once it did).
+#pragma once
+
+#include <cstddef>
+
+namespace tutti {
+
+// out[i] = the fixed-order tree (det_reduce.h) over n = 3 to 8 fp32 rows, for i below the returned count: widened to
+// double, each row times scalars[r] when `scaled`, the sum divided by n when `average`, rounded once to fp32, a NaN as
+// detNan. The same bits as detSumFixed, four elements a step. Returns count rounded down to a multiple of 4, or 0
+// where it does not apply (another n, a CPU without AVX2, another architecture): the caller does the rest.
+size_t detSumFloatAvx2(int n, bool scaled, bool average, const void* const* in, void* out, size_t count,
+                       const double* scalars);
+
+}  // namespace tutti
