@@ -355,8 +355,7 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   // 4 ranks); ReduceScatter from 128 KiB of input (8 ranks 128 KiB 90 -> 59 us, 256 KiB 174 -> 112; 4 ranks 256 KiB
   // 63 -> 50; at 64 KiB 8 ranks lose, 61 -> 85). Never across processes, where a read costs a system call and the
   // page pinning (measured even at 1 MiB, slower from 4 MiB, than the ring). Deterministic reductions: every call past
-  // the one-shot path among threads (2-3 times faster than the exchange from 1 MiB); across processes the exchange,
-  // which the direct path does not beat there from 16 KiB to 16 MiB.
+  // the one-shot path among threads (2-3 times faster than the exchange from 1 MiB); across processes, below.
   bool otherProcess = false;
   for (const tuttiPeerInfo_t& p : comm->peers) otherProcess |= p.pidHash != comm->peers[comm->rank].pidHash;
   const int64_t directMin = paramInt("TUTTI_DIRECT_MIN_BYTES");
@@ -391,8 +390,18 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
             : size_t{16} << 10;
     comm->directCopiesFirst = otherProcess && !coreSet;
   }
+  // Deterministic AllReduce across processes: from 256 KiB, once the fold of n rows ran in one pass (reduce_copy.cc,
+  // det_sum_avx2.cc); shm, 2 cores, the median of five runs, exchange -> direct, us: 4 ranks 256 KiB 242 -> 150,
+  // 1 MiB 753 -> 686, 4 MiB 3184 -> 2761; 8 ranks 256 KiB 454 -> 398, 1 MiB 1602 -> 1106, 4 MiB 7448 -> 6428; even
+  // at 16 MiB; below 256 KiB the exchange (4 ranks 64 KiB 57 against 74). A ReduceScatter's exchange moves only the
+  // blocks each rank needs: the direct path lost there at every size (4 ranks 256 KiB 78 -> 95, 8 ranks 1 MiB 710 ->
+  // 852).
   const int64_t detDirect = paramInt("TUTTI_DET_DIRECT_MIN_BYTES");
-  comm->directMinDetReduce = forced ? 0 : detDirect >= 0 ? static_cast<size_t>(detDirect) : otherProcess ? 0 : 1;
+  comm->directMinDetReduce = forced           ? 0
+                             : detDirect >= 0 ? static_cast<size_t>(detDirect)
+                             : otherProcess   ? size_t{256} << 10
+                                              : 1;
+  comm->directMinDetReduceScatter = forced ? 0 : detDirect >= 0 ? static_cast<size_t>(detDirect) : otherProcess ? 0 : 1;
   // One-shot collectives. Unset: on 2 ranks, where it sends what the ring sends in one step instead of two, 256 KiB
   // (measured on 2 cores, 2 ranks, 4 KiB to 512 KiB: shm 64 KiB 22.6 -> 11.7 us, sockets 64 KiB 58.9 -> 36.2 us; at
   // 512 KiB the ring's pipelined steps win); 8 KiB on 3 ranks, 16 KiB on more (AllReduce over shm, 2 cores, the best

@@ -138,7 +138,7 @@ struct ncclComm {
   // TUTTI_ONESHOT_ALLTOALL_MAX_BYTES unset).
   bool directOk = false, directCopiesFirst = false;
   size_t directMinGather = 0, directMinBcast = 0, directMinAlltoAll = 0, directMinReduce = 0,
-         directMinReduceScatter = 0, directMinDetReduce = 0, directOverOneShot = 0;
+         directMinReduceScatter = 0, directMinDetReduce = 0, directMinDetReduceScatter = 0, directOverOneShot = 0;
   // What an in-place AlltoAll offers its peers (a copy of its input), or the peers' rows a direct reduction stages.
   std::vector<char> directStaging;
   // Channel 0's collective connections to every peer, both ways, are made (the single-copy and one-shot paths'):

@@ -102,9 +102,10 @@ ncclResult_t directProbe(ncclComm* comm) {
   for (int p = 0; p < n; ++p) comm->directOk = comm->directOk && oks[p];
   if (comm->directOk)
     TUTTI_INFO(NCCL_INIT, "rank {}: single-copy AllGather from {} bytes, Broadcast from {} bytes, AlltoAll from {} "
-               "bytes, AllReduce from {} bytes, ReduceScatter from {} bytes (deterministic: {}) (0: never; cross memory "
-               "attach)", r, comm->directMinGather, comm->directMinBcast, comm->directMinAlltoAll, comm->directMinReduce,
-               comm->directMinReduceScatter, comm->directMinDetReduce);
+               "bytes, AllReduce from {} bytes, ReduceScatter from {} bytes (deterministic: {} and {}) (0: never; cross "
+               "memory attach)", r, comm->directMinGather, comm->directMinBcast, comm->directMinAlltoAll,
+               comm->directMinReduce, comm->directMinReduceScatter, comm->directMinDetReduce,
+               comm->directMinDetReduceScatter);
   else if (!ok)
     TUTTI_INFO(NCCL_INIT, "rank {}: no single-copy AllGather / Broadcast / AlltoAll / reductions: {}", r, why);
   return ncclSuccess;
@@ -120,9 +121,8 @@ bool directWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes, bool det,
     case ncclFuncAllReduce:
     case ncclFuncReduceScatter:
       if ((!det && preMul) || comm->nRanks > kDirectReduceMaxRanks) return false;
-      min = det                             ? comm->directMinDetReduce
-            : func == ncclFuncAllReduce ? comm->directMinReduce
-                                        : comm->directMinReduceScatter;
+      if (det) min = func == ncclFuncAllReduce ? comm->directMinDetReduce : comm->directMinDetReduceScatter;
+      else min = func == ncclFuncAllReduce ? comm->directMinReduce : comm->directMinReduceScatter;
       break;
     default: return false;
   }
