@@ -3,7 +3,7 @@
 // per row. Every deterministic result is checked against detReduceReference first. The rows stay in cache at small
 // counts: what a one-hop tree's root, a direct reduction or an exchange spends on arithmetic, apart from the copies.
 //
-//   fold_perf [-b 16K] [-e 1M] [-f 4] [-r "2 4 8"] [-d float|double|bfloat16] [-n iterations]
+//   fold_perf [-b 16K] [-e 1M] [-f 4] [-r "2 4 8"] [-d float|double|bfloat16|half] [-n iterations]
 #include "device/common/det_reduce.h"
 #include "device/host/det_reduce_copy.h"
 #include "device/host/reduce_copy.h"
@@ -65,9 +65,12 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const ncclDataType_t dt = type == "double" ? ncclFloat64 : type == "bfloat16" ? ncclBfloat16 : ncclFloat32;
-  if (type != "float" && type != "double" && type != "bfloat16") {
-    std::fprintf(stderr, "fold_perf: -d takes float, double or bfloat16\n");
+  const ncclDataType_t dt = type == "double"     ? ncclFloat64
+                           : type == "bfloat16" ? ncclBfloat16
+                           : type == "half"     ? ncclFloat16
+                                                : ncclFloat32;
+  if (type != "float" && type != "double" && type != "bfloat16" && type != "half") {
+    std::fprintf(stderr, "fold_perf: -d takes float, double, bfloat16 or half\n");
     return 2;
   }
   const size_t es = dataTypeSize(dt);
@@ -95,7 +98,8 @@ int main(int argc, char** argv) {
           const double v = value(rng);
           if (dt == ncclFloat64) std::memcpy(row.data() + e * es, &v, es);
           else if (dt == ncclFloat32) { const float f = float(v); std::memcpy(row.data() + e * es, &f, es); }
-          else { const BFloat16 h = BFloat16::fromFloat(float(v)); std::memcpy(row.data() + e * es, &h, es); }
+          else if (dt == ncclBfloat16) { const BFloat16 h = BFloat16::fromFloat(float(v)); std::memcpy(row.data() + e * es, &h, es); }
+          else { const Half h = Half::fromFloat(float(v)); std::memcpy(row.data() + e * es, &h, es); }
         }
         in.push_back(row.data());
       }
