@@ -171,7 +171,7 @@ TEST(HostReduceCopy, EveryTypeAndOpAgainstReference) {
     dispatchDataType(dt, [&](auto tag) {
       using T = typename decltype(tag)::Type;
       for (TestOp op : ops)
-        for (int nSrcs = 1; nSrcs <= 3; ++nSrcs)
+        for (int nSrcs : {1, 2, 3, 4, 5, 8})  // 3 to 8: the one-pass fold of n rows
           for (int nDsts = 1; nDsts <= 2; ++nDsts)
             for (size_t count : counts)
               for (size_t misalign : {size_t(0), size_t(1), size_t(3)})
