@@ -139,6 +139,9 @@ struct ncclComm {
   bool directOk = false, directCopiesFirst = false;
   size_t directMinGather = 0, directMinBcast = 0, directMinAlltoAll = 0, directMinReduce = 0,
          directMinReduceScatter = 0, directMinDetReduce = 0, directMinDetReduceScatter = 0, directOverOneShot = 0;
+  // A single-copy Broadcast of at least this many bytes has the root write the last 1/n of every reader's buffer
+  // while the readers read the rest (TUTTI_DIRECT_ROOT_SHARE_MIN_BYTES; 0: never).
+  size_t directRootShareMin = 0;
   // What an in-place AlltoAll offers its peers (a copy of its input), or the peers' rows a direct reduction stages.
   std::vector<char> directStaging;
   // Channel 0's collective connections to every peer, both ways, are made (the single-copy and one-shot paths'):

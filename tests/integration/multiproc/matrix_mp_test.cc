@@ -17,7 +17,8 @@ namespace tutti::itest {
 namespace {
 
 // kDirect: over shm, with every AllGather / Broadcast / AlltoAll of at least one byte on the single-copy path
-// (device/host/direct_copy.h: each rank reads the others' buffers with process_vm_readv).
+// (device/host/direct_copy.h: each rank reads the others' buffers with process_vm_readv; a Broadcast's root writes
+// a share of the readers' buffers with process_vm_writev).
 // kOneShot: over shm, every AllReduce, ReduceScatter, AllGather, Broadcast and AlltoAll up to half a Simple slot on the
 // one-shot path (device/host/oneshot.h).
 // kNetZeroCopy: over net-socket, with every non-empty Simple step of a ring collective or a send/recv moved
@@ -76,7 +77,11 @@ TEST_P(MpMatrix, Cases) {
     opts.env.push_back({"NCCL_P2P_DISABLE", "1"});
     opts.env.push_back({"NCCL_SOCKET_IFNAME", "lo"});
   }
-  if (p.via == Via::kDirect) opts.env.push_back({"TUTTI_DIRECT_MIN_BYTES", "1"});
+  if (p.via == Via::kDirect) {
+    opts.env.push_back({"TUTTI_DIRECT_MIN_BYTES", "1"});
+    // A Broadcast's root writes the last 1/n of every reader's buffer wherever that is a page or more.
+    opts.env.push_back({"TUTTI_DIRECT_ROOT_SHARE_MIN_BYTES", "1"});
+  }
   if (p.via == Via::kNetZeroCopy) {
     opts.env.push_back({"TUTTI_NET_ZERO_COPY_MIN_BYTES", "1"});
     for (auto& [name, value] : opts.env)

@@ -103,9 +103,10 @@ ncclResult_t directProbe(ncclComm* comm) {
   if (comm->directOk)
     TUTTI_INFO(NCCL_INIT, "rank {}: single-copy AllGather from {} bytes, Broadcast from {} bytes, AlltoAll from {} "
                "bytes, AllReduce from {} bytes, ReduceScatter from {} bytes (deterministic: {} and {}) (0: never; cross "
-               "memory attach)", r, comm->directMinGather, comm->directMinBcast, comm->directMinAlltoAll,
-               comm->directMinReduce, comm->directMinReduceScatter, comm->directMinDetReduce,
-               comm->directMinDetReduceScatter);
+               "memory attach); a Broadcast's root writes 1/n of each reader's buffer from {} bytes", r,
+               comm->directMinGather, comm->directMinBcast, comm->directMinAlltoAll, comm->directMinReduce,
+               comm->directMinReduceScatter, comm->directMinDetReduce, comm->directMinDetReduceScatter,
+               comm->directRootShareMin);
   else if (!ok)
     TUTTI_INFO(NCCL_INIT, "rank {}: no single-copy AllGather / Broadcast / AlltoAll / reductions: {}", r, why);
   return ncclSuccess;
@@ -308,8 +309,19 @@ ncclResult_t runDirectCopy(ncclComm* comm, const DirectCopy& d, const WaitContex
   auto sendTo = [&](int p, const void* msg, size_t bytes) { return links.sendTo(p, msg, bytes); };
   auto recvFrom = [&](int p, void* msg, size_t bytes) { return links.recvFrom(p, msg, bytes); };
 
-  // 1. Owners tell the readers where their data is. Each connection carries at most two messages of a call (a
-  // descriptor one way, a done the other), so no send waits for this call's receives.
+  // A Broadcast's root may write the last `share` bytes of every reader's buffer itself while the readers read the
+  // rest (comm->directRootShareMin): then each reader first sends the root where its buffer is.
+  const size_t share = bcast && comm->directRootShareMin > 0 && d.bytes >= comm->directRootShareMin
+                           ? d.bytes / static_cast<size_t>(n) / 4096 * 4096
+                           : 0;
+  if (share > 0 && r != d.root) {
+    const Descriptor mine{reinterpret_cast<uintptr_t>(d.output), d.bytes, static_cast<int32_t>(getpid()), 1};
+    TUTTI_CHECK(sendTo(d.root, &mine, sizeof mine));
+  }
+
+  // 1. Owners tell the readers where their data is. Each connection carries at most two messages of a call each way
+  // (a descriptor, then a done; a root that takes a share sends a reader a descriptor and a "written", and the
+  // reader sends it a descriptor and a done), so no send waits for this call's receives.
   const char* offered = d.input;
   if (alltoall && d.input == d.output && n > 1) {  // in place: the peers read a copy while this rank overwrites
     const size_t all = d.bytes * static_cast<size_t>(n);
@@ -318,7 +330,8 @@ ncclResult_t runDirectCopy(ncclComm* comm, const DirectCopy& d, const WaitContex
     offered = comm->directStaging.data();
   }
   if (owns(r)) {
-    const Descriptor mine{reinterpret_cast<uintptr_t>(offered), d.bytes, static_cast<int32_t>(getpid()), 0};
+    const Descriptor mine{reinterpret_cast<uintptr_t>(offered), d.bytes, static_cast<int32_t>(getpid()),
+                          share > 0 ? 1 : 0};
     for (int k = 1; k < n; ++k)
       if (const int p = (r + k) % n; reads(p)) TUTTI_CHECK(sendTo(p, &mine, sizeof mine));
   }
@@ -337,19 +350,58 @@ ncclResult_t runDirectCopy(ncclComm* comm, const DirectCopy& d, const WaitContex
       if (from.bytes != d.bytes)
         TUTTI_FAIL(ncclInvalidUsage, "rank {}: {} (opCount {}): rank {} offers {} bytes where this rank expects {} "
                    "(mismatched calls across ranks?)", r, what, label.opCount, p, from.bytes, d.bytes);
+      if ((from.pad != 0) != (share > 0))
+        TUTTI_FAIL(ncclInvalidUsage, "rank {}: {} (opCount {}): root {} {} a share of the copy where this rank expects "
+                   "it {} (TUTTI_DIRECT_ROOT_SHARE_MIN_BYTES differs across ranks?)", r, what, label.opCount, p,
+                   from.pad ? "writes" : "does not write", share > 0 ? "to" : "not to");
       char* dst = d.output + dstOffset(p);
       const void* src = reinterpret_cast<const char*>(from.addr) + srcOffset(r);
+      const size_t len = d.bytes - share;
       if (comm->peers[p].pidHash == myPidHash) {
-        std::memcpy(dst, src, d.bytes);
+        std::memcpy(dst, src, len);
       } else {
         int err = 0;
-        if (!readRemote(from.pid, dst, src, d.bytes, &err))
+        if (!readRemote(from.pid, dst, src, len, &err))
           TUTTI_FAIL(ncclSystemError, "rank {}: {} (opCount {}): cannot read {} bytes from rank {} (pid {}): "
-                     "process_vm_readv: {}", r, what, label.opCount, d.bytes, p, from.pid, std::strerror(err));
+                     "process_vm_readv: {}", r, what, label.opCount, len, p, from.pid, std::strerror(err));
       }
       const Done done{d.bytes};
       TUTTI_CHECK(sendTo(p, &done, sizeof done));
     }
+  }
+
+  // 2b. A root that takes a share writes the last `share` bytes of each reader's buffer, then says so; the reader
+  // returns only after that.
+  if (share > 0 && r == d.root) {
+    const uint64_t myPidHash = comm->peers[r].pidHash;
+    for (int k = 1; k < n; ++k) {
+      const int p = (r + k) % n;
+      Descriptor to{};
+      TUTTI_CHECK(recvFrom(p, &to, sizeof to));
+      if (to.bytes != d.bytes || to.pad == 0)
+        TUTTI_FAIL(ncclInvalidUsage, "rank {}: {} (opCount {}): rank {} expects {} bytes{} where this rank sends {} "
+                   "(mismatched calls or settings across ranks?)", r, what, label.opCount, p, to.bytes,
+                   to.pad ? "" : " without the root's share", d.bytes);
+      const char* src = d.input + (d.bytes - share);
+      char* dst = reinterpret_cast<char*>(to.addr) + (d.bytes - share);
+      if (comm->peers[p].pidHash == myPidHash) {
+        std::memcpy(dst, src, share);
+      } else {
+        int err = 0;
+        if (!writeRemote(to.pid, dst, src, share, &err))
+          TUTTI_FAIL(ncclSystemError, "rank {}: {} (opCount {}): cannot write {} bytes to rank {} (pid {}): "
+                     "process_vm_writev: {}", r, what, label.opCount, share, p, to.pid, std::strerror(err));
+      }
+      const Done written{share};
+      TUTTI_CHECK(sendTo(p, &written, sizeof written));
+    }
+  }
+  if (share > 0 && r != d.root) {
+    Done written{};
+    TUTTI_CHECK(recvFrom(d.root, &written, sizeof written));
+    if (written.bytes != share)
+      TUTTI_FAIL(ncclInternalError, "rank {}: {} (opCount {}): root {} wrote {} bytes of this rank's buffer where "
+                 "{} were due", r, what, label.opCount, d.root, written.bytes, share);
   }
 
   // 3. Owners return only once every reader is done with their buffer.
