@@ -2,6 +2,7 @@
 
 #include "device/common/det_reduce.h"
 #include "device/host/det_sum_avx2.h"
+#include "device/host/half_f16c.h"
 #include "util/simd.h"
 
 #include <algorithm>
@@ -272,11 +273,38 @@ bool detSumFixedOp(const DetOp<T>& op, const void* const* in, void* const* out, 
   return true;
 }
 
+// fp16 Sum, Avg and PreMulSum of 2 to 8 rows into one output with F16C (half_f16c.h); the last count % 8 elements
+// through the general fold. False where it does not apply.
+bool detSumHalf(const DetOp<Half>& op, int n, const void* const* in, void* out, size_t count, const void* rankScalars) {
+  if (n < 2 || n > 8 || (op.kind != RedOpKind::Sum && op.kind != RedOpKind::PreMulSum)) return false;
+  float scalars[8];
+  const float* sc = nullptr;
+  if (op.kind == RedOpKind::PreMulSum) {
+    for (int k = 0; k < n; ++k) {
+      Half s;
+      if (rankScalars) std::memcpy(&s, static_cast<const char*>(rankScalars) + k * sizeof(Half), sizeof(Half));
+      scalars[k] = rankScalars ? detScalarOf<Half>(s) : op.scalar;
+    }
+    sc = scalars;
+  }
+  const bool sum = op.kind == RedOpKind::Sum;
+  const size_t done = detSumHalfF16c(n, !sum, sum && op.average, in, out, count, sc);
+  if (done == 0) return false;
+  if (done < count) {
+    const void* rest[8];
+    for (int k = 0; k < n; ++k) rest[k] = static_cast<const char*>(in[k]) + done * sizeof(Half);
+    void* restOut = static_cast<char*>(out) + done * sizeof(Half);
+    detReduceChunks<Half>(op, n, rest, 1, &restOut, count - done, rankScalars);
+  }
+  return true;
+}
+
 // The unrolled form where it applies (fp32, fp64 and bf16 sums of 2 to 8 inputs into one output, of 2 into two
-// outputs), else false.
+// outputs; fp16 with F16C into one), else false.
 template <typename T>
 bool detSumFast(const DetOp<T>& op, int n, const void* const* in, int nOut, void* const* out, size_t count,
                 const void* rankScalars) {
+  if constexpr (std::is_same_v<T, Half>) return nOut == 1 && detSumHalf(op, n, in, out[0], count, rankScalars);
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, BFloat16>) {
     if (nOut == 2 && n == 2) return detSumFixedOp<T, 2, true>(op, in, out, count, rankScalars);
     if (nOut != 1) return false;

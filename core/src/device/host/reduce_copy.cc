@@ -1,10 +1,12 @@
 #include "device/host/reduce_copy.h"
 
 #include "device/host/det_reduce_copy.h"
+#include "device/host/half_f16c.h"
 #include "util/simd.h"
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 namespace tutti {
 
@@ -121,6 +123,20 @@ bool runRows(const Op& op, int nSrcs, const void* const* srcs, void* dst, size_t
 
 template <typename T, typename Op, bool Pre, bool Post>
 void runKernel(const Op& op, int nSrcs, const void* const* srcs, int nDsts, void* const* dsts, size_t count) {
+  if constexpr (std::is_same_v<T, Half> && std::is_same_v<Op, OpSum<Half>>) {
+    // fp16 sums of 2 to 8 rows with F16C (half_f16c.h), the last count % 8 elements below.
+    if (nSrcs <= 8 && nDsts <= 2) {
+      const size_t done = halfSumF16c(nSrcs, srcs, nDsts, dsts, count);
+      if (done == count) return;
+      if (done > 0) {
+        const void* s[8];
+        void* d[2];
+        for (int j = 0; j < nSrcs; ++j) s[j] = static_cast<const char*>(srcs[j]) + done * sizeof(T);
+        for (int k = 0; k < nDsts; ++k) d[k] = static_cast<char*>(dsts[k]) + done * sizeof(T);
+        return runKernel<T, Op, Pre, Post>(op, nSrcs, s, nDsts, d, count - done);
+      }
+    }
+  }
   if (nSrcs == 2 && nDsts == 1) {
     reduceTwo<T, Op, Pre, Post>(op, static_cast<const unsigned char*>(srcs[0]),
                                 static_cast<const unsigned char*>(srcs[1]), static_cast<unsigned char*>(dsts[0]),

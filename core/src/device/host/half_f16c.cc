@@ -1,0 +1,143 @@
+#include "device/host/half_f16c.h"
+
+#include "device/common/det_reduce.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define TUTTI_HALF_F16C 1
+#endif
+
+#include <cstdint>
+
+namespace tutti {
+
+#ifdef TUTTI_HALF_F16C
+namespace {
+
+constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+
+__attribute__((target("avx2,f16c"), always_inline)) inline __m256 load8(const void* row, size_t i) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(row) + i)));
+}
+
+__attribute__((target("avx2,f16c"), always_inline)) inline void store8(void* row, size_t i, __m128i h) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(static_cast<uint16_t*>(row) + i), h);
+}
+
+// The default fold: every source added in order, each sum rounded to fp16 before the next.
+template <int N, int D>
+__attribute__((target("avx2,f16c"))) size_t sumRows(const void* const* srcs, void* const* dsts, size_t count) {
+  const void* s[N];
+  for (int j = 0; j < N; ++j) s[j] = srcs[j];
+  void* d[D];
+  for (int k = 0; k < D; ++k) d[k] = dsts[k];
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    __m128i h = _mm256_cvtps_ph(_mm256_add_ps(load8(s[0], i), load8(s[1], i)), kRound);
+#pragma GCC unroll 8
+    for (int j = 2; j < N; ++j) h = _mm256_cvtps_ph(_mm256_add_ps(_mm256_cvtph_ps(h), load8(s[j], i)), kRound);
+#pragma GCC unroll 2
+    for (int k = 0; k < D; ++k) store8(d[k], i, h);
+  }
+  return i;
+}
+
+template <int N>
+size_t sumRowsTo(int nDsts, const void* const* srcs, void* const* dsts, size_t count) {
+  return nDsts == 1 ? sumRows<N, 1>(srcs, dsts, count) : sumRows<N, 2>(srcs, dsts, count);
+}
+
+// det_reduce.h's tree over N vectors of eight floats (as det_sum_avx2.cc's over doubles).
+template <int Lo, int Size>
+__attribute__((target("avx2,f16c"), always_inline)) inline __m256 perfectSum8(const __m256* x) {
+  if constexpr (Size == 1) return x[Lo];
+  else return _mm256_add_ps(perfectSum8<Lo, Size / 2>(x), perfectSum8<Lo + Size / 2, Size / 2>(x));
+}
+template <int Lo, int Rem>
+__attribute__((target("avx2,f16c"), always_inline)) inline __m256 blockSum8(const __m256* x) {
+  constexpr int kBlock = 1 << (31 - __builtin_clz(unsigned(Rem)));
+  if constexpr (kBlock == Rem) return perfectSum8<Lo, kBlock>(x);
+  else return _mm256_add_ps(perfectSum8<Lo, kBlock>(x), blockSum8<Lo + kBlock, Rem - kBlock>(x));
+}
+
+// The fixed order: IEEE float multiplies, adds and divides in the tree's order (no fused multiply-add), one rounding
+// to fp16, NaN as detNan.
+template <int N, bool kScaled, bool kAverage>
+__attribute__((target("avx2,f16c"))) size_t detRows(const void* const* in, void* out, size_t count,
+                                                    const float* scalars) {
+  const void* src[N];
+  for (int k = 0; k < N; ++k) src[k] = in[k];
+  __m256 scale[N];
+  for (int k = 0; k < N; ++k) scale[k] = _mm256_set1_ps(kScaled ? scalars[k] : 1.0f);
+  const __m128i nan = _mm_set1_epi16(static_cast<short>(detNan<Half>().bits));
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    __m256 x[N];
+#pragma GCC unroll 8
+    for (int r = 0; r < N; ++r) {
+      x[r] = load8(src[r], i);
+      if constexpr (kScaled) x[r] = _mm256_mul_ps(x[r], scale[r]);
+    }
+    __m256 sum = blockSum8<0, N>(x);
+    if constexpr (kAverage) sum = _mm256_div_ps(sum, _mm256_set1_ps(float(N)));
+    const __m128i h = _mm256_cvtps_ph(sum, kRound);
+    // A NaN sum as detNan: the unordered compare's 32-bit lanes packed to 16 (all ones or all zeros each).
+    const __m256 isNan = _mm256_cmp_ps(sum, sum, _CMP_UNORD_Q);
+    const __m128i mask = _mm_packs_epi32(_mm256_castsi256_si128(_mm256_castps_si256(isNan)),
+                                         _mm256_extractf128_si256(_mm256_castps_si256(isNan), 1));
+    store8(out, i, _mm_blendv_epi8(h, nan, mask));
+  }
+  return i;
+}
+
+template <int N>
+size_t detRowsOf(bool scaled, bool average, const void* const* in, void* out, size_t count, const float* scalars) {
+  if (scaled) return detRows<N, true, false>(in, out, count, scalars);
+  if (average) return detRows<N, false, true>(in, out, count, scalars);
+  return detRows<N, false, false>(in, out, count, scalars);
+}
+
+bool haveF16c() {
+  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  return ok;
+}
+
+}  // namespace
+
+size_t halfSumF16c(int nSrcs, const void* const* srcs, int nDsts, void* const* dsts, size_t count) {
+  if (count < 8 || nDsts < 1 || nDsts > 2 || !haveF16c()) return 0;
+  switch (nSrcs) {
+    case 2: return sumRowsTo<2>(nDsts, srcs, dsts, count);
+    case 3: return sumRowsTo<3>(nDsts, srcs, dsts, count);
+    case 4: return sumRowsTo<4>(nDsts, srcs, dsts, count);
+    case 5: return sumRowsTo<5>(nDsts, srcs, dsts, count);
+    case 6: return sumRowsTo<6>(nDsts, srcs, dsts, count);
+    case 7: return sumRowsTo<7>(nDsts, srcs, dsts, count);
+    case 8: return sumRowsTo<8>(nDsts, srcs, dsts, count);
+    default: return 0;
+  }
+}
+
+size_t detSumHalfF16c(int n, bool scaled, bool average, const void* const* in, void* out, size_t count,
+                      const float* scalars) {
+  if (count < 8 || !haveF16c()) return 0;
+  switch (n) {
+    case 2: return detRowsOf<2>(scaled, average, in, out, count, scalars);
+    case 3: return detRowsOf<3>(scaled, average, in, out, count, scalars);
+    case 4: return detRowsOf<4>(scaled, average, in, out, count, scalars);
+    case 5: return detRowsOf<5>(scaled, average, in, out, count, scalars);
+    case 6: return detRowsOf<6>(scaled, average, in, out, count, scalars);
+    case 7: return detRowsOf<7>(scaled, average, in, out, count, scalars);
+    case 8: return detRowsOf<8>(scaled, average, in, out, count, scalars);
+    default: return 0;
+  }
+}
+
+#else
+
+size_t halfSumF16c(int, const void* const*, int, void* const*, size_t) { return 0; }
+size_t detSumHalfF16c(int, bool, bool, const void* const*, void*, size_t, const float*) { return 0; }
+
+#endif
+
+}  // namespace tutti
