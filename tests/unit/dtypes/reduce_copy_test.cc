@@ -8,6 +8,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 using namespace tutti;
@@ -186,56 +187,68 @@ TEST(HostReduceCopy, EveryTypeAndOpAgainstReference) {
   EXPECT_EQ(table.liveCount(), 0);
 }
 
-// fp16 sums of 2 to 8 rows (F16C where the CPU has it) against the step-by-step reference over every kind of bit
-// pattern: any 16-bit words (NaNs with payloads, infinities, subnormals, both zeros), rows near the largest finite
-// value that overflow, rows that cancel; one and two outputs, rows off alignment, a count that leaves a remainder
-// past the last full vector. A NaN result may carry either operand's payload: any NaN matches a NaN.
-TEST(HostReduceCopy, HalfSumsOfTwoToEightRowsMatchTheReferenceOnEveryBitPattern) {
+// 16-bit float words of every kind for row k, element i (fp16 or bf16 layouts): any word (NaNs with payloads,
+// infinities, subnormals, both zeros), near the largest finite value (sums overflow), near 1 with the sign
+// alternating by row (sums cancel), exponents far apart.
+template <typename T>
+uint16_t sixteenBitPattern(size_t i, int k, uint16_t u) {
+  constexpr bool kHalf = std::is_same_v<T, Half>;
+  constexpr uint16_t kMant = kHalf ? 0x3ffu : 0x7fu, kOne = kHalf ? 0x3c00u : 0x3f80u;
+  constexpr uint16_t kNearMax = kHalf ? 0x7800u : 0x7f00u;
+  constexpr int kShift = kHalf ? 10 : 7, kExps = kHalf ? 31 : 255;
+  switch (i % 4) {
+    case 0: return u;
+    case 1: return uint16_t((u & 0x8000u) | kNearMax | (u & kMant));
+    case 2: return uint16_t((k % 2 ? 0x8000u : 0u) | kOne | (u & kMant));
+    default: return uint16_t((u & (0x8000u | kMant)) | ((u >> 3) % kExps) << kShift);
+  }
+}
+
+// fp16 and bf16 sums of 2 to 8 rows (written out for AVX2 where the CPU has it) against the step-by-step reference
+// over every kind of bit pattern (sixteenBitPattern); one and two outputs, rows off alignment, a count that leaves a
+// remainder past the last full vector. A NaN result may carry either operand's payload: any NaN matches a NaN.
+template <typename T>
+void checkSixteenBitSums(ncclDataType_t dt) {
+  SCOPED_TRACE(dataTypeName(dt));
   std::mt19937 rng(2027);
   constexpr size_t kCount = (1 << 13) + 5;
   RedOpTable table(kRanks);
   ResolvedRedOp op;
-  ASSERT_EQ(table.resolve(ncclSum, ncclFloat16, &op), ncclSuccess);
-  auto isNan = [](Half h) { return (h.bits & 0x7c00u) == 0x7c00u && (h.bits & 0x3ffu) != 0; };
+  ASSERT_EQ(table.resolve(ncclSum, dt, &op), ncclSuccess);
   for (int n = 2; n <= 8; ++n) {
-    std::vector<std::vector<Half>> in(n, std::vector<Half>(kCount));
-    std::vector<std::vector<unsigned char>> store(n, std::vector<unsigned char>((kCount + 1) * sizeof(Half)));
+    std::vector<std::vector<T>> in(n, std::vector<T>(kCount));
+    std::vector<std::vector<unsigned char>> store(n, std::vector<unsigned char>((kCount + 1) * sizeof(T)));
     std::vector<const void*> srcs(n);
-    for (size_t i = 0; i < kCount; ++i) {
-      for (int k = 0; k < n; ++k) {
-        const uint16_t u = uint16_t(rng());
-        uint16_t b;
-        switch (i % 4) {
-          case 0: b = u; break;                                                   // any word
-          case 1: b = uint16_t((u & 0x8000u) | 0x7800u | (u & 0x3ffu)); break;      // near 65504
-          case 2: b = uint16_t((k % 2 ? 0x8000u : 0u) | 0x3c00u | (u & 0x3ffu)); break;  // cancelling
-          default: b = uint16_t((u & 0x83ffu) | ((u >> 3) % 31) << 10);            // exponents far apart
-        }
-        in[k][i] = Half::fromBits(b);
-      }
-    }
+    for (size_t i = 0; i < kCount; ++i)
+      for (int k = 0; k < n; ++k) in[k][i] = T::fromBits(sixteenBitPattern<T>(i, k, uint16_t(rng())));
     for (int k = 0; k < n; ++k) {
-      std::memcpy(store[k].data() + 1, in[k].data(), kCount * sizeof(Half));
+      std::memcpy(store[k].data() + 1, in[k].data(), kCount * sizeof(T));
       srcs[k] = store[k].data() + 1;
     }
     for (int nDsts = 1; nDsts <= 2; ++nDsts) {
-      std::vector<std::vector<unsigned char>> out(nDsts, std::vector<unsigned char>((kCount + 1) * sizeof(Half)));
+      std::vector<std::vector<unsigned char>> out(nDsts, std::vector<unsigned char>((kCount + 1) * sizeof(T)));
       std::vector<void*> dsts(nDsts);
       for (int d = 0; d < nDsts; ++d) dsts[d] = out[d].data() + 1;
       hostReduceCopy(op, n, srcs.data(), nDsts, dsts.data(), kCount, /*preOpFirstSrc=*/true, /*postOp=*/true);
       for (size_t i = 0; i < kCount; ++i) {
-        Half want = in[0][i];
+        T want = in[0][i];
         for (int k = 1; k < n; ++k) want = refAdd(want, in[k][i]);
         for (int d = 0; d < nDsts; ++d) {
-          Half got;
-          std::memcpy(&got, out[d].data() + 1 + i * sizeof(Half), sizeof got);
-          ASSERT_TRUE(got.bits == want.bits || (isNan(got) && isNan(want)))
+          T got;
+          std::memcpy(&got, out[d].data() + 1 + i * sizeof(T), sizeof got);
+          ASSERT_TRUE(got.bits == want.bits || (got.isNan() && want.isNan()))
               << "n=" << n << " nDsts " << nDsts << " element " << i << ": got bits " << got.bits << ", want "
               << want.bits;
         }
       }
     }
   }
+}
+
+TEST(HostReduceCopy, SixteenBitFloatSumsOfTwoToEightRowsMatchTheReferenceOnEveryBitPattern) {
+  checkSixteenBitSums<Half>(ncclFloat16);
+  if (HasFatalFailure()) return;
+  checkSixteenBitSums<BFloat16>(ncclBfloat16);
 }
 
 TEST(HostReduceCopy, PreOpAndPostOpOnlyWhenAsked) {

@@ -2,7 +2,7 @@
 
 #include "device/common/det_reduce.h"
 #include "device/host/det_sum_avx2.h"
-#include "device/host/half_f16c.h"
+#include "device/host/fold16_avx2.h"
 #include "util/simd.h"
 
 #include <algorithm>
@@ -273,7 +273,7 @@ bool detSumFixedOp(const DetOp<T>& op, const void* const* in, void* const* out, 
   return true;
 }
 
-// fp16 Sum, Avg and PreMulSum of 2 to 8 rows into one output with F16C (half_f16c.h); the last count % 8 elements
+// fp16 Sum, Avg and PreMulSum of 2 to 8 rows into one output with F16C (fold16_avx2.h); the last count % 8 elements
 // through the general fold. False where it does not apply.
 bool detSumHalf(const DetOp<Half>& op, int n, const void* const* in, void* out, size_t count, const void* rankScalars) {
   if (n < 2 || n > 8 || (op.kind != RedOpKind::Sum && op.kind != RedOpKind::PreMulSum)) return false;

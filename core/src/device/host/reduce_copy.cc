@@ -1,7 +1,7 @@
 #include "device/host/reduce_copy.h"
 
 #include "device/host/det_reduce_copy.h"
-#include "device/host/half_f16c.h"
+#include "device/host/fold16_avx2.h"
 #include "util/simd.h"
 
 #include <algorithm>
@@ -123,10 +123,11 @@ bool runRows(const Op& op, int nSrcs, const void* const* srcs, void* dst, size_t
 
 template <typename T, typename Op, bool Pre, bool Post>
 void runKernel(const Op& op, int nSrcs, const void* const* srcs, int nDsts, void* const* dsts, size_t count) {
-  if constexpr (std::is_same_v<T, Half> && std::is_same_v<Op, OpSum<Half>>) {
-    // fp16 sums of 2 to 8 rows with F16C (half_f16c.h), the last count % 8 elements below.
+  if constexpr ((std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) && std::is_same_v<Op, OpSum<T>>) {
+    // fp16 and bf16 sums of 2 to 8 rows written out for AVX2 (fold16_avx2.h), the last count % 8 elements below.
     if (nSrcs <= 8 && nDsts <= 2) {
-      const size_t done = halfSumF16c(nSrcs, srcs, nDsts, dsts, count);
+      const size_t done = std::is_same_v<T, Half> ? halfSumF16c(nSrcs, srcs, nDsts, dsts, count)
+                                                  : bf16SumAvx2(nSrcs, srcs, nDsts, dsts, count);
       if (done == count) return;
       if (done > 0) {
         const void* s[8];

@@ -1,17 +1,17 @@
-#include "device/host/half_f16c.h"
+#include "device/host/fold16_avx2.h"
 
 #include "device/common/det_reduce.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
-#define TUTTI_HALF_F16C 1
+#define TUTTI_FOLD16_AVX2 1
 #endif
 
 #include <cstdint>
 
 namespace tutti {
 
-#ifdef TUTTI_HALF_F16C
+#ifdef TUTTI_FOLD16_AVX2
 namespace {
 
 constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
@@ -45,6 +45,57 @@ __attribute__((target("avx2,f16c"))) size_t sumRows(const void* const* srcs, voi
 template <int N>
 size_t sumRowsTo(int nDsts, const void* const* srcs, void* const* dsts, size_t count) {
   return nDsts == 1 ? sumRows<N, 1>(srcs, dsts, count) : sumRows<N, 2>(srcs, dsts, count);
+}
+
+// Eight bf16 elements of `row` from i as floats: each in the high half of a 32-bit lane.
+__attribute__((target("avx2"), always_inline)) inline __m256 bf16Load8(const void* row, size_t i) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(row) + i));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+// f rounded to bf16 as BFloat16::fromFloat does: to nearest even on the low 16 bits (an overflow carries into
+// infinity), a NaN quieted (bit 22 set). The bf16 is the high half of each lane; the low half is left over.
+__attribute__((target("avx2"), always_inline)) inline __m256i bf16Round(__m256 f) {
+  const __m256i u = _mm256_castps_si256(f);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  const __m256i rounded = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb);
+  const __m256i quiet = _mm256_or_si256(u, _mm256_set1_epi32(0x400000));
+  const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q));
+  return _mm256_blendv_epi8(rounded, quiet, nan);
+}
+
+// The float a rounded lane stands for.
+__attribute__((target("avx2"), always_inline)) inline __m256 bf16Value(__m256i r) {
+  return _mm256_castsi256_ps(_mm256_and_si256(r, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
+}
+
+// The high halves of eight rounded lanes stored as bf16 at row + i.
+__attribute__((target("avx2"), always_inline)) inline void bf16Store8(void* row, size_t i, __m256i r) {
+  const __m256i packed = _mm256_packus_epi32(_mm256_srli_epi32(r, 16), _mm256_srli_epi32(r, 16));
+  const __m128i h = _mm256_castsi256_si128(_mm256_permute4x64_epi64(packed, 0x08));  // lanes 0 and 2: the 8 results
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(static_cast<uint16_t*>(row) + i), h);
+}
+
+template <int N, int D>
+__attribute__((target("avx2"))) size_t bf16Rows(const void* const* srcs, void* const* dsts, size_t count) {
+  const void* s[N];
+  for (int j = 0; j < N; ++j) s[j] = srcs[j];
+  void* d[D];
+  for (int k = 0; k < D; ++k) d[k] = dsts[k];
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    __m256i r = bf16Round(_mm256_add_ps(bf16Load8(s[0], i), bf16Load8(s[1], i)));
+#pragma GCC unroll 8
+    for (int j = 2; j < N; ++j) r = bf16Round(_mm256_add_ps(bf16Value(r), bf16Load8(s[j], i)));
+#pragma GCC unroll 2
+    for (int k = 0; k < D; ++k) bf16Store8(d[k], i, r);
+  }
+  return i;
+}
+
+template <int N>
+size_t bf16RowsTo(int nDsts, const void* const* srcs, void* const* dsts, size_t count) {
+  return nDsts == 1 ? bf16Rows<N, 1>(srcs, dsts, count) : bf16Rows<N, 2>(srcs, dsts, count);
 }
 
 // det_reduce.h's tree over N vectors of eight floats (as det_sum_avx2.cc's over doubles).
@@ -102,6 +153,11 @@ bool haveF16c() {
   return ok;
 }
 
+bool haveAvx2() {
+  static const bool ok = __builtin_cpu_supports("avx2");
+  return ok;
+}
+
 }  // namespace
 
 size_t halfSumF16c(int nSrcs, const void* const* srcs, int nDsts, void* const* dsts, size_t count) {
@@ -114,6 +170,20 @@ size_t halfSumF16c(int nSrcs, const void* const* srcs, int nDsts, void* const* d
     case 6: return sumRowsTo<6>(nDsts, srcs, dsts, count);
     case 7: return sumRowsTo<7>(nDsts, srcs, dsts, count);
     case 8: return sumRowsTo<8>(nDsts, srcs, dsts, count);
+    default: return 0;
+  }
+}
+
+size_t bf16SumAvx2(int nSrcs, const void* const* srcs, int nDsts, void* const* dsts, size_t count) {
+  if (count < 8 || nDsts < 1 || nDsts > 2 || !haveAvx2()) return 0;
+  switch (nSrcs) {
+    case 2: return bf16RowsTo<2>(nDsts, srcs, dsts, count);
+    case 3: return bf16RowsTo<3>(nDsts, srcs, dsts, count);
+    case 4: return bf16RowsTo<4>(nDsts, srcs, dsts, count);
+    case 5: return bf16RowsTo<5>(nDsts, srcs, dsts, count);
+    case 6: return bf16RowsTo<6>(nDsts, srcs, dsts, count);
+    case 7: return bf16RowsTo<7>(nDsts, srcs, dsts, count);
+    case 8: return bf16RowsTo<8>(nDsts, srcs, dsts, count);
     default: return 0;
   }
 }
@@ -136,6 +206,7 @@ size_t detSumHalfF16c(int n, bool scaled, bool average, const void* const* in, v
 #else
 
 size_t halfSumF16c(int, const void* const*, int, void* const*, size_t) { return 0; }
+size_t bf16SumAvx2(int, const void* const*, int, void* const*, size_t) { return 0; }
 size_t detSumHalfF16c(int, bool, bool, const void* const*, void*, size_t, const float*) { return 0; }
 
 #endif
