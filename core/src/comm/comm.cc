@@ -341,8 +341,9 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
     comm->collChannelCap = std::clamp(cores / std::max(localRanks, 1), 1, comm->nChannels);
   // Single-copy AllGather / Broadcast. Unset, where measured to beat the ring (2 cores, AllGather and Broadcast
   // from 64 KiB to 16 MiB): AllGather from 4 MiB, where the ring's two copies per byte cost more than the reads'
-  // page pinning; Broadcast only while ranks outnumber cores (4 ranks on 2: 256 KiB in 52-59 us against 110), as
-  // with a core each the ring's pipelined copies run in parallel and beat one rank reading everything. A forced
+  // page pinning; Broadcast while ranks outnumber cores (4 ranks on 2: 256 KiB in 52-59 us against 110); with a core
+  // each the ring's pipelined copies ran in parallel and beat one rank reading everything, until the root wrote a
+  // share of every reader's buffer itself (directRootShareMin; threads with a core each: below). A forced
   // algorithm or protocol is what the caller wants to run (and measure): no single-copy path then. AlltoAll (output
   // bytes, measured 2/4/8 ranks, 16 KiB to 64 MiB): from 1 MiB (4 ranks: 167 us against 268 for the sends and
   // receives), from 256 KiB while ranks outnumber cores (8 ranks: 201 us against 258); below, the descriptor
@@ -374,10 +375,18 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
     // 169 -> 103, 4 MiB 735 -> 497; 4 ranks 256 KiB 86 -> 56; 8 ranks 64 KiB 48 -> 61, 256 KiB 208 -> 159; AlltoAll 2
     // ranks 128 KiB 14.2 -> 11.7, 256 KiB 25.5 -> 16.0, 1 MiB 96 -> 103. There these reads take over from 128 KiB
     // (AllGather on more ranks from 256 KiB), ahead of the one-shot plan's paths.
-    const bool pair = nRanks == 2;
-    comm->directMinGather = otherProcess ? (pair ? size_t{128} : size_t{256}) << 10 : size_t{4} << 20;
-    comm->directMinBcast = otherProcess ? size_t{128} << 10 : localRanks > cores ? size_t{64} << 10 : 0;
+    // Ranks as threads with a core each (2 threads on 2 cores, the best of two or three runs, one-shot -> direct, us):
+    // AllGather 16 KiB 6.7 -> 3.4, 64 KiB 22 -> 4.9, 256 KiB 80 -> 15 (4 KiB 0.8 -> 3.0); Broadcast, its root writing
+    // a share (directRootShareMin), 16 KiB 11.4 -> 2.7, 64 KiB 36 -> 6.7, 256 KiB 142 -> 10; AlltoAll 64 KiB 51 ->
+    // 23, 256 KiB 122 -> 38 (16 KiB about even). There the reads take over from 16 KiB (AlltoAll from 64 KiB),
+    // ahead of the one-shot plan's paths.
+    const bool pair = nRanks == 2, ownCores = localRanks <= cores;
+    comm->directMinGather = otherProcess ? (pair ? size_t{128} : size_t{256}) << 10
+                            : ownCores   ? size_t{16} << 10
+                                         : size_t{4} << 20;
+    comm->directMinBcast = otherProcess ? size_t{128} << 10 : !ownCores ? size_t{64} << 10 : size_t{16} << 10;
     comm->directMinAlltoAll = otherProcess && pair    ? size_t{128} << 10
+                              : pair && ownCores      ? size_t{64} << 10
                               : localRanks > cores    ? size_t{256} << 10
                                                       : size_t{1} << 20;
     comm->directMinReduce = otherProcess ? 0 : 1;
@@ -388,7 +397,7 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
         otherProcess || paramIsSet("TUTTI_ONESHOT_MAX_BYTES") || paramIsSet("TUTTI_DOUBLING_MAX_BYTES")
             ? 0
             : size_t{16} << 10;
-    comm->directCopiesFirst = otherProcess && !coreSet;
+    comm->directCopiesFirst = (otherProcess || ownCores) && !coreSet;
   }
   // Deterministic AllReduce across processes: from 256 KiB, once the fold of n rows ran in one pass (reduce_copy.cc,
   // det_sum_avx2.cc); shm, 2 cores, the median of five runs, exchange -> direct, us: 4 ranks 256 KiB 242 -> 150,
