@@ -19,11 +19,7 @@ ncclResult_t detReduceReference(const void* const* inputs, int n, void* out, siz
     // Element by element, each read before it is written (out may alias an input), through memcpy: the
     // arrays may be unaligned for T.
     std::vector<DetAcc<T>> scalars(rankScalars ? n : 0);
-    for (size_t k = 0; k < scalars.size(); ++k) {
-      T s;
-      std::memcpy(&s, static_cast<const char*>(rankScalars) + k * sizeof(T), sizeof(T));
-      scalars[k] = detScalarOf<T>(s);
-    }
+    for (int k = 0; k < static_cast<int>(scalars.size()); ++k) scalars[k] = detRowScalar<T>(op, rankScalars, k);
     for (size_t e = 0; e < count; ++e) {
       const T v = detReduceElementScaled<T>(
           op, n,

@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 namespace tutti {
@@ -62,6 +63,16 @@ template <typename T>
 TUTTI_HOST_DEVICE inline DetAcc<T> detScalarOf(T s) {
   if constexpr (IsFloatingType<T>) return DetAcc<T>(toCompute(s));
   else return s;
+}
+
+// PreMulSum's scalar for row k, widened: the k-th value of type T at rankScalars (every rank's own scalar, laid out
+// in rank order, at any alignment) where given, else the op's one.
+template <typename T>
+TUTTI_HOST_DEVICE inline DetAcc<T> detRowScalar(const DetOp<T>& op, const void* rankScalars, int k) {
+  if (!rankScalars) return op.scalar;
+  T s;
+  std::memcpy(&s, static_cast<const char*>(rankScalars) + static_cast<size_t>(k) * sizeof(T), sizeof(T));
+  return detScalarOf<T>(s);
 }
 
 // Builds the DetOp of a resolved op. A floating ncclAvg resolves to PreMulSum with 1/n; the deterministic

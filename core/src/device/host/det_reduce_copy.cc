@@ -74,11 +74,7 @@ void detReduceChunks(const DetOp<T>& op, int n, const void* const* in, int nOut,
   using A = DetAcc<T>;
   thread_local std::vector<A> scalars;
   scalars.assign(rankScalars ? n : 0, A{});
-  for (size_t k = 0; k < scalars.size(); ++k) {
-    T s;
-    std::memcpy(&s, static_cast<const char*>(rankScalars) + k * sizeof(T), sizeof(T));
-    scalars[k] = detScalarOf<T>(s);
-  }
+  for (int k = 0; k < static_cast<int>(scalars.size()); ++k) scalars[k] = detRowScalar<T>(op, rankScalars, k);
   auto scalarOf = [&](int r) { return rankScalars ? scalars[r] : op.scalar; };
   int depth = 1;  // rows the fold keeps open at most: floor(log2 n) + 1
   while ((1 << depth) <= n) ++depth;
@@ -234,11 +230,7 @@ bool detSumFixedOp(const DetOp<T>& op, const void* const* in, void* const* out, 
     const double* sc = nullptr;
     A scalars[N];
     if (op.kind == RedOpKind::PreMulSum) {
-      for (int k = 0; k < N; ++k) {
-        T s;
-        if (rankScalars) std::memcpy(&s, static_cast<const char*>(rankScalars) + k * sizeof(T), sizeof(T));
-        scalars[k] = rankScalars ? detScalarOf<T>(s) : op.scalar;
-      }
+      for (int k = 0; k < N; ++k) scalars[k] = detRowScalar<T>(op, rankScalars, k);
       sc = scalars;
     }
     const bool sum = op.kind == RedOpKind::Sum;
@@ -260,15 +252,7 @@ bool detSumFixedOp(const DetOp<T>& op, const void* const* in, void* const* out, 
   }
   if (op.kind != RedOpKind::PreMulSum) return false;
   A scalars[N];
-  for (int k = 0; k < N; ++k) {
-    if (rankScalars) {
-      T s;
-      std::memcpy(&s, static_cast<const char*>(rankScalars) + k * sizeof(T), sizeof(T));
-      scalars[k] = detScalarOf<T>(s);
-    } else {
-      scalars[k] = op.scalar;
-    }
-  }
+  for (int k = 0; k < N; ++k) scalars[k] = detRowScalar<T>(op, rankScalars, k);
   detSumFixed<T, N, true, false, kTwoOut>(in, out, count, scalars);
   return true;
 }
@@ -280,11 +264,7 @@ bool detSumHalf(const DetOp<Half>& op, int n, const void* const* in, void* out, 
   float scalars[8];
   const float* sc = nullptr;
   if (op.kind == RedOpKind::PreMulSum) {
-    for (int k = 0; k < n; ++k) {
-      Half s;
-      if (rankScalars) std::memcpy(&s, static_cast<const char*>(rankScalars) + k * sizeof(Half), sizeof(Half));
-      scalars[k] = rankScalars ? detScalarOf<Half>(s) : op.scalar;
-    }
+    for (int k = 0; k < n; ++k) scalars[k] = detRowScalar<Half>(op, rankScalars, k);
     sc = scalars;
   }
   const bool sum = op.kind == RedOpKind::Sum;

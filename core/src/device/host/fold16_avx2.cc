@@ -8,6 +8,7 @@
 #endif
 
 #include <cstdint>
+#include <type_traits>
 
 namespace tutti {
 
@@ -22,29 +23,6 @@ __attribute__((target("avx2,f16c"), always_inline)) inline __m256 load8(const vo
 
 __attribute__((target("avx2,f16c"), always_inline)) inline void store8(void* row, size_t i, __m128i h) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(static_cast<uint16_t*>(row) + i), h);
-}
-
-// The default fold: every source added in order, each sum rounded to fp16 before the next.
-template <int N, int D>
-__attribute__((target("avx2,f16c"))) size_t sumRows(const void* const* srcs, void* const* dsts, size_t count) {
-  const void* s[N];
-  for (int j = 0; j < N; ++j) s[j] = srcs[j];
-  void* d[D];
-  for (int k = 0; k < D; ++k) d[k] = dsts[k];
-  size_t i = 0;
-  for (; i + 8 <= count; i += 8) {
-    __m128i h = _mm256_cvtps_ph(_mm256_add_ps(load8(s[0], i), load8(s[1], i)), kRound);
-#pragma GCC unroll 8
-    for (int j = 2; j < N; ++j) h = _mm256_cvtps_ph(_mm256_add_ps(_mm256_cvtph_ps(h), load8(s[j], i)), kRound);
-#pragma GCC unroll 2
-    for (int k = 0; k < D; ++k) store8(d[k], i, h);
-  }
-  return i;
-}
-
-template <int N>
-size_t sumRowsTo(int nDsts, const void* const* srcs, void* const* dsts, size_t count) {
-  return nDsts == 1 ? sumRows<N, 1>(srcs, dsts, count) : sumRows<N, 2>(srcs, dsts, count);
 }
 
 // Eight bf16 elements of `row` from i as floats: each in the high half of a 32-bit lane.
@@ -76,26 +54,74 @@ __attribute__((target("avx2"), always_inline)) inline void bf16Store8(void* row,
   _mm_storeu_si128(reinterpret_cast<__m128i*>(static_cast<uint16_t*>(row) + i), h);
 }
 
-template <int N, int D>
-__attribute__((target("avx2"))) size_t bf16Rows(const void* const* srcs, void* const* dsts, size_t count) {
+// The 16-bit formats the default fold handles, eight elements at a time: load widens to float, round gives a sum
+// in the format (Rounded), value widens it back, store writes it.
+struct HalfLanes {
+  using Rounded = __m128i;
+  __attribute__((target("avx2,f16c"), always_inline)) static __m256 load(const void* row, size_t i) {
+    return load8(row, i);
+  }
+  __attribute__((target("avx2,f16c"), always_inline)) static Rounded round(__m256 f) {
+    return _mm256_cvtps_ph(f, kRound);
+  }
+  __attribute__((target("avx2,f16c"), always_inline)) static __m256 value(Rounded r) { return _mm256_cvtph_ps(r); }
+  __attribute__((target("avx2,f16c"), always_inline)) static void store(void* row, size_t i, Rounded r) {
+    store8(row, i, r);
+  }
+};
+
+struct BFloat16Lanes {
+  using Rounded = __m256i;
+  __attribute__((target("avx2"), always_inline)) static __m256 load(const void* row, size_t i) {
+    return bf16Load8(row, i);
+  }
+  __attribute__((target("avx2"), always_inline)) static Rounded round(__m256 f) { return bf16Round(f); }
+  __attribute__((target("avx2"), always_inline)) static __m256 value(Rounded r) { return bf16Value(r); }
+  __attribute__((target("avx2"), always_inline)) static void store(void* row, size_t i, Rounded r) {
+    bf16Store8(row, i, r);
+  }
+};
+
+// The default fold: every source added in order, each sum rounded to the format before the next, the result
+// written to D outputs.
+template <class L, int N, int D>
+__attribute__((target("avx2,f16c"))) size_t sumRows(const void* const* srcs, void* const* dsts, size_t count) {
   const void* s[N];
   for (int j = 0; j < N; ++j) s[j] = srcs[j];
   void* d[D];
   for (int k = 0; k < D; ++k) d[k] = dsts[k];
   size_t i = 0;
   for (; i + 8 <= count; i += 8) {
-    __m256i r = bf16Round(_mm256_add_ps(bf16Load8(s[0], i), bf16Load8(s[1], i)));
+    typename L::Rounded r = L::round(_mm256_add_ps(L::load(s[0], i), L::load(s[1], i)));
 #pragma GCC unroll 8
-    for (int j = 2; j < N; ++j) r = bf16Round(_mm256_add_ps(bf16Value(r), bf16Load8(s[j], i)));
+    for (int j = 2; j < N; ++j) r = L::round(_mm256_add_ps(L::value(r), L::load(s[j], i)));
 #pragma GCC unroll 2
-    for (int k = 0; k < D; ++k) bf16Store8(d[k], i, r);
+    for (int k = 0; k < D; ++k) L::store(d[k], i, r);
   }
   return i;
 }
 
-template <int N>
-size_t bf16RowsTo(int nDsts, const void* const* srcs, void* const* dsts, size_t count) {
-  return nDsts == 1 ? bf16Rows<N, 1>(srcs, dsts, count) : bf16Rows<N, 2>(srcs, dsts, count);
+// f(std::integral_constant<int, N>{}) for n rows, 2 <= n <= 8; 0 for any other n.
+template <class F>
+size_t byRows(int n, F&& f) {
+  switch (n) {
+    case 2: return f(std::integral_constant<int, 2>{});
+    case 3: return f(std::integral_constant<int, 3>{});
+    case 4: return f(std::integral_constant<int, 4>{});
+    case 5: return f(std::integral_constant<int, 5>{});
+    case 6: return f(std::integral_constant<int, 6>{});
+    case 7: return f(std::integral_constant<int, 7>{});
+    case 8: return f(std::integral_constant<int, 8>{});
+    default: return 0;
+  }
+}
+
+template <class L>
+size_t sumRowsOf(int nSrcs, const void* const* srcs, int nDsts, void* const* dsts, size_t count) {
+  return byRows(nSrcs, [&](auto rows) {
+    constexpr int N = decltype(rows)::value;
+    return nDsts == 1 ? sumRows<L, N, 1>(srcs, dsts, count) : sumRows<L, N, 2>(srcs, dsts, count);
+  });
 }
 
 // det_reduce.h's tree over N vectors of eight floats (as det_sum_avx2.cc's over doubles).
@@ -153,54 +179,25 @@ bool haveF16c() {
   return ok;
 }
 
-bool haveAvx2() {
-  static const bool ok = __builtin_cpu_supports("avx2");
-  return ok;
-}
-
 }  // namespace
 
+// Every CPU with AVX2 has F16C too; the bf16 fold, which shares the fp16 one's code, asks for both.
 size_t halfSumF16c(int nSrcs, const void* const* srcs, int nDsts, void* const* dsts, size_t count) {
   if (count < 8 || nDsts < 1 || nDsts > 2 || !haveF16c()) return 0;
-  switch (nSrcs) {
-    case 2: return sumRowsTo<2>(nDsts, srcs, dsts, count);
-    case 3: return sumRowsTo<3>(nDsts, srcs, dsts, count);
-    case 4: return sumRowsTo<4>(nDsts, srcs, dsts, count);
-    case 5: return sumRowsTo<5>(nDsts, srcs, dsts, count);
-    case 6: return sumRowsTo<6>(nDsts, srcs, dsts, count);
-    case 7: return sumRowsTo<7>(nDsts, srcs, dsts, count);
-    case 8: return sumRowsTo<8>(nDsts, srcs, dsts, count);
-    default: return 0;
-  }
+  return sumRowsOf<HalfLanes>(nSrcs, srcs, nDsts, dsts, count);
 }
 
 size_t bf16SumAvx2(int nSrcs, const void* const* srcs, int nDsts, void* const* dsts, size_t count) {
-  if (count < 8 || nDsts < 1 || nDsts > 2 || !haveAvx2()) return 0;
-  switch (nSrcs) {
-    case 2: return bf16RowsTo<2>(nDsts, srcs, dsts, count);
-    case 3: return bf16RowsTo<3>(nDsts, srcs, dsts, count);
-    case 4: return bf16RowsTo<4>(nDsts, srcs, dsts, count);
-    case 5: return bf16RowsTo<5>(nDsts, srcs, dsts, count);
-    case 6: return bf16RowsTo<6>(nDsts, srcs, dsts, count);
-    case 7: return bf16RowsTo<7>(nDsts, srcs, dsts, count);
-    case 8: return bf16RowsTo<8>(nDsts, srcs, dsts, count);
-    default: return 0;
-  }
+  if (count < 8 || nDsts < 1 || nDsts > 2 || !haveF16c()) return 0;
+  return sumRowsOf<BFloat16Lanes>(nSrcs, srcs, nDsts, dsts, count);
 }
 
 size_t detSumHalfF16c(int n, bool scaled, bool average, const void* const* in, void* out, size_t count,
                       const float* scalars) {
   if (count < 8 || !haveF16c()) return 0;
-  switch (n) {
-    case 2: return detRowsOf<2>(scaled, average, in, out, count, scalars);
-    case 3: return detRowsOf<3>(scaled, average, in, out, count, scalars);
-    case 4: return detRowsOf<4>(scaled, average, in, out, count, scalars);
-    case 5: return detRowsOf<5>(scaled, average, in, out, count, scalars);
-    case 6: return detRowsOf<6>(scaled, average, in, out, count, scalars);
-    case 7: return detRowsOf<7>(scaled, average, in, out, count, scalars);
-    case 8: return detRowsOf<8>(scaled, average, in, out, count, scalars);
-    default: return 0;
-  }
+  return byRows(n, [&](auto rows) {
+    return detRowsOf<decltype(rows)::value>(scaled, average, in, out, count, scalars);
+  });
 }
 
 #else

@@ -18,7 +18,7 @@ namespace tutti {
 // architecture): the caller does the rest.
 size_t halfSumF16c(int nSrcs, const void* const* srcs, int nDsts, void* const* dsts, size_t count);
 
-// bf16 (the default fold's Sum as halfSumF16c, AVX2): widened by a shift, added in float, rounded to nearest even on
+// bf16 (the default fold's Sum as halfSumF16c, with the same code: AVX2, and F16C, which every AVX2 CPU has): widened by a shift, added in float, rounded to nearest even on
 // the 16 bits dropped after each addition, a NaN quieted, as BFloat16::fromFloat does element by element (4 rows of
 // 16 KiB: 8.7 us that way).
 size_t bf16SumAvx2(int nSrcs, const void* const* srcs, int nDsts, void* const* dsts, size_t count);
