@@ -147,6 +147,9 @@ struct ncclComm {
   // Channel 0's collective connections to every peer, both ways, are made (the single-copy and one-shot paths'):
   // a lone one-shot AllReduce may then skip the launch (comm/group.cc).
   bool directConnsReady = false;
+  // Host backend: a ring AllReduce's Simple steps carry at most this many bytes (TUTTI_NET_RING_STEP_BYTES; 0: the
+  // whole slot).
+  size_t ringStepMaxBytes = 0;
   // One-shot AllReduce (device/host/oneshot.h) up to this many bytes (TUTTI_ONESHOT_MAX_BYTES; 0: never).
   size_t oneShotMaxBytes = 0;
   // The same for AlltoAll where larger (TUTTI_ONESHOT_ALLTOALL_MAX_BYTES): off with oneShotMaxBytes.

@@ -199,9 +199,14 @@ ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out, boo
   const size_t slotData = plan.protocol == TUTTI_PROTO_LL      ? llSlotData(slotBytes)
                           : plan.protocol == TUTTI_PROTO_LL128 ? ll128SlotData(slotBytes)
                                                                : slotBytes;
-  const size_t stepData = plan.algorithm == NCCL_ALGO_TREE && plan.protocol == TUTTI_PROTO_SIMPLE
-                              ? treeChunkBytes(slotData, perChannel * plan.eltSize, comm->trees.depth)
-                              : slotData;
+  size_t stepData = plan.algorithm == NCCL_ALGO_TREE && plan.protocol == TUTTI_PROTO_SIMPLE
+                        ? treeChunkBytes(slotData, perChannel * plan.eltSize, comm->trees.depth)
+                        : slotData;
+  // Shorter steps for a ring AllReduce where its receives, folds and sends overlap better (comm->ringStepMaxBytes,
+  // comm.cc); every rank plans alike.
+  if (task.func == ncclFuncAllReduce && plan.algorithm == NCCL_ALGO_RING && plan.protocol == TUTTI_PROTO_SIMPLE &&
+      comm->ringStepMaxBytes >= 64)
+    stepData = std::min(stepData, comm->ringStepMaxBytes & ~size_t{63});
   const size_t slotElems = stepData / plan.eltSize;
   const size_t chunkCount = std::max<size_t>(align, slotElems - slotElems % align);
 

@@ -11,7 +11,9 @@
 // - recursive doubling and halving (AllReduce, AllGather, ReduceScatter on 4 processes), which send from the input
 //   and the output and land in the output as well;
 // - the deterministic exchange, which sends each peer its slice from the input while, in place, the gathered
-//   results land over the slices sent.
+//   results land over the slices sent;
+// - a ring AllReduce whose steps are shorter than the slot (TUTTI_NET_RING_STEP_BYTES): many steps per slot's
+//   worth, a last one shorter, in place and out of place.
 #include "mp_check.h"
 #include "mp_harness.h"
 
@@ -389,6 +391,54 @@ TEST(NetZeroCopy, DeterministicExchangeInPlaceAndOutOfPlace) {
     return 0;
   });
   expectAllSucceeded(r, "");
+}
+
+
+// 2 processes over sockets take 64 KiB steps in a ring AllReduce unless told otherwise; 100 bytes round down to 64,
+// 4160 stays, 0 keeps the whole slot. The ring (forced: NCCL_ALGO=Ring, NCCL_PROTO=Simple) gives the exact sums of
+// small integers whatever the step, in place and out of place, with counts that leave a short last step.
+TEST(NetRingSteps, ShorterStepsThanTheSlotGiveTheSameSums) {
+  for (const char* step : {"", "100", "4160", "0"}) {
+    SCOPED_TRACE(std::string("TUTTI_NET_RING_STEP_BYTES=") + step);
+    MpOptions opts = zeroCopyOptions();
+    opts.nranks = 2;
+    opts.env.push_back({"NCCL_ALGO", "Ring"});
+    opts.env.push_back({"NCCL_PROTO", "Simple"});
+    opts.env.push_back({"NCCL_DEBUG", "INFO"});
+    opts.env.push_back({"NCCL_DEBUG_SUBSYS", "INIT"});
+    if (*step) opts.env.push_back({"TUTTI_NET_RING_STEP_BYTES", step});
+    MpResult r = runProcesses(opts, [](const RankContext& ctx) {
+      ncclComm_t comm = nullptr;
+      if (int rc = initComm(ctx, &comm)) return rc;
+      auto fail = [&](const std::string& what, int rc) { return failRank(comm, what, rc); };
+      auto value = [](int rank, size_t i) {
+        return static_cast<float>(static_cast<int>((i * 7 + static_cast<size_t>(rank) * 3) % 1001) - 500);
+      };
+      for (bool inPlace : {false, true}) {
+        const std::string how = inPlace ? " in place" : " out of place";
+        for (size_t count : {size_t{1}, size_t{4099}, size_t{300007}}) {
+          std::vector<float> in(count), out(count);
+          for (size_t i = 0; i < count; ++i) in[i] = value(ctx.rank, i);
+          if (inPlace) out = in;
+          const float* src = inPlace ? out.data() : in.data();
+          if (ncclAllReduce(src, out.data(), count, ncclFloat32, ncclSum, comm, nullptr) != ncclSuccess)
+            return fail("ncclAllReduce: " + std::string(ncclGetLastError(comm)), 11);
+          for (size_t i = 0; i < count; ++i)
+            if (out[i] != value(0, i) + value(1, i))
+              return fail("AllReduce of " + std::to_string(count) + how + " differs at element " +
+                          std::to_string(i), 12);
+        }
+      }
+      ncclCommDestroy(comm);
+      return 0;
+    });
+    expectAllSucceeded(r, "");
+    const std::string want = std::string(*step == '\0' ? "65536" : std::string(step) == "100" ? "64" : step);
+    for (const ChildResult& c : r.children) {
+      const bool logged = c.output.find("ring AllReduce steps of at most " + want + " bytes") != std::string::npos;
+      EXPECT_EQ(logged, want != "0") << c.describe() << "\n" << c.output;
+    }
+  }
 }
 
 }  // namespace
