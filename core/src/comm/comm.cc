@@ -420,6 +420,13 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
                              : otherProcess   ? size_t{256} << 10
                                               : 1;
   comm->directMinDetReduceScatter = forced ? 0 : detDirect >= 0 ? static_cast<size_t>(detDirect) : otherProcess ? 0 : 1;
+  // Two ranks, Sum, Prod or Avg (detPairPath): every path folds both raw inputs alike, so such an AllReduce takes the
+  // default's paths, across processes the ring rather than the direct path (2 processes over shm, 2 cores, medians
+  // of five, direct -> ring, us: 1 MiB 185 -> 108, 4 MiB 1117 -> 638, 16 MiB 6012 -> 3657; the default's 97, 636,
+  // 3833).
+  comm->directMinDetPairReduce = forced           ? 0
+                                 : detDirect >= 0 ? static_cast<size_t>(detDirect)
+                                                  : comm->directMinReduce;
   // One-shot collectives. Unset: on 2 ranks, where it sends what the ring sends in one step instead of two, 256 KiB
   // (measured on 2 cores, 2 ranks, 4 KiB to 512 KiB: shm 64 KiB 22.6 -> 11.7 us, sockets 64 KiB 58.9 -> 36.2 us; at
   // 512 KiB the ring's pipelined steps win); 8 KiB on 3 ranks, 16 KiB on more (AllReduce over shm, 2 cores, the best

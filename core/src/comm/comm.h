@@ -138,7 +138,8 @@ struct ncclComm {
   // TUTTI_ONESHOT_ALLTOALL_MAX_BYTES unset).
   bool directOk = false, directCopiesFirst = false;
   size_t directMinGather = 0, directMinBcast = 0, directMinAlltoAll = 0, directMinReduce = 0,
-         directMinReduceScatter = 0, directMinDetReduce = 0, directMinDetReduceScatter = 0, directOverOneShot = 0;
+         directMinReduceScatter = 0, directMinDetReduce = 0, directMinDetReduceScatter = 0, directMinDetPairReduce = 0,
+         directOverOneShot = 0;
   // A single-copy Broadcast of at least this many bytes has the root write the last 1/n of every reader's buffer
   // while the readers read the rest (TUTTI_DIRECT_ROOT_SHARE_MIN_BYTES; 0: never).
   size_t directRootShareMin = 0;

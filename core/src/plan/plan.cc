@@ -102,7 +102,7 @@ CorePaths corePaths(const ncclComm* comm, const Task& task, bool preMul) {
     p.doubling = doublingWanted(comm, task.func, p.totalBytes, det);
     p.oneShot = p.doubling || oneShotWanted(comm, task.func, p.totalBytes);
   }
-  p.direct = directWanted(comm, task.func, p.totalBytes, det, preMul);
+  p.direct = directWanted(comm, task.func, p.totalBytes, det, preMul, det && detPairPath(task));
   // Ranks as threads: from comm->directOverOneShot bytes an AllReduce reads the peers' inputs in place rather than
   // sending them whole (comm.cc), and a Broadcast or AlltoAll does wherever it may (one copy where the one-shot,
   // the binomial tree and Bruck's algorithm make two or more: 8 threads, 256 KiB, Broadcast 941 -> 130 us,

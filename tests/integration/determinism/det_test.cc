@@ -280,6 +280,50 @@ TEST(DetProcesses, SocketNetworkBetweenHosts) {
   for (auto& f : tutti::itest::onForkedRanks(n, body, ownHost)) ADD_FAILURE() << f;
 }
 
+// Two processes over shm, Sum and Avg (detPairPath): from 256 KiB a deterministic AllReduce takes the default's
+// ring, not the direct path, and gives the reference's bits; where TUTTI_DET_DIRECT_MIN_BYTES is set (the `direct`
+// variant), the direct path. Each rank logs its calls to a file of its own.
+TEST(DetProcesses, TwoRanksTakeTheDefaultPaths) {
+  const char* dev = std::getenv("TUTTI_DEVICE");
+  if (dev && std::string(dev) != "host") GTEST_SKIP() << "the host backend's two-rank path";
+  constexpr int n = 2;
+  const std::string base = "/tmp/tutti-det-pair-" + std::to_string(getpid()) + ".";
+  auto body = [](ncclComm_t comm, int r) -> std::string {
+    DET_OK(tuttiCommSetDeterministic(comm, 1));
+    return checkAll(comm, r, n, {1001, 70001}, nullptr, false);
+  };
+  auto logTo = [&base](int r) {
+    setenv("NCCL_DEBUG", "INFO", 1);
+    setenv("NCCL_DEBUG_SUBSYS", "COLL", 1);
+    setenv("NCCL_DEBUG_FILE", (base + std::to_string(r)).c_str(), 1);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    ncclResetDebugInit();  // the parent may have read the settings before the fork
+#pragma GCC diagnostic pop
+  };
+  const char* directMin = std::getenv("TUTTI_DET_DIRECT_MIN_BYTES");
+  const bool directSet = directMin && std::strtoll(directMin, nullptr, 10) > 0;
+  for (auto& f : tutti::itest::onForkedRanks(n, body, logTo)) ADD_FAILURE() << f;
+  for (int r = 0; r < n; ++r) {
+    const std::string path = base + std::to_string(r);
+    std::ifstream in(path);
+    std::string line;
+    size_t ring = 0, direct = 0;
+    while (std::getline(in, line)) {
+      if (line.find("(deterministic)") == std::string::npos || line.find("AllReduce:") == std::string::npos) continue;
+      ring += line.find("algo Ring") != std::string::npos;
+      direct += line.find("algo DIRECT") != std::string::npos;
+    }
+    if (directSet) {
+      EXPECT_GT(direct, size_t{0}) << "rank " << r << ": TUTTI_DET_DIRECT_MIN_BYTES set, no direct call in " << path;
+    } else {
+      EXPECT_GT(ring, size_t{0}) << "rank " << r << ": no deterministic AllReduce on the ring in " << path;
+      EXPECT_EQ(direct, size_t{0}) << "rank " << r << ": a deterministic AllReduce of 2 processes took the direct path";
+    }
+    std::remove(path.c_str());
+  }
+}
+
 // The table, 4 ranks, 1M elements: elements that differ between calls that must agree, with the switch
 // on (asserted 0) and off (printed: what the default path gives).
 template <typename T>

@@ -102,17 +102,18 @@ ncclResult_t directProbe(ncclComm* comm) {
   for (int p = 0; p < n; ++p) comm->directOk = comm->directOk && oks[p];
   if (comm->directOk)
     TUTTI_INFO(NCCL_INIT, "rank {}: single-copy AllGather from {} bytes, Broadcast from {} bytes, AlltoAll from {} "
-               "bytes, AllReduce from {} bytes, ReduceScatter from {} bytes (deterministic: {} and {}) (0: never; cross "
-               "memory attach); a Broadcast's root writes 1/n of each reader's buffer from {} bytes", r,
+               "bytes, AllReduce from {} bytes, ReduceScatter from {} bytes (deterministic: {} and {}, AllReduce of 2 ranks {}) "
+               "(0: never; cross memory attach); a Broadcast's root writes 1/n of each reader's buffer from {} bytes", r,
                comm->directMinGather, comm->directMinBcast, comm->directMinAlltoAll, comm->directMinReduce,
                comm->directMinReduceScatter, comm->directMinDetReduce, comm->directMinDetReduceScatter,
+               comm->directMinDetPairReduce,
                comm->directRootShareMin);
   else if (!ok)
     TUTTI_INFO(NCCL_INIT, "rank {}: no single-copy AllGather / Broadcast / AlltoAll / reductions: {}", r, why);
   return ncclSuccess;
 }
 
-bool directWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes, bool det, bool preMul) {
+bool directWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes, bool det, bool preMul, bool detPair) {
   if (!comm->directOk || !comm->corePaths) return false;
   size_t min = 0;
   switch (func) {
@@ -122,7 +123,8 @@ bool directWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes, bool det,
     case ncclFuncAllReduce:
     case ncclFuncReduceScatter:
       if ((!det && preMul) || comm->nRanks > kDirectReduceMaxRanks) return false;
-      if (det) min = func == ncclFuncAllReduce ? comm->directMinDetReduce : comm->directMinDetReduceScatter;
+      if (det && detPair && func == ncclFuncAllReduce) min = comm->directMinDetPairReduce;
+      else if (det) min = func == ncclFuncAllReduce ? comm->directMinDetReduce : comm->directMinDetReduceScatter;
       else min = func == ncclFuncAllReduce ? comm->directMinReduce : comm->directMinReduceScatter;
       break;
     default: return false;

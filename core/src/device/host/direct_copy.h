@@ -71,10 +71,13 @@ ncclResult_t directProbe(ncclComm* comm);
 // Whether a collective of `bytes` in all (AllGather, AlltoAll: the output; ReduceScatter: the input) takes the direct
 // path: directOk, the default tuner alone in the chain (comm->corePaths), and at least the communicator's minimum for
 // that collective (comm->directMinGather / directMinBcast / directMinAlltoAll / directMinReduce /
-// directMinReduceScatter, or directMinDetReduce for a deterministic reduction; TUTTI_DIRECT_MIN_BYTES). A reduction off
-// the fixed order also needs an op without a PreMulSum scalar (preMul: Avg or a user's PreMulSum). Depends only on the
-// communicator and the call's arguments that every rank passes alike, so every rank decides alike.
-bool directWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes, bool det = false, bool preMul = false);
+// directMinReduceScatter, or directMinDetReduce / directMinDetReduceScatter for a deterministic reduction, and
+// directMinDetPairReduce for a deterministic AllReduce that detPairPath (comm/det_coll.h) lets take any path;
+// TUTTI_DIRECT_MIN_BYTES, TUTTI_DET_DIRECT_MIN_BYTES). A reduction off the fixed order also needs an op without a
+// PreMulSum scalar (preMul: Avg or a user's PreMulSum). Depends only on the communicator and the call's arguments that
+// every rank passes alike, so every rank decides alike.
+bool directWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes, bool det = false, bool preMul = false,
+                  bool detPair = false);
 
 namespace host {
 
