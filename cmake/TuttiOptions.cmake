@@ -25,6 +25,25 @@ endif()
 # nvcc's own default (CMAKE_CUDA_ARCHITECTURES from the compiler) is not ours; set TUTTI_CUDA_ARCHITECTURES
 # to change the list. The C++ dialect is passed as -std=c++20 (CMake 3.25 does not know nvcc 13's CUDA20).
 set(TUTTI_CUDA_ARCHITECTURES "80-real;90" CACHE STRING "CUDA architectures of the kernels")
+# nvcc's fast-compile level for the kernels (-Ofc): 0 (the default: full optimisation, what a release and
+# every measurement uses), min, mid or max. The test command of the README builds with `min`: its tests check
+# the kernels' results, never their speed, and nvcc then takes about a fifth of its time on the kernel matrix
+# (int8 for sm_80 + sm_90: 112 s -> 22 s, ptxas 96 s -> 9 s). scripts/gpu-check.sh always builds with 0.
+set(TUTTI_CUDA_FAST_COMPILE "0" CACHE STRING "nvcc fast-compile level of the kernels (-Ofc): 0 (off), min, mid or max")
+set_property(CACHE TUTTI_CUDA_FAST_COMPILE PROPERTY STRINGS 0 min mid max)
+set(TUTTI_CUDA_OPT_FLAGS -O3)
+if(NOT TUTTI_CUDA_FAST_COMPILE MATCHES "^(0|min|mid|max)$")
+  message(FATAL_ERROR "TUTTI_CUDA_FAST_COMPILE='${TUTTI_CUDA_FAST_COMPILE}': expected 0, min, mid or max")
+endif()
+if(TUTTI_HAVE_CUDA AND NOT TUTTI_CUDA_FAST_COMPILE STREQUAL "0")
+  execute_process(COMMAND ${CMAKE_CUDA_COMPILER} --help OUTPUT_VARIABLE tutti_nvcc_help ERROR_QUIET)
+  if(tutti_nvcc_help MATCHES "--Ofast-compile")
+    list(APPEND TUTTI_CUDA_OPT_FLAGS -Ofc ${TUTTI_CUDA_FAST_COMPILE})
+    message(STATUS "Tutti: CUDA kernels at nvcc fast-compile level '${TUTTI_CUDA_FAST_COMPILE}' (for tests, not for speed)")
+  else()
+    message(STATUS "Tutti: this nvcc has no -Ofast-compile; TUTTI_CUDA_FAST_COMPILE ignored")
+  endif()
+endif()
 message(STATUS "Tutti: CUDA backend ${TUTTI_HAVE_CUDA}")
 
 # The sim backend: the device kernels compiled by the host compiler and run on the CPU SIMT emulator
