@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 namespace tutti {
 namespace {
@@ -116,6 +117,9 @@ void printBackends() {
   }
   fmt::print("  cuda: kernels compiled for {} (NN: sm_NN code and compute_NN PTX; NN-real: code only); {}\n",
              TUTTI_CUDA_TARGETS, gpu);
+  if (std::string_view(TUTTI_CUDA_FAST_COMPILE_LEVEL) != "0")
+    fmt::print("        at nvcc fast-compile level {} (TUTTI_CUDA_FAST_COMPILE: a test build; measure GPU speed with a "
+               "build at 0)\n", TUTTI_CUDA_FAST_COMPILE_LEVEL);
 #else
   fmt::print("  cuda: not built (no CUDA toolkit found, or TUTTI_WITH_CUDA=OFF)\n");
 #endif
