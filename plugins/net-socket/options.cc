@@ -78,6 +78,9 @@ ncclResult_t readOptions(Options* out) {
   x = o.timeoutMs;
   if (ncclResult_t r = readInt("TUTTI_NET_SOCKET_TIMEOUT_MS", 1, 3600 * 1000, &x); r != ncclSuccess) return r;
   o.timeoutMs = static_cast<int>(x);
+  x = o.delayedAck ? 1 : 0;
+  if (ncclResult_t r = readInt("TUTTI_NET_SOCKET_DELAYED_ACK", 0, 1, &x); r != ncclSuccess) return r;
+  o.delayedAck = x != 0;
   *out = o;
   return ncclSuccess;
 }

@@ -4,6 +4,9 @@
 #include "options.h"
 
 #include <dirent.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
@@ -364,10 +367,37 @@ class NetSocketOptions : public ::testing::Test {
   void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
 };
 
+// TCP_QUICKACK of the connections this process accepted on `port` (the receiving ends of its comms): 1 where the
+// kernel acknowledges every segment at once, 0 in delayed-ACK mode. -1 when there is no such connection.
+int acceptedQuickAck(uint16_t port) {
+  int result = -1;
+  DIR* d = opendir("/proc/self/fd");
+  if (d == nullptr) return result;
+  while (dirent* e = readdir(d)) {
+    const int fd = std::atoi(e->d_name);
+    sockaddr_storage self{}, peer{};
+    socklen_t selfLen = sizeof self, peerLen = sizeof peer;
+    if (e->d_name[0] == '.' || fd == dirfd(d) || getsockname(fd, reinterpret_cast<sockaddr*>(&self), &selfLen) != 0 ||
+        getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peerLen) != 0)  // the listener has no peer
+      continue;
+    const uint16_t local = self.ss_family == AF_INET    ? reinterpret_cast<sockaddr_in*>(&self)->sin_port
+                           : self.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&self)->sin6_port
+                                                        : 0;
+    int quick = -1;
+    socklen_t len = sizeof quick;
+    if (local == port && getsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &quick, &len) == 0) result = quick;
+  }
+  closedir(d);
+  return result;
+}
+
 // In the child: init, connect a pair, move `size` bytes and check them. Exit code 0 on success. With
 // wantThreads >= 0 the listener's handle must carry that many helper threads and wantSocks data sockets, and
-// the transfer must start no thread where wantThreads is 0.
-void childTransfer(size_t size, int wantThreads = -1, int wantSocks = -1) {
+// the transfer must start no thread where wantThreads is 0. With wantQuickAck >= 0 the receiving end's control
+// socket (the only accepted connection where there are no data sockets) must show that TCP_QUICKACK after a
+// transfer: 1 after every one of five, or 0 after at least one (the kernel leaves delayed-ACK mode when its timer
+// fires, and the plugin re-enters it on its next read, so a check that a scheduler delay puts late may see 1).
+void childTransfer(size_t size, int wantThreads = -1, int wantSocks = -1, int wantQuickAck = -1) {
   const ncclNet_v12_t* n = net();  // the caller set the environment before this first load
   void* ctx = nullptr;
   if (n == nullptr || n->init(&ctx, 1, nullptr, testLogger, nullptr) != ncclSuccess) std::exit(2);
@@ -394,6 +424,21 @@ void childTransfer(size_t size, int wantThreads = -1, int wantSocks = -1) {
   if (waitBoth(n->test, sreq, rreq, nullptr) != ncclSuccess) std::exit(7);
   if (src != dst) std::exit(8);
   if (wantThreads == 0 && threadCount() != threadsBefore) std::exit(10);
+  if (wantQuickAck >= 0) {
+    const uint16_t port = h.addr.sa.sa_family == AF_INET ? h.addr.sin.sin_port : h.addr.sin6.sin6_port;
+    bool seen = false;
+    for (int i = 0; i < 5 && !seen; i++) {
+      const int quick = acceptedQuickAck(port);
+      if (quick < 0) std::exit(11);
+      if (quick != wantQuickAck && wantQuickAck == 1) std::exit(12);
+      seen = quick == wantQuickAck && wantQuickAck == 0;
+      if (n->isend(sc, src.data(), size, 0, nullptr, nullptr, &sreq) != ncclSuccess ||
+          n->irecv(rc, 1, &d, &size, &tag, nullptr, nullptr, &rreq) != ncclSuccess ||
+          waitBoth(n->test, sreq, rreq, nullptr) != ncclSuccess)
+        std::exit(7);
+    }
+    if (wantQuickAck == 0 && !seen) std::exit(13);
+  }
   n->closeSend(sc);
   n->closeRecv(rc);
   n->closeListen(lc);
@@ -449,6 +494,28 @@ TEST_F(NetSocketOptions, NoHelperThreadsSendsEverythingOnControlSocket) {
       ::testing::ExitedWithCode(0), "");
 }
 
+// The receiving end of a comm stays in delayed-ACK mode (one ACK for several segments rather than one per
+// segment: the two directions of a pair are two connections, so no data carries the other's ACKs), unless
+// TUTTI_NET_SOCKET_DELAYED_ACK=0.
+TEST_F(NetSocketOptions, ReceiversDelayTheirAcksUnlessTurnedOff) {
+  EXPECT_EXIT(
+      {
+        setTestEnv();
+        setenv("NCCL_SOCKET_NTHREADS", "0", 1);
+        unsetenv("TUTTI_NET_SOCKET_DELAYED_ACK");
+        childTransfer(4096, -1, -1, 0);
+      },
+      ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(
+      {
+        setTestEnv();
+        setenv("NCCL_SOCKET_NTHREADS", "0", 1);
+        setenv("TUTTI_NET_SOCKET_DELAYED_ACK", "0", 1);
+        childTransfer(4096, -1, -1, 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 TEST_F(NetSocketOptions, ManyThreadsAndSockets) {
   EXPECT_EXIT(
       {
@@ -493,6 +560,7 @@ TEST_F(NetSocketOptions, MalformedValuesFailInit) {
   EXPECT_EXIT(childInit("NCCL_NSOCKS_PERTHREAD", "-3"), ::testing::ExitedWithCode(ncclInvalidUsage), "");
   EXPECT_EXIT(childInit("NCCL_SOCKET_FAMILY", "AF_UNIX"), ::testing::ExitedWithCode(ncclInvalidUsage), "");
   EXPECT_EXIT(childInit("TUTTI_NET_SOCKET_TIMEOUT_MS", "-5"), ::testing::ExitedWithCode(ncclInvalidUsage), "");
+  EXPECT_EXIT(childInit("TUTTI_NET_SOCKET_DELAYED_ACK", "2"), ::testing::ExitedWithCode(ncclInvalidUsage), "");
 }
 
 }  // namespace
