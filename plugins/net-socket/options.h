@@ -46,8 +46,9 @@ struct Options {
   size_t minChunkBytes = 65536; // NCCL_SOCKET_MIN_TASKSIZE: smallest piece a large message is cut into
   int maxDevices = 16;          // NCCL_SOCKET_MAX_IFS: most interfaces exposed as devices
   int timeoutMs = 30000;        // TUTTI_NET_SOCKET_TIMEOUT_MS: connection setup (refused retries, handshake)
-  // TUTTI_NET_SOCKET_DELAYED_ACK: 1 keeps the receiving end of every comm in delayed-ACK mode (TCP_QUICKACK off),
-  // so that one ACK covers several segments; 0 leaves the kernel's choice. See keepAcksDelayed (transfer.cc).
+  // TUTTI_NET_SOCKET_DELAYED_ACK: 1 keeps the control socket of every receiving comm in delayed-ACK mode
+  // (TCP_QUICKACK off), so that one ACK covers several segments; 0 leaves the kernel's choice. See keepAcksDelayed
+  // (transfer.cc).
   bool delayedAck = true;
 };
 
