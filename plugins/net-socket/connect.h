@@ -85,7 +85,8 @@ struct Comm {
   int nextSock = 0;  // next data socket in the round-robin; advances identically on both ends
   size_t inlineBytes = 0;
   size_t minChunkBytes = 0;
-  bool delayAcks = false;  // receiving comm: re-enter delayed-ACK mode after each read (keepAcksDelayed)
+  bool delayAcks = false;  // receiving comm: re-enter delayed-ACK mode after reads (keepAcksDelayed)
+  int64_t ackArmedNs = 0;  // when it last did (steady clock; 0: never)
   std::atomic<int> error{ncclSuccess};  // first failure; every later call on the comm reports it
   std::deque<Request*> ctrlQueue;       // requests whose header/inline phase is not finished, in post order
   uint32_t pollsSincePeerCheck = 0;     // test() calls on unfinished sends since the last peerGone()
