@@ -86,7 +86,7 @@ struct Comm {
   size_t inlineBytes = 0;
   size_t minChunkBytes = 0;
   bool delayAcks = false;  // receiving comm: re-enter delayed-ACK mode after reads (keepAcksDelayed)
-  int64_t ackArmedNs = 0;  // when it last did (steady clock; 0: never)
+  int64_t ackArmedNs = 0;  // when a short read last did (steady clock; 0: never)
   std::atomic<int> error{ncclSuccess};  // first failure; every later call on the comm reports it
   std::deque<Request*> ctrlQueue;       // requests whose header/inline phase is not finished, in post order
   uint32_t pollsSincePeerCheck = 0;     // test() calls on unfinished sends since the last peerGone()

@@ -138,21 +138,25 @@ constexpr size_t kRxBufBytes = kRxDirectBytes + sizeof(MsgHeader);
 // sending and the receiving core). In delayed-ACK mode (TCP_QUICKACK off) the kernel acknowledges every second
 // full segment, when a read finds two short segments, when the window opens, or when its delayed-ACK timer runs out
 // (40 ms or more; a sender left waiting for an ACK re-sends its last segment once as a loss probe, which is
-// acknowledged at once). The mode ends each time that timer fires, so a receiving comm re-enters it after a read
-// that took data, at most once per kAckRearmNs: after a firing, at most that long of quick ACKs (the timer runs 40 ms
-// or more, so 2.5% of the time at worst) where one setsockopt per read cost 5 system calls per call (8 ranks
-// broadcasting 8 B over loopback). TCP_NODELAY on the sending side means no send waits for an ACK; a bulk flow is
-// acknowledged every second segment in either mode. Measured on 2 cores over loopback, 2 processes, 16 KiB
-// AllGather: 2.0 -> 1.5 segments per message, about 20 -> 12-15 us per call.
+// acknowledged at once). The mode ends each time that timer fires (and when the kernel enters quick-ACK mode
+// itself, e.g. on a full receive window), so a receiving comm re-enters it after reads that took data: after every
+// read of a long payload (`bulk`), and after short reads (headers, small messages) at most once per kAckRearmNs. A
+// setsockopt per short read was 5 system calls per call on 8 ranks broadcasting 8 B over loopback; at most 1 ms of
+// quick ACKs after the timer fires (it runs 40 ms or more) is 2.5% of the time at worst. TCP_NODELAY on the sending
+// side means no send waits for an ACK; a bulk flow is acknowledged every second segment in either mode. Measured on
+// 2 cores over loopback, 2 processes, 16 KiB AllGather: 2.0 -> 1.5 segments per message, about 20 -> 12-15 us per
+// call.
 constexpr int64_t kAckRearmNs = 1000 * 1000;
 
-void keepAcksDelayed(Comm* comm) {
+void keepAcksDelayed(Comm* comm, bool bulk) {
   if (!comm->delayAcks) return;
-  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                          std::chrono::steady_clock::now().time_since_epoch())
-                          .count();
-  if (comm->ackArmedNs != 0 && now - comm->ackArmedNs < kAckRearmNs) return;
-  comm->ackArmedNs = now;
+  if (!bulk) {
+    const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::steady_clock::now().time_since_epoch())
+                            .count();
+    if (comm->ackArmedNs != 0 && now - comm->ackArmedNs < kAckRearmNs) return;
+    comm->ackArmedNs = now;
+  }
   int zero = 0;
   (void)setsockopt(comm->ctrlFd, IPPROTO_TCP, TCP_QUICKACK, &zero, sizeof zero);
 }
@@ -174,7 +178,7 @@ Io recvCtrl(Comm* comm, void* buf, size_t size, size_t* offset, ncclResult_t* co
     if (rem >= kRxDirectBytes) {
       const size_t before = *offset;
       const Io io = progressIo(comm->ctrlFd, false, buf, size, offset, code);
-      if (*offset != before) keepAcksDelayed(comm);
+      if (*offset != before) keepAcksDelayed(comm, true);
       return io;
     }
     if (!comm->rxBuf) comm->rxBuf = std::make_unique<char[]>(kRxBufBytes);
@@ -184,7 +188,7 @@ Io recvCtrl(Comm* comm, void* buf, size_t size, size_t* offset, ncclResult_t* co
     msg.msg_iovlen = 2;
     const ssize_t n = ::recvmsg(comm->ctrlFd, &msg, MSG_DONTWAIT);
     if (n > 0) {
-      keepAcksDelayed(comm);
+      keepAcksDelayed(comm, false);
       const size_t mine = std::min(static_cast<size_t>(n), rem);
       *offset += mine;
       comm->rxBegin = 0;
@@ -316,7 +320,7 @@ Comm* newComm(bool isSend, int dev, int ctrlFd, std::vector<int> dataFds, int nT
   c->nThreads = c->dataFds.empty() ? 0 : nThreads;
   c->inlineBytes = options().inlineBytes;
   c->delayAcks = !isSend && options().delayedAck;
-  keepAcksDelayed(c);
+  keepAcksDelayed(c, true);
   c->minChunkBytes = options().minChunkBytes;
   return c;
 }
