@@ -139,10 +139,11 @@ constexpr size_t kRxBufBytes = kRxDirectBytes + sizeof(MsgHeader);
 // full segment, when a read finds two short segments, when the window opens, or when its delayed-ACK timer runs out
 // (40 ms or more; a sender left waiting for an ACK re-sends its last segment once as a loss probe, which is
 // acknowledged at once). The mode ends each time that timer fires (and when the kernel enters quick-ACK mode
-// itself, e.g. on a full receive window), so a receiving comm re-enters it after reads that took data: after every
-// read of a long payload (`bulk`), and after short reads (headers, small messages) at most once per kAckRearmNs. A
-// setsockopt per short read was 5 system calls per call on 8 ranks broadcasting 8 B over loopback; at most 1 ms of
-// quick ACKs after the timer fires (it runs 40 ms or more) is 2.5% of the time at worst. TCP_NODELAY on the sending
+// itself, as for a retransmitted segment or data beyond the window), so a receiving comm re-enters it after reads
+// that took data: after every read of a long payload (`bulk`), and after short reads (headers, small messages) at
+// most once per kAckRearmNs. A setsockopt per short read was 5 system calls per call on 8 ranks broadcasting 8 B
+// over loopback; at most 1 ms of quick ACKs after the timer fires (it runs 40 ms or more) is 2.5% of the time at
+// worst. TCP_NODELAY on the sending
 // side means no send waits for an ACK; a bulk flow is acknowledged every second segment in either mode. Measured on
 // 2 cores over loopback, 2 processes, 16 KiB AllGather: 2.0 -> 1.5 segments per message, about 20 -> 12-15 us per
 // call.
