@@ -465,8 +465,14 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   // Unset: up to 256 KiB in all (the median of three runs, grouped sends or single copy -> one-shot, us: sockets 8
   // ranks 64 KiB 972 -> 528, 256 KiB 989 -> 675, 1 MiB 2485 -> 2920; 4 ranks 64 KiB 191 -> 118, 256 KiB 405 -> 272;
   // shm 8 ranks 64 KiB 159 -> 78, 256 KiB 366 -> 252; 4 ranks 256 KiB 118 -> 95, 1 MiB 310 -> 441).
+  // Messages in LL lanes, written as packets (data, then one header word: host/prims.h, llLaneBytes). Unset: up to
+  // 4 KiB on 2 to 4 ranks, 1 KiB beyond (2 cores, the median of three runs against 256 B, us: 2 ranks AlltoAll 1 KiB
+  // 0.66 -> 0.31, AllGather 4 KiB 0.89 -> 0.55, ReduceScatter 4 KiB 0.94 -> 0.72; 4 ranks AlltoAll 4 KiB 7.9 -> 4.3,
+  // Broadcast 4 KiB 1.72 -> 0.91; 8 ranks Broadcast 1 KiB 4.9 -> 1.2, but AllReduce 2 and 4 KiB 23.5 -> 27.4 and
+  // 24.5 -> 28.5 at 4 KiB, five runs).
   const int64_t llMax = paramInt("TUTTI_ONESHOT_LL_MAX_BYTES");
-  comm->oneShotLLMaxBytes = comm->oneShotMaxBytes ? (llMax >= 0 ? static_cast<size_t>(llMax) : 256) : 0;
+  const size_t llDefault = nRanks <= 4 ? size_t{4} << 10 : size_t{1} << 10;
+  comm->oneShotLLMaxBytes = comm->oneShotMaxBytes ? (llMax >= 0 ? static_cast<size_t>(llMax) : llDefault) : 0;
   const int64_t a2aMax = paramInt("TUTTI_ONESHOT_ALLTOALL_MAX_BYTES");
   comm->oneShotAlltoAllMaxBytes =
       comm->oneShotMaxBytes ? (a2aMax >= 0 ? static_cast<size_t>(a2aMax) : size_t{256} << 10) : 0;

@@ -156,8 +156,8 @@ TEST(MismatchP2p, SendAndRecvCountsDiffer) {
 
 // Without the option a count mismatch is still caught once data moves: the receiver of a slot of another
 // size fails naming the sender, the failure spreads, and nothing hangs (the watchdog would fire). The counts: rank 3's
-// one element short of the others', as Simple slots (400 B), as LL lines (160 B, TUTTI_ONESHOT_LL_MAX_BYTES) and on
-// both sides of the LL limit (256 B as lines, 260 B in a Simple slot).
+// one element short of the others', as Simple slots (400 B), as LL lane packets (160 B) and on both sides of the LL
+// limit (256 B as a packet, 260 B in a Simple slot), the limit set to 256 B (TUTTI_ONESHOT_LL_MAX_BYTES).
 class WithoutTheCheck : public testing::TestWithParam<size_t> {};
 
 TEST_P(WithoutTheCheck, CountMismatchFailsOnceDataMoves) {
@@ -165,7 +165,7 @@ TEST_P(WithoutTheCheck, CountMismatchFailsOnceDataMoves) {
   MpOptions opts;
   opts.nranks = kRanks;
   opts.timeoutSeconds = 40;
-  opts.env = {{"TUTTI_CHECK_CALLS", "0"}, {"NCCL_DEBUG", "WARN"}};
+  opts.env = {{"TUTTI_CHECK_CALLS", "0"}, {"NCCL_DEBUG", "WARN"}, {"TUTTI_ONESHOT_LL_MAX_BYTES", "256"}};
   MpResult r = runProcesses(opts, [&](const RankContext& ctx) {
     ncclComm_t comm = nullptr;
     if (ncclCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) != ncclSuccess) return 10;

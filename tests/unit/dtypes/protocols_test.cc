@@ -30,7 +30,9 @@ TEST(LLFlags, HeaderNeverLooksLikeADataLineOfANearbyStep) {
     const uint32_t header = llHeaderFlag(step);
     for (uint64_t d = 0; d < 64; ++d) {
       EXPECT_NE(header, llFlag(step + d)) << step << " +" << d;
-      if (step >= d) EXPECT_NE(header, llFlag(step - d)) << step << " -" << d;
+      if (step >= d) {
+        EXPECT_NE(header, llFlag(step - d)) << step << " -" << d;
+      }
       EXPECT_NE(header, llFlag(step + (uint64_t{1} << 30) - d)) << step;
     }
     EXPECT_NE(llHeaderFlag(step), llHeaderFlag(step + 8)) << "the same slot's next use";

@@ -7,8 +7,8 @@
 //          line only with the last data lines, so polling does not pull the line the writer is filling
 //          back and forth (a header in front of the data did), and the size is checked with it.
 //          A step takes one of the buffer's NCCL_STEPS slots; on the host, a one-shot message of a few bytes
-//          takes a smaller lane instead, so more of them are in flight (core/src/device/host/prims.h,
-//          llLaneBytes).
+//          takes a smaller lane instead, so more of them are in flight, and writes it there as a packet (the
+//          data, then one header word), not as lines (core/src/device/host/prims.h, llLaneBytes).
 //   LL128: 128-byte lines, 120 bytes of data + an 8-byte flag in the last 8 bytes, written after the data.
 //          Only used on connections that guarantee the flag is never visible before the data.
 #pragma once

@@ -12,6 +12,7 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <utility>
 #include <vector>
@@ -101,13 +102,30 @@ constexpr int kMaxDoublingSteps = 3;  // log2 kOneShotMaxRanks
 // The protocol of a one-shot message of `bytes` on connection c: LL lines for a small one between ranks of a node,
 // which the receiver polls itself (one line to fetch, no tail or size to read first), else a Simple slot. Both ends
 // decide alike: the size is the call's, the connection's kind and buffers are the same at both ends.
-constexpr size_t kLLRowMaxBytes = 1024;  // the largest LL message a receiver keeps (rows on the stack)
+constexpr size_t kLLRowMaxBytes = 4096;  // the largest LL message a receiver keeps (OneShotRows)
 int oneShotProto(const ncclComm* comm, const HostConn* c, size_t bytes) {
   const bool local = !c->netEnd && !(c->conn.flags & TUTTI_CONN_PROXIED);
   return local && bytes <= comm->oneShotLLMaxBytes && bytes <= kLLRowMaxBytes &&
                  bytes <= HostPrims::slotDataBytes(c->conn, TUTTI_PROTO_LL)
              ? TUTTI_PROTO_LL
              : TUTTI_PROTO_SIMPLE;
+}
+
+// Where a one-shot call keeps its LL messages: the rows read from the peers' lanes (released at once, so the next
+// call's messages may land there) and the one it sends with its scalar applied. 36 KiB per thread, made on first use
+// and kept (off the stack: a caller's thread may have a small one).
+struct OneShotRows {
+  alignas(64) std::array<char, kLLRowMaxBytes> scaled;
+  alignas(64) std::array<char, kOneShotMaxRanks * kLLRowMaxBytes> rows;
+};
+[[gnu::tls_model("initial-exec")]] thread_local OneShotRows* tRows = nullptr;
+thread_local std::unique_ptr<OneShotRows> tRowsOwner;
+OneShotRows& oneShotRows() {
+  if (!tRows) [[unlikely]] {
+    tRowsOwner = std::make_unique<OneShotRows>();
+    tRows = tRowsOwner.get();
+  }
+  return *tRows;
 }
 
 ResolvedRedOp byteCopy() {
@@ -845,7 +863,6 @@ ncclResult_t runOneShot(ncclComm* comm, const OneShot& s, const WaitContext& wai
   // once it has left (waitSent below).
   PrimsSlots<kOneShotMaxRanks> sends;
   ProxyDriveScope scope;  // what the sends still have to move moves while this thread waits for the peers' messages
-  alignas(64) std::array<char, kLLRowMaxBytes> scaledLL;  // an LL message with its scalar applied
   if (!bcast || r == s.root) {
     for (int k = 1; k < n; ++k) {
       const int p = (r + k) % n;
@@ -856,9 +873,9 @@ ncclResult_t runOneShot(ncclComm* comm, const OneShot& s, const WaitContext& wai
         const char* in = s.input + inputFor(p) * s.esize;
         if (!s.det && s.op.kind == RedOpKind::PreMulSum) {  // the scalar applied on the way
           const void* src = in;
-          void* dst = scaledLL.data();
+          void* dst = oneShotRows().scaled.data();
           hostReduceCopy(s.op, 1, &src, 1, &dst, s.count, /*preOpFirstSrc=*/true, /*postOp=*/false);
-          in = scaledLL.data();
+          in = oneShotRows().scaled.data();
         }
         TUTTI_CHECK(llSendSmall(c, in, bytes, wait, label));
         continue;
@@ -889,7 +906,7 @@ ncclResult_t runOneShot(ncclComm* comm, const OneShot& s, const WaitContext& wai
   PrimsSlots<kOneShotMaxRanks> prims;  // no allocation: a tiny call's cost is its steps
   std::array<const void*, kOneShotMaxRanks> rows{};
   // An LL message is read into the thread's staging line buffer, which the next one reuses: each is kept here.
-  alignas(64) std::array<char, kOneShotMaxRanks * kLLRowMaxBytes> llRows;
+  std::array<char, kOneShotMaxRanks * kLLRowMaxBytes>& llRows = oneShotRows().rows;
   for (int k = 1; k < n; ++k) {
     const int p = (r + n - k) % n;
     if (bcast && p != s.root) continue;

@@ -93,6 +93,19 @@ bool readLLLines(const uint64_t* words, char* dst, size_t bytes, uint32_t flag) 
   return bad == 0;
 }
 
+// A lane's packet (llLaneBytes): the data, then its header word, whose release store publishes the data to a reader
+// that polls it.
+void writeLanePacket(char* lane, const char* src, size_t bytes, uint64_t step) {
+  std::memcpy(lane, src, bytes);
+  std::atomic_ref<uint64_t>(reinterpret_cast<uint64_t*>(lane)[lanePacketHeaderWord(bytes)])
+      .store(llLine(static_cast<uint32_t>(bytes), llHeaderFlag(step)), std::memory_order_release);
+}
+// The header word where a packet of `bytes` keeps it (acquire: the data before it is visible once it matches).
+uint64_t lanePacketHeader(const char* lane, size_t bytes) {
+  return std::atomic_ref<const uint64_t>(reinterpret_cast<const uint64_t*>(lane)[lanePacketHeaderWord(bytes)])
+      .load(std::memory_order_acquire);
+}
+
 // Where step `step` of a direct connection's LL buffer starts: its lane (laneBytes, llLaneBytes) or its slot (0).
 char* llStepLines(const tuttiConnector_t& conn, uint64_t step, size_t laneBytes) {
   char* base = static_cast<char*>(conn.buffs[TUTTI_PROTO_LL]);
@@ -365,7 +378,8 @@ void HostPrims::ll128Write(char* slot, const char* src, size_t bytes, uint64_t s
 
 // LL: a reader polls the header line that follows the data lines it expects; once its flag shows, the
 // header's release store made every data line visible, and the header carries the byte count. Each data
-// line is still checked against its own flag.
+// line is still checked against its own flag. A lane (useLanes) holds a packet: its header word is polled alike and
+// the data is read where it lies.
 ncclResult_t HostPrims::waitRecvLL(int peer, size_t bytes, const char** data) {
   const HostConn* rc = recvs_[peer];
   const tuttiConnector_t& conn = rc->conn;
@@ -387,10 +401,12 @@ ncclResult_t HostPrims::waitRecvLL(int peer, size_t bytes, const char** data) {
     TUTTI_CHECK(checkSize(rc, bytes));  // the proxy recorded the wire bytes
     tailSeen = true;
   }
+  const bool packet = laneBytes_ && !proxied;  // a lane's packet (llLaneBytes): its header after the data
+  const size_t headerWord = packet ? lanePacketHeaderWord(bytes) : nLines;
   uint64_t header = 0;
   SpinPacer pacer(wait_.spinCount);
   for (int spins = 0;;) {
-    header = load(nLines);
+    header = load(headerWord);
     if (static_cast<uint32_t>(header >> 32) == headerFlag || tailSeen) break;
     pacer.pause();
     if (++spins > wait_.spinCount) {  // the sender publishes tail too: sleep on it
@@ -411,6 +427,10 @@ ncclResult_t HostPrims::waitRecvLL(int peer, size_t bytes, const char** data) {
                label_.rank, label_.opName, label_.opCount, label_.channel, rc->peer, static_cast<uint32_t>(header),
                bytes);
   }
+  if (packet) {  // read in place: the lane is the sender's again only once this step is released
+    *data = reinterpret_cast<const char*>(words);
+    return ncclSuccess;
+  }
   char* out = staging().recv[peer].data();
   if (!readLLLines(words, out, bytes, flag)) {
     size_t i = 0;
@@ -423,7 +443,8 @@ ncclResult_t HostPrims::waitRecvLL(int peer, size_t bytes, const char** data) {
 }
 
 void HostPrims::llWrite(char* slot, const char* src, size_t bytes, uint64_t step) {
-  writeLLLines(slot, src, bytes, step);
+  if (laneBytes_) writeLanePacket(slot, src, bytes, step);
+  else writeLLLines(slot, src, bytes, step);
 }
 
 // Waits until the current send slot of sends_[peer] is free (the receiver released it) and points *slot
@@ -595,7 +616,9 @@ ncclResult_t llSendSmall(HostConn* sc, const void* src, size_t bytes, const Wait
   const int slot = static_cast<int>(step % TUTTI_STEPS);
   std::atomic_ref<int64_t>(ctrl->sizes[slot]).store(static_cast<int64_t>(bytes), std::memory_order_relaxed);
   std::atomic_ref<int32_t>(ctrl->protos[slot]).store(TUTTI_PROTO_LL, std::memory_order_relaxed);
-  writeLLLines(llStepLines(sc->conn, step, lane), static_cast<const char*>(src), bytes, step);
+  char* lines = llStepLines(sc->conn, step, lane);
+  if (lane) writeLanePacket(lines, static_cast<const char*>(src), bytes, step);
+  else writeLLLines(lines, static_cast<const char*>(src), bytes, step);
   publish(&ctrl->tail, &ctrl->tailWaiters, &ctrl->tailSeq, ++sc->step, sc->conn.shared);
   return ncclSuccess;
 }
@@ -603,15 +626,19 @@ ncclResult_t llSendSmall(HostConn* sc, const void* src, size_t bytes, const Wait
 ncclResult_t llRecvSmall(HostConn* rc, void* dst, size_t bytes, const WaitContext& wait, const OpLabel& label) {
   const uint64_t step = rc->step;
   const size_t lane = llLaneBytes(rc->conn, bytes);
-  const auto* words = reinterpret_cast<const uint64_t*>(llStepLines(rc->conn, step, lane));
-  const size_t nLines = divUp(bytes, kLLDataPerLine);
+  const char* lines = llStepLines(rc->conn, step, lane);
   const uint32_t headerFlag = llHeaderFlag(step);
   SpinPacer pacer(wait.spinCount);
   for (int spins = 0;; ++spins) {
-    const uint64_t header = std::atomic_ref<const uint64_t>(words[nLines]).load(std::memory_order_acquire);
+    // A lane: the packet's header; a slot (no lane fits): the LL header line after the data lines.
+    const uint64_t header = lane ? lanePacketHeader(lines, bytes)
+                                 : std::atomic_ref<const uint64_t>(reinterpret_cast<const uint64_t*>(
+                                       lines)[divUp(bytes, kLLDataPerLine)]).load(std::memory_order_acquire);
     if (static_cast<uint32_t>(header >> 32) == headerFlag) {
-      if (static_cast<uint32_t>(header) != bytes || !readLLLines(words, static_cast<char*>(dst), bytes, llFlag(step)))
-        break;  // another size, or a line not this step's: HostPrims names it
+      if (static_cast<uint32_t>(header) != bytes) break;  // another size: HostPrims names it
+      if (lane) std::memcpy(dst, lines, bytes);
+      else if (!readLLLines(reinterpret_cast<const uint64_t*>(lines), static_cast<char*>(dst), bytes, llFlag(step)))
+        break;  // a line not this step's
       tuttiConnCtrl_t* ctrl = rc->conn.ctrl;
       publish(&ctrl->head, &ctrl->headWaiters, &ctrl->headSeq, ++rc->step, rc->conn.shared);
       return ncclSuccess;
