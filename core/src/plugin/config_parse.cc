@@ -261,8 +261,10 @@ bool Parser::pluginList(const YAML::Node& n, PluginKind kind, std::vector<Plugin
   for (const YAML::Node& e : n) {
     PluginSpec spec;
     if (!pluginEntry(e, kind, &spec)) return false;
+    // Plugins are told apart by label (name, or path where there is no name) everywhere after this (the
+    // NCCL_NET_PLUGIN-style overrides, logs), so `name: x` and `path: x` are the same entry twice.
     for (const PluginSpec& prev : *out)
-      if ((!spec.name.empty() && prev.name == spec.name) || (!spec.path.empty() && prev.path == spec.path))
+      if (prev.label() == spec.label())
         return fail(e, fmt::format("{}: duplicate plugin '{}' (first listed at line {})", what, spec.label(),
                                    prev.where.line));
     out->push_back(std::move(spec));

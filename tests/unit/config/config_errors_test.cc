@@ -35,6 +35,8 @@ const BadCase kBad[] = {
     {"bad plugin name", "plugins:\n  net:\n    - name: a/b\n", "3:13: plugins.net entry: plugin name 'a/b'"},
     {"duplicate plugin", "plugins:\n  transport:\n    - name: shm\n    - shm\n",
      "4:7: plugins.transport: duplicate plugin 'shm' (first listed at line 3)"},
+    {"name and path alike", "plugins:\n  net:\n    - name: x.so\n    - path: x.so\n",
+     "4:7: plugins.net: duplicate plugin 'x.so' (first listed at line 3)"},
     {"required not bool", "plugins:\n  net:\n    - name: ib\n      required: maybe\n",
      "4:17: plugins.net entry required: expected true or false, got 'maybe'"},
     {"options not a map", "plugins:\n  net:\n    - name: ib\n      options: [a]\n", "4:16: plugins.net entry options"},
