@@ -504,6 +504,24 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
                                                          : 0;
   comm->gatherDoublingMaxBytes = comm->oneShotMaxBytes ? gatherMax : 0;
   comm->halvingMaxBytes = comm->oneShotMaxBytes ? halvingMax : 0;
+  // Within a node on 8 ranks, since one-shot messages travel as packets in LL lanes, the one-shot's n - 1 messages at
+  // once are ahead of doubling's, halving's and the trees' log2 n in a row for small calls (processes over shm, the
+  // median of seven runs, us; AllReduce one-hop tree or doubling -> one-shot: 8 B 26.9 -> 15.9, 128 B 30.6 -> 16.4,
+  // 512 B 30.0 -> 19.0, of five: 1 KiB 37.7 -> 29.8, 2 KiB 32.9 -> 43.9 past the lanes; of three, AllGather doubling ->
+  // one-shot: 64 B 35.0 -> 15.4, 4 KiB 32.8 -> 25.7, 16 KiB 39.6 -> 34.9, 32 KiB 60.0 -> 89.5; ReduceScatter halving ->
+  // one-shot: 64 B 27.6 -> 18.9, 4 KiB 31.4 -> 21.9, 16 KiB 48.9 -> 40.8, 32 KiB 65.0 -> 83.5). Deterministic calls
+  // alike (of five: AllReduce doubling -> one-shot gather 8 B 33.6 -> 22.9, 512 B 38.9 -> 27.5, 4 KiB 40.6 -> 65.8;
+  // ReduceScatter tree -> one-shot 4 KiB 33.4 -> 22.2, 16 KiB 43.3 -> 35.6).
+  const int64_t firstMax = paramInt("TUTTI_ONESHOT_FIRST_MAX_BYTES");
+  const bool firstByDefault = !overNetwork && nRanks >= 8;
+  comm->oneShotFirstAllReduceBytes = !comm->oneShotMaxBytes ? 0
+                                     : firstMax >= 0      ? static_cast<size_t>(firstMax)
+                                     : firstByDefault     ? comm->oneShotLLMaxBytes
+                                                          : 0;
+  comm->oneShotFirstBytes = !comm->oneShotMaxBytes ? 0
+                            : firstMax >= 0      ? static_cast<size_t>(firstMax)
+                            : firstByDefault     ? comm->oneShotMaxBytes
+                                                 : 0;
   // AllReduce by recursive halving then doubling: the ring's bytes in 2 log2 n messages instead of 2(n - 1). Unset: up
   // to 1 MiB (the largest whose halves fit a slot) over the network, never elsewhere (the ring -> halving and
   // doubling, the median of three runs, us: sockets 4 ranks 512 KiB 1079 -> 937, 1 MiB 2023 -> 1643; 8 ranks 256 KiB

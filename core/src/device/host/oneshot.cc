@@ -73,6 +73,12 @@ bool treeReduceScatterWanted(const ncclComm* comm, size_t bytes, bool det) {
 }
 
 bool doublingWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes, bool det) {
+  // Small enough for the one-shot to come first (comm->oneShotFirstBytes), deterministic calls too: their one-shot
+  // gathers the inputs whole and folds them in the fixed order, the same messages.
+  if (bytes <= (func == ncclFuncAllReduce ? comm->oneShotFirstAllReduceBytes
+                        : func == ncclFuncAllGather || func == ncclFuncReduceScatter ? comm->oneShotFirstBytes
+                                                                                      : 0))
+    return false;
   if (func == ncclFuncAllReduce) return logAllReduce(comm, bytes, det) != LogAllReduce::kNone;
   const int n = comm->nRanks;
   if (comm->backend != Backend::Host || !comm->corePaths || n < comm->doublingMinRanks || n > kOneShotMaxRanks ||
