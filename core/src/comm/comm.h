@@ -166,7 +166,7 @@ struct ncclComm {
   // doublingMinBytes up to these many bytes (TUTTI_DOUBLING_GATHER_MAX_BYTES, TUTTI_HALVING_MAX_BYTES; 0: never).
   size_t gatherDoublingMaxBytes = 0, halvingMaxBytes = 0;
   // AllReduce / AllGather and ReduceScatter of at most these many bytes take the one-shot ahead of doubling, halving
-  // and the trees, deterministic reductions aside (TUTTI_ONESHOT_FIRST_MAX_BYTES; 0: never).
+  // and the trees, deterministic reductions included (TUTTI_ONESHOT_FIRST_MAX_BYTES; 0: never).
   size_t oneShotFirstAllReduceBytes = 0, oneShotFirstBytes = 0;
   // AlltoAll by Bruck's algorithm, from doublingMinRanks ranks and doublingMinBytes, up to this many bytes of input
   // (TUTTI_BRUCK_MAX_BYTES; 0: never).
