@@ -212,6 +212,21 @@ struct ncclComm {
   // Active profilers (comm/profiler.h); null when none: every emission site tests this pointer only.
   std::unique_ptr<tutti::CommProfiler> profiler;
   uint64_t collOpCount = 0;  // collectives launched, same sequence on every rank
+  // The path of the last lone call on the one-shot path (comm/group.cc, tryLoneOneShot). A call that repeats its
+  // function, count, datatype, built-in op and the deterministic setting takes it again without asking corePaths:
+  // the answer depends on nothing else that may change once the connections are made. The calling thread's, as the
+  // communicator is.
+  struct LoneCall {
+    bool valid = false;
+    ncclFunc_t func = ncclFuncAllReduce;
+    ncclDataType_t datatype = ncclInt8;
+    ncclRedOp_t op = ncclSum;
+    size_t count = 0;
+    bool det = false;
+    bool oneShot = false, doubling = false;  // CorePaths' answer
+    size_t totalBytes = 0;
+    tutti::ResolvedRedOp resolved{};  // the op as the one-shot applies it (a byte copy for the gathers)
+  } loneCall;
   uint64_t p2pOpCount = 0;
 
   std::atomic<bool> abortFlag{false};

@@ -85,22 +85,11 @@ void logColl(const Task& t, uint64_t opCount, size_t nBytes, int algorithm, int 
              tunedProtoName(protocol), channels, decider, detReduces(t) ? " (deterministic)" : "");
 }
 
-// A lone collective on the one-shot path (outside a group, blocking communicator, no stream, no profiler or call
-// check): run on the calling thread without a launch, the plan, work item and connection pass that a launch builds
-// (most of a tiny call's own cost). The same messages as the launch's one-shot plan (planCollective), so ranks may
-// mix the two. False in *ran where the launch is needed, the first time the connections are made included.
-ncclResult_t tryLoneOneShot(const Task& t, bool* ran) {
-  *ran = false;
+// Runs a lone call on the one-shot path (tryLoneOneShot) with the path's answer and the op as it applies.
+ncclResult_t runLone(const Task& t, bool doubling, bool det, size_t total, const ResolvedRedOp& op, bool* ran) {
   ncclComm* comm = t.comm;
-  if (!oneShotFunc(t.func) || t.stream || t.plan || t.internal || comm->backend != Backend::Host ||
-      !comm->directConnsReady || comm->calls.checkCalls || comm->profiler || comm->oneShotMaxBytes == 0 ||
-      comm->rma)  // windows: the buffers may be symmetric ones, which planCollective runs in place
-    return ncclSuccess;
-  const CorePaths paths = corePaths(comm, t, /*preMul: the one-shot path does not ask=*/false);
-  if (!paths.oneShot) return ncclSuccess;
-  const size_t typeSize = dataTypeSize(t.datatype), bytes = t.count * typeSize, total = paths.totalBytes;
+  const size_t typeSize = dataTypeSize(t.datatype), bytes = t.count * typeSize;
   const bool byteWise = t.func == ncclFuncAllGather || t.func == ncclFuncBroadcast || t.func == ncclFuncAlltoAll;
-  const bool det = paths.det;  // folds in the fixed order (corePaths kept a user's PreMulSum off this path)
   *ran = true;
   CommOpsGuard busy(comm);
   OneShot s;
@@ -110,10 +99,9 @@ ncclResult_t tryLoneOneShot(const Task& t, bool* ran) {
   s.output = static_cast<char*>(t.recvbuff);
   s.count = byteWise ? bytes : t.count;
   s.esize = byteWise ? 1 : typeSize;
-  if (byteWise) resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &s.op);  // plain copy
-  else TUTTI_CHECK(comm->redOps->resolve(t.op, t.datatype, &s.op, funcName(t.func)));
-  s.det = det;
-  s.doubling = paths.doubling;
+  s.op = op;
+  s.det = det;  // folds in the fixed order (corePaths kept a user's PreMulSum off this path)
+  s.doubling = doubling;
   const uint64_t opCount = comm->collOpCount++;
   logColl(t, opCount, total, s.doubling ? kAlgoDoubling : kAlgoOneShot, NCCL_PROTO_SIMPLE, 1, kCoreDecider);
   logSetThreadRank(comm->rank);
@@ -126,6 +114,46 @@ ncclResult_t tryLoneOneShot(const Task& t, bool* ran) {
     commCancelOps(comm);
   }
   return res;
+}
+
+// A lone collective on the one-shot path (outside a group, blocking communicator, no stream, no profiler or call
+// check): run on the calling thread without a launch, the plan, work item and connection pass that a launch builds
+// (most of a tiny call's own cost). The same messages as the launch's one-shot plan (planCollective), so ranks may
+// mix the two. False in *ran where the launch is needed, the first time the connections are made included.
+ncclResult_t tryLoneOneShot(const Task& t, bool* ran) {
+  *ran = false;
+  ncclComm* comm = t.comm;
+  if (!oneShotFunc(t.func) || t.stream || t.plan || t.internal || comm->backend != Backend::Host ||
+      !comm->directConnsReady || comm->calls.checkCalls || comm->profiler || comm->oneShotMaxBytes == 0 ||
+      comm->rma)  // windows: the buffers may be symmetric ones, which planCollective runs in place
+    return ncclSuccess;
+  const bool byteWise = t.func == ncclFuncAllGather || t.func == ncclFuncBroadcast || t.func == ncclFuncAlltoAll;
+  ncclComm::LoneCall& last = comm->loneCall;
+  const bool det = detReduces(t);
+  if (!last.valid || last.func != t.func || last.count != t.count || last.datatype != t.datatype ||
+      last.op != t.op || last.det != det) {
+    const CorePaths paths = corePaths(comm, t, /*preMul: the one-shot path does not ask=*/false);
+    ResolvedRedOp resolved;
+    if (paths.oneShot) {
+      if (byteWise) resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &resolved);  // plain copy
+      else TUTTI_CHECK(comm->redOps->resolve(t.op, t.datatype, &resolved, funcName(t.func)));
+    }
+    // A user's op may be destroyed and its handle reused: only the built-in ones are kept.
+    last.valid = static_cast<int>(t.op) < static_cast<int>(ncclNumOps);
+    last.func = t.func;
+    last.count = t.count;
+    last.datatype = t.datatype;
+    last.op = t.op;
+    last.det = det;
+    last.oneShot = paths.oneShot;
+    last.doubling = paths.doubling;
+    last.totalBytes = paths.totalBytes;
+    last.resolved = resolved;
+    if (!paths.oneShot) return ncclSuccess;
+    return runLone(t, paths.doubling, det, paths.totalBytes, resolved, ran);
+  }
+  if (!last.oneShot) return ncclSuccess;
+  return runLone(t, last.doubling, last.det, last.totalBytes, last.resolved, ran);
 }
 
 ncclResult_t launchGroupPlain(const Task* tasks, size_t nTasks) {

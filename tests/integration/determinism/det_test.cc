@@ -260,6 +260,31 @@ TEST(DetGroup, OneThreadDrivesEveryRank) {
   for (ncclComm_t c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
 }
 
+// The switch between calls that repeat one another: a lone call on the one-shot path reuses the path of the call
+// before it only where the setting is the same too, so every call made with it on gives the reference's bits.
+TEST(DetSwitch, RepeatedCallsFollowTheSwitch) {
+  constexpr int n = 4;
+  for (size_t count : {size_t{7}, size_t{300}}) {
+    const Inputs<float> in(n, count, 11);
+    std::vector<float> want;
+    ASSERT_EQ(in.reference(0, count, ncclFloat32, ncclSum, &want), "");
+    for (auto& f : onThreads(n, [&](ncclComm_t comm, int r) -> std::string {
+           std::vector<float> out(count);
+           for (int round = 0; round < 4; ++round) {
+             for (int det : {0, 0, 1, 1}) {  // each call repeats the one before it
+               DET_OK(tuttiCommSetDeterministic(comm, det));
+               DET_OK(ncclAllReduce(in.rank[r].data(), out.data(), count, ncclFloat32, ncclSum, comm, nullptr));
+               if (!det) continue;
+               std::string e = firstDiff(out.data(), want.data(), count, "AllReduce after the switch");
+               if (!e.empty()) return "count " + std::to_string(count) + ", round " + std::to_string(round) + ": " + e;
+             }
+           }
+           return {};
+         }, /*det=*/-1))
+      ADD_FAILURE() << f;
+  }
+}
+
 // Ranks as processes: shm between them, and, with a host name of their own each, the socket network.
 TEST(DetProcesses, SharedMemory) {
   constexpr int n = 3;

@@ -817,6 +817,112 @@ ncclResult_t binomialBroadcastSends(ncclComm* comm, const OneShot& s, int v, int
   return waitAllSent(sends);
 }
 
+// The end of a one-shot call once rows[p] holds rank p's message for every peer p (the others null). AllGather,
+// AlltoAll: row p is block p of the output; Broadcast: the root's row is the output. In place, the blocks this rank
+// sent are in their slots or have left, so overwriting them is safe. AllReduce, ReduceScatter: the n rows folded.
+void finishOneShot(const OneShot& s, int n, int r, std::array<const void*, kOneShotMaxRanks>& rows) {
+  const size_t bytes = s.count * s.esize;
+  const bool reduce = s.func == ncclFuncAllReduce || s.func == ncclFuncReduceScatter;
+  const bool bcast = s.func == ncclFuncBroadcast;
+  const bool scatter = s.func == ncclFuncReduceScatter || s.func == ncclFuncAlltoAll;
+  const char* mine = s.input + (scatter ? static_cast<size_t>(r) * s.count : 0) * s.esize;
+  if (!reduce) {
+    for (int p = 0; p < n; ++p) {
+      char* dst = s.output + (bcast ? 0 : static_cast<size_t>(p) * bytes);
+      const void* src = p == r ? mine : rows[p];
+      if (src && src != dst && (p != r || !bcast || r == s.root)) std::memcpy(dst, src, bytes);
+    }
+    return;
+  }
+  if (s.det) {  // rank order, whatever the count or the path; the output may be this rank's own row
+    rows[r] = mine;
+    void* out = s.output;
+    hostDetReduceCopy(s.op, n, rows.data(), 1, &out, s.count);
+    return;
+  }
+  // This rank's own row enters with its scalar too; then rows 0..n-1 are folded in that order on every rank. A copy
+  // when the row is not the fold's first: to scale it, or because in place the output is the row (only the first
+  // source may alias the destination).
+  thread_local std::vector<char> own;  // grows to the largest row this thread has needed, then stays
+  rows[r] = mine;
+  const bool scaled = s.op.kind == RedOpKind::PreMulSum;
+  if (r != 0 && (scaled || s.output == mine)) {
+    if (own.size() < bytes) own.resize(bytes);
+    void* dst = own.data();
+    const void* src = mine;
+    hostReduceCopy(s.op, 1, &src, 1, &dst, s.count, /*preOpFirstSrc=*/scaled, /*postOp=*/false);
+    rows[r] = own.data();
+  }
+  void* out = s.output;
+  hostReduceCopy(s.op, n, rows.data(), 1, &out, s.count, /*preOpFirstSrc=*/scaled && r == 0, /*postOp=*/true);
+}
+
+// Whether a one-shot message of `bytes` on c is an LL step the calling thread writes or reads itself (a lane or the
+// LL lines of a slot: llSendSmall / llRecvSmall).
+bool laneStep(const ncclComm* comm, const HostConn* c, size_t bytes) {
+  return c && oneShotProto(comm, c, bytes) == TUTTI_PROTO_LL && llSmallConn(c);
+}
+
+// The one-shot call whose every message is such a step, the usual case of a few hundred bytes within a node: the
+// packets written and read in turn, then the rows finished, with nothing else (no primitives, no proxy scope, no
+// pending send to wait for). These steps cost less than the general path's setup. False in *ran where some message
+// takes the general path: the messages are the same, so either end may take either path.
+ncclResult_t runLanes(ncclComm* comm, const OneShot& s, const WaitContext& wait, const OpLabel& label, bool* ran) {
+  *ran = false;
+  const int n = comm->nRanks, r = comm->rank;
+  const size_t bytes = s.count * s.esize;
+  const bool reduce = s.func == ncclFuncAllReduce || s.func == ncclFuncReduceScatter;
+  const bool bcast = s.func == ncclFuncBroadcast;
+  const bool scatter = s.func == ncclFuncReduceScatter || s.func == ncclFuncAlltoAll;
+  const bool sending = !bcast || r == s.root;
+  std::array<HostConn*, kOneShotMaxRanks> to{}, from{};
+  for (int p = 0; p < n; ++p) {
+    if (p == r) continue;
+    if (sending) {
+      Connection* c = commCollConnection(comm, p, true);
+      to[p] = c ? &c->host : nullptr;
+      if (!laneStep(comm, to[p], bytes)) return ncclSuccess;
+    }
+    if (!bcast || p == s.root) {
+      Connection* c = commCollConnection(comm, p, false);
+      from[p] = c ? &c->host : nullptr;
+      if (!laneStep(comm, from[p], bytes)) return ncclSuccess;
+    }
+  }
+  *ran = true;
+  OneShotRows& staged = oneShotRows();
+  if (sending) {
+    const bool scale = !s.det && s.op.kind == RedOpKind::PreMulSum;  // the scalar applied on the way
+    for (int k = 1; k < n; ++k) {
+      const int p = (r + k) % n;
+      const char* in = s.input + (scatter ? static_cast<size_t>(p) * s.count : 0) * s.esize;
+      if (scale) {
+        const void* src = in;
+        void* dst = staged.scaled.data();
+        hostReduceCopy(s.op, 1, &src, 1, &dst, s.count, /*preOpFirstSrc=*/true, /*postOp=*/false);
+        in = staged.scaled.data();
+      }
+      TUTTI_CHECK(llSendSmall(to[p], in, bytes, wait, label));
+    }
+  }
+  // Straight into its place in the output where nothing this rank sends is there, else kept in its row.
+  const auto sentBegin = reinterpret_cast<uintptr_t>(s.input);
+  const uintptr_t sentEnd = sentBegin + (sending ? (scatter ? static_cast<size_t>(n) : 1) * bytes : 0);
+  std::array<const void*, kOneShotMaxRanks> rows{};
+  for (int k = 1; k < n; ++k) {
+    const int p = (r + n - k) % n;
+    if (!from[p]) continue;
+    char* dst = s.output + (bcast ? 0 : static_cast<size_t>(p) * bytes);
+    const auto b = reinterpret_cast<uintptr_t>(dst);
+    if (reduce || (b < sentEnd && sentBegin < b + bytes))
+      dst = staged.rows.data() + static_cast<size_t>(p) * kLLRowMaxBytes;
+    TUTTI_CHECK(llRecvSmall(from[p], dst, bytes, wait, label));
+    rows[p] = dst;
+  }
+  finishOneShot(s, n, r, rows);
+  return ncclSuccess;
+}
+
 }  // namespace
 
 ncclResult_t runOneShot(ncclComm* comm, const OneShot& s, const WaitContext& wait, const OpLabel& label) {
@@ -849,6 +955,9 @@ ncclResult_t runOneShot(ncclComm* comm, const OneShot& s, const WaitContext& wai
     }
     return runDoubling(comm, s, wait, label);
   }
+  bool ran = false;
+  TUTTI_CHECK(runLanes(comm, s, wait, label, &ran));
+  if (ran) return ncclSuccess;
   const int n = comm->nRanks, r = comm->rank;
   const size_t bytes = s.count * s.esize;  // one message
   const bool reduce = s.func == ncclFuncAllReduce || s.func == ncclFuncReduceScatter;
@@ -956,38 +1065,7 @@ ncclResult_t runOneShot(ncclComm* comm, const OneShot& s, const WaitContext& wai
   // A message that left from the input may still be on its way out (zero copy): in place, the output is written
   // only once it has left.
   if (overlapsSent(s.output, (reduce || bcast ? 1 : static_cast<size_t>(n)) * bytes)) TUTTI_CHECK(waitSent());
-  // AllGather, AlltoAll: row p is block p of the output; Broadcast: the root's row is the output. In place, the
-  // blocks this rank sent are in their slots or have left, so overwriting them is safe.
-  if (!reduce) {
-    for (int p = 0; p < n; ++p) {
-      char* dst = s.output + (bcast ? 0 : static_cast<size_t>(p) * bytes);
-      const void* src = p == r ? s.input + inputFor(r) * s.esize : rows[p];
-      if (src && src != dst && (p != r || !bcast || r == s.root)) std::memcpy(dst, src, bytes);
-    }
-    return release();
-  }
-  const char* mine = s.input + inputFor(r) * s.esize;
-  if (s.det) {  // rank order, whatever the count or the path; the output may be this rank's own row
-    rows[r] = mine;
-    void* out = s.output;
-    hostDetReduceCopy(s.op, n, rows.data(), 1, &out, s.count);
-    return release();
-  }
-  // 3. This rank's own row enters with its scalar too; then rows 0..n-1 are folded in that order on every rank.
-  // A copy when the row is not the fold's first: to scale it, or because in place the output is the row (only the
-  // first source may alias the destination).
-  thread_local std::vector<char> own;  // grows to the largest row this thread has needed, then stays
-  rows[r] = mine;
-  const bool scaled = s.op.kind == RedOpKind::PreMulSum;
-  if (r != 0 && (scaled || s.output == mine)) {
-    if (own.size() < bytes) own.resize(bytes);
-    void* dst = own.data();
-    const void* src = mine;
-    hostReduceCopy(s.op, 1, &src, 1, &dst, s.count, /*preOpFirstSrc=*/scaled, /*postOp=*/false);
-    rows[r] = own.data();
-  }
-  void* out = s.output;
-  hostReduceCopy(s.op, n, rows.data(), 1, &out, s.count, /*preOpFirstSrc=*/scaled && r == 0, /*postOp=*/true);
+  finishOneShot(s, n, r, rows);
   return release();
 }
 
