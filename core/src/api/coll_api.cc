@@ -55,6 +55,23 @@ inline bool emptyCallPasses(ncclFunc_t func, ncclDataType_t datatype, ncclRedOp_
   return true;
 }
 
+// Records the call's task in the group (or runs it, outside one): its arguments have passed.
+inline ncclResult_t enqueueTask(ncclFunc_t func, const void* sendbuff, void* recvbuff, size_t count,
+                                ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
+                                cudaStream_t stream) {
+  Task t;
+  t.func = func;
+  t.comm = comm;
+  t.sendbuff = sendbuff;
+  t.recvbuff = recvbuff;
+  t.count = count;
+  t.datatype = datatype;
+  t.op = op;
+  t.root = root;
+  t.stream = stream;
+  return groupEnqueue(t);
+}
+
 [[gnu::noinline]] ncclResult_t enqueueChecked(const char* call, ncclFunc_t func, const void* sendbuff, void* recvbuff,
                                               size_t count, ncclDataType_t datatype, ncclRedOp_t op, int root,
                                               ncclComm_t comm, cudaStream_t stream) {
@@ -88,17 +105,7 @@ inline bool emptyCallPasses(ncclFunc_t func, ncclDataType_t datatype, ncclRedOp_
   // An empty collective moves nothing: discarded once its arguments pass, as NCCL discards it (every rank passes the
   // same count, so every rank discards it). Point-to-point calls of 0 bytes still pair up.
   if (count == 0 && func != ncclFuncSend && func != ncclFuncRecv) return ncclSuccess;
-  Task t;
-  t.func = func;
-  t.comm = comm;
-  t.sendbuff = sendbuff;
-  t.recvbuff = recvbuff;
-  t.count = count;
-  t.datatype = datatype;
-  t.op = op;
-  t.root = root;
-  t.stream = stream;
-  return groupEnqueue(t);
+  return enqueueTask(func, sendbuff, recvbuff, count, datatype, op, root, comm, stream);
 }
 
 // A collective of AllReduce, Broadcast, AllGather, ReduceScatter or AlltoAll whose arguments are plainly valid: the
@@ -153,18 +160,8 @@ inline ncclResult_t enqueue(const char* call, ncclFunc_t func, const void* sendb
   if (count == 0 && func != ncclFuncSend && func != ncclFuncRecv &&
       emptyCallPasses(func, datatype, op, root, comm, stream))
     return ncclSuccess;
-  if (plainCallPasses(func, sendbuff, recvbuff, count, datatype, op, root, comm, stream)) {
-    Task t;
-    t.func = func;
-    t.comm = comm;
-    t.sendbuff = sendbuff;
-    t.recvbuff = recvbuff;
-    t.count = count;
-    t.datatype = datatype;
-    t.op = op;
-    t.root = root;
-    return groupEnqueue(t);
-  }
+  if (plainCallPasses(func, sendbuff, recvbuff, count, datatype, op, root, comm, stream))
+    return enqueueTask(func, sendbuff, recvbuff, count, datatype, op, root, comm, stream);
   return enqueueChecked(call, func, sendbuff, recvbuff, count, datatype, op, root, comm, stream);
 }
 
