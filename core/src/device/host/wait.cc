@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cerrno>
 #include <climits>
@@ -31,6 +32,11 @@ int64_t nowNs() {
 
 // Sleep slices are short so abort, peer death and timeouts are noticed promptly.
 constexpr int64_t kSliceNs = 50 * 1000 * 1000;
+// publish() does not order its store before its look at the waiters (a full fence there would stall every step
+// until the store reached the line the other end polls), so a waiter that announces itself while that store is
+// still on its way may sleep through it. Such a waiter wakes by itself: the first slice lasts 100 us and each next
+// one twice the last, up to kSliceNs, so a missed wake-up costs at most about the time already waited.
+constexpr int64_t kFirstSliceNs = 100 * 1000;
 
 }  // namespace
 
@@ -67,16 +73,17 @@ WaitStatus waitAtLeast(uint64_t* counter, uint32_t* waiters, uint32_t* seq, cons
   const bool watchSlow = ctx.warnNs > 0 && ctx.onSlow;
   const int64_t sleepStart = watchSlow ? nowNs() : 0;
   bool warned = false;
-  while (true) {
+  for (int64_t slice = kFirstSliceNs;; slice = std::min(2 * slice, kSliceNs)) {
     uint32_t s = seqWord.load(std::memory_order_seq_cst);
     nWaiters.fetch_add(1, std::memory_order_seq_cst);
-    // Re-check after announcing ourselves: publish() reads `waiters` after storing the value (seq_cst on
-    // both sides), so either we see the new value here or it sees us and bumps seq.
+    // Re-check after announcing ourselves: a publish() that read `waiters` before this announcement reached it has
+    // stored its value by then, so we see it here, or, where that store was still on its way, at the end of the
+    // slice (kFirstSliceNs); one that sees us bumps seq.
     if (value.load(std::memory_order_seq_cst) >= target) {
       nWaiters.fetch_sub(1, std::memory_order_relaxed);
       return WaitStatus::Ready;
     }
-    futexWait(seq, s, kSliceNs, ctx.shared);
+    futexWait(seq, s, slice, ctx.shared);
     nWaiters.fetch_sub(1, std::memory_order_relaxed);
     if (value.load(std::memory_order_acquire) >= target) return WaitStatus::Ready;
     if (ctx.abortFlag && ctx.abortFlag->load(std::memory_order_relaxed)) return WaitStatus::Aborted;
@@ -98,8 +105,8 @@ WaitStatus waitAtLeast(uint64_t* counter, uint32_t* waiters, uint32_t* seq, cons
 }
 
 void publish(uint64_t* counter, uint32_t* waiters, uint32_t* seq, uint64_t value, bool shared) {
-  std::atomic_ref<uint64_t>(*counter).store(value, std::memory_order_seq_cst);
-  if (std::atomic_ref<uint32_t>(*waiters).load(std::memory_order_seq_cst) != 0) {
+  std::atomic_ref<uint64_t>(*counter).store(value, std::memory_order_release);
+  if (std::atomic_ref<uint32_t>(*waiters).load(std::memory_order_relaxed) != 0) {
     std::atomic_ref<uint32_t>(*seq).fetch_add(1, std::memory_order_seq_cst);
     futexWakeAll(seq, shared);
   }

@@ -79,7 +79,9 @@ class SpinPacer {
 WaitStatus waitAtLeast(uint64_t* counter, uint32_t* waiters, uint32_t* seq, const uint32_t* closed,
                        uint64_t target, const WaitContext& ctx);
 
-// Stores value (release) and wakes sleepers, if any. Cheap when nobody sleeps.
+// Stores value (release) and wakes sleepers, if any. Cheap when nobody sleeps: no full fence, so a sleeper that
+// announced itself while the store was on its way is not woken and wakes at the end of its first slice instead
+// (waitAtLeast: 100 us, then doubling).
 void publish(uint64_t* counter, uint32_t* waiters, uint32_t* seq, uint64_t value, bool shared);
 
 // Why a communicator gave up, as recorded once (first failure wins) and passed to its peers through the
