@@ -14,6 +14,8 @@
 //   results land over the slices sent;
 // - a ring AllReduce whose steps are shorter than the slot (TUTTI_NET_RING_STEP_BYTES): many steps per slot's
 //   worth, a last one shorter, in place and out of place.
+// And, over shm, the single-copy thresholds that follow what a read from another process costs against a copy
+// (TUTTI_DIRECT_READ_COST): the ranks decide alike from their median whatever each one measured.
 #include "mp_check.h"
 #include "mp_harness.h"
 
@@ -437,6 +439,72 @@ TEST(NetRingSteps, ShorterStepsThanTheSlotGiveTheSameSums) {
     for (const ChildResult& c : r.children) {
       const bool logged = c.output.find("ring AllReduce steps of at most " + want + " bytes") != std::string::npos;
       EXPECT_EQ(logged, want != "0") << c.describe() << "\n" << c.output;
+    }
+  }
+}
+
+// Each rank is given its own read cost (as if each had measured another); every rank must settle on the median and
+// the thresholds that follow from it, log them alike, and its AllGathers and AlltoAlls on either side of the
+// thresholds must give every block.
+TEST(DirectReadCost, RanksSettleOnTheMedianCost) {
+  struct Case {
+    std::vector<int> costs;  // per rank, percent
+    const char* median;      // as logged
+    size_t gatherMin;
+    size_t alltoallMin;  // 0: not checked (on 3 ranks it depends on the host's cores, not on the cost)
+  };
+  const Case cases[] = {
+      {{400, 100, 300}, "3.00", size_t{2} << 20, 0},
+      {{100, 400, 200}, "2.00", size_t{256} << 10, 0},
+      {{260, 90}, "2.60", size_t{1} << 20, size_t{2} << 20},  // 2 ranks: the median of two is the larger
+      {{120, 240}, "2.40", size_t{128} << 10, size_t{128} << 10},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE("costs " + std::to_string(c.costs[0]) + "," + std::to_string(c.costs[1]));
+    MpOptions opts;
+    opts.nranks = static_cast<int>(c.costs.size());
+    opts.env = {{"NCCL_DEBUG", "INFO"}, {"NCCL_DEBUG_SUBSYS", "INIT"}, {"TUTTI_TIMEOUT", "30"}};
+    opts.rankEnv = [&c](int rank) { return EnvList{{"TUTTI_DIRECT_READ_COST", std::to_string(c.costs[rank])}}; };
+    MpResult r = runProcesses(opts, [&c](const RankContext& ctx) {
+      ncclComm_t comm = nullptr;
+      if (int rc = initComm(ctx, &comm)) return rc;
+      auto fail = [&](const std::string& what, int rc) { return failRank(comm, what, rc); };
+      const size_t n = static_cast<size_t>(ctx.nranks);
+      // Output bytes just below and at each threshold, and a small call.
+      std::vector<size_t> sizes{size_t{4096} * n, c.gatherMin - 4 * n, c.gatherMin};
+      if (c.alltoallMin) sizes.insert(sizes.end(), {c.alltoallMin - 4 * n, c.alltoallMin});
+      for (size_t outBytes : sizes) {
+        const size_t block = outBytes / n / sizeof(float);
+        std::vector<float> in(block * n), out(block * n, -1.0f);
+        for (size_t i = 0; i < in.size(); ++i) in[i] = valueOf(ctx.rank, 0, i);
+        if (ncclAllGather(in.data(), out.data(), block, ncclFloat32, comm, nullptr) != ncclSuccess)
+          return fail("ncclAllGather: " + std::string(ncclGetLastError(comm)), 11);
+        for (size_t p = 0; p < n; ++p)
+          for (size_t i = 0; i < block; ++i)
+            if (out[p * block + i] != valueOf(static_cast<int>(p), 0, i))
+              return fail("AllGather of " + std::to_string(outBytes) + " bytes: block " + std::to_string(p) +
+                          " differs at " + std::to_string(i), 12);
+        if (ncclAlltoAll(in.data(), out.data(), block, ncclFloat32, comm, nullptr) != ncclSuccess)
+          return fail("ncclAlltoAll: " + std::string(ncclGetLastError(comm)), 13);
+        for (size_t p = 0; p < n; ++p)
+          for (size_t i = 0; i < block; ++i)
+            if (out[p * block + i] != valueOf(static_cast<int>(p), 0, static_cast<size_t>(ctx.rank) * block + i))
+              return fail("AlltoAll of " + std::to_string(outBytes) + " bytes: block " + std::to_string(p) +
+                          " differs at " + std::to_string(i), 14);
+      }
+      ncclCommDestroy(comm);
+      return 0;
+    });
+    expectAllSucceeded(r, "");
+    const std::string want = "single-copy AllGather from " + std::to_string(c.gatherMin) + " bytes";
+    const std::string wantA2a = "AlltoAll from " + std::to_string(c.alltoallMin) + " bytes";
+    const std::string wantCost = std::string("a read costing ") + c.median + " copies";
+    for (const ChildResult& child : r.children) {
+      EXPECT_NE(child.output.find(want), std::string::npos) << child.describe() << "\n" << child.output;
+      if (c.alltoallMin) {
+        EXPECT_NE(child.output.find(wantA2a), std::string::npos) << child.describe() << "\n" << child.output;
+      }
+      EXPECT_NE(child.output.find(wantCost), std::string::npos) << child.describe() << "\n" << child.output;
     }
   }
 }

@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -49,6 +51,33 @@ bool readRemote(int pid, void* dst, const void* src, size_t bytes, int* err) {
 bool writeRemote(int pid, void* dst, const void* src, size_t bytes, int* err) {
   return copyRemote(pid, const_cast<void*>(src), dst, bytes, /*write=*/true, err);
 }
+
+// What a cross-memory-attach read of 256 KiB costs here against a memcpy of the same bytes, in percent: the best of
+// seven of each, in turn, both buffers in cache (this process reads itself: the kernel pins and copies as for a
+// peer). 0 where a read fails.
+int measureReadCost() {
+  constexpr size_t kBytes = size_t{256} << 10;
+  std::vector<char> from(kBytes, 1), to(kBytes, 2);
+  const int pid = getpid();
+  int64_t copyNs = INT64_MAX, readNs = INT64_MAX;
+  auto now = [] { return std::chrono::steady_clock::now(); };
+  for (int i = 0; i < 7; ++i) {
+    auto t0 = now();
+    std::memcpy(to.data(), from.data(), kBytes);
+    asm volatile("" : : "r"(to.data()) : "memory");  // the copy is not elided
+    auto t1 = now();
+    int err = 0;
+    if (!readRemote(pid, to.data(), from.data(), kBytes, &err)) return 0;
+    auto t2 = now();
+    copyNs = std::min<int64_t>(copyNs, std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
+    readNs = std::min<int64_t>(readNs, std::chrono::duration_cast<std::chrono::nanoseconds>(t2 - t1).count());
+  }
+  return static_cast<int>(std::min<int64_t>(100 * readNs / std::max<int64_t>(copyNs, 1), 100000));
+}
+
+// Reads that cost at least this many copies (percent) leave AllGather and AlltoAll below a few MiB to the ring and
+// one-shot paths, whose two copies stay in cache (comm.cc, directReadCostGate).
+constexpr int kCostlyReadPercent = 250;
 
 }  // namespace
 
@@ -95,18 +124,40 @@ ncclResult_t directProbe(ncclComm* comm) {
                         err ? std::strerror(err) : "read the wrong bytes");
     }
   }
-  std::vector<uint8_t> oks(n);
-  oks[r] = ok;
-  TUTTI_CHECK(comm->bootstrap->allGather(oks.data(), 1));
+  // Each rank's verdict, and what a read costs it against a copy (measured unless TUTTI_DIRECT_READ_COST is set).
+  struct Verdict {
+    uint32_t ok;
+    int32_t readCost;
+  };
+  std::vector<Verdict> verdicts(n);
+  const int64_t setCost = paramInt("TUTTI_DIRECT_READ_COST");
+  verdicts[r] = {ok, !ok || !comm->directReadCostGate ? 0
+                     : setCost >= 0                   ? static_cast<int32_t>(std::min<int64_t>(setCost, 100000))
+                                                      : measureReadCost()};
+  TUTTI_CHECK(comm->bootstrap->allGather(verdicts.data(), sizeof(Verdict)));
   comm->directOk = true;
-  for (int p = 0; p < n; ++p) comm->directOk = comm->directOk && oks[p];
+  for (int p = 0; p < n; ++p) comm->directOk = comm->directOk && verdicts[p].ok;
+  // The median of the ranks' costs (every rank computes it from the same values, so every rank decides alike).
+  if (comm->directOk && comm->directReadCostGate) {
+    std::vector<int32_t> costs(n);
+    for (int p = 0; p < n; ++p) costs[p] = verdicts[p].readCost;
+    std::nth_element(costs.begin(), costs.begin() + n / 2, costs.end());
+    comm->directReadCost = costs[n / 2];
+    if (comm->directReadCost >= kCostlyReadPercent) {
+      comm->directMinGather = std::max(comm->directMinGather, (n == 2 ? size_t{1} : size_t{2}) << 20);
+      if (n == 2) comm->directMinAlltoAll = std::max(comm->directMinAlltoAll, size_t{2} << 20);
+    }
+  }
   if (comm->directOk)
     TUTTI_INFO(NCCL_INIT, "rank {}: single-copy AllGather from {} bytes, Broadcast from {} bytes, AlltoAll from {} "
                "bytes, AllReduce from {} bytes, ReduceScatter from {} bytes (deterministic: {} and {}, AllReduce of 2 ranks {}) "
-               "(0: never; cross memory attach); a Broadcast's root writes 1/n of each reader's buffer from {} bytes", r,
+               "(0: never; cross memory attach{}); a Broadcast's root writes 1/n of each reader's buffer from {} bytes", r,
                comm->directMinGather, comm->directMinBcast, comm->directMinAlltoAll, comm->directMinReduce,
                comm->directMinReduceScatter, comm->directMinDetReduce, comm->directMinDetReduceScatter,
                comm->directMinDetPairReduce,
+               comm->directReadCost > 0 ? fmt::format(", a read costing {}.{:02} copies", comm->directReadCost / 100,
+                                                      comm->directReadCost % 100)
+                                        : std::string(),
                comm->directRootShareMin);
   else if (!ok)
     TUTTI_INFO(NCCL_INIT, "rank {}: no single-copy AllGather / Broadcast / AlltoAll / reductions: {}", r, why);
