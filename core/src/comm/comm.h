@@ -141,8 +141,8 @@ struct ncclComm {
          directMinReduceScatter = 0, directMinDetReduce = 0, directMinDetReduceScatter = 0, directMinDetPairReduce = 0,
          directOverOneShot = 0;
   // Ranks as processes with the default thresholds: directProbe measures what a read from another process costs
-  // against a copy (TUTTI_DIRECT_READ_COST) and, where reads cost 2.5 copies or more, raises directMinGather and
-  // directMinAlltoAll. directReadCost: the ranks' median, in percent (0: not measured).
+  // against a copy (TUTTI_DIRECT_READ_COST) and, where reads cost 2.5 copies or more, raises directMinGather.
+  // directReadCost: the ranks' median, in percent (0: not measured).
   bool directReadCostGate = false;
   int directReadCost = 0;
   // A single-copy Broadcast of at least this many bytes has the root write the last 1/n of every reader's buffer

@@ -75,8 +75,8 @@ int measureReadCost() {
   return static_cast<int>(std::min<int64_t>(100 * readNs / std::max<int64_t>(copyNs, 1), 100000));
 }
 
-// Reads that cost at least this many copies (percent) leave AllGather and AlltoAll below a few MiB to the ring and
-// one-shot paths, whose two copies stay in cache (comm.cc, directReadCostGate).
+// Reads that cost at least this many copies (percent) leave AllGather below a few MiB to the one-shot and ring paths,
+// whose two copies stay in cache (comm.cc, directReadCostGate).
 constexpr int kCostlyReadPercent = 250;
 
 }  // namespace
@@ -143,10 +143,8 @@ ncclResult_t directProbe(ncclComm* comm) {
     for (int p = 0; p < n; ++p) costs[p] = verdicts[p].readCost;
     std::nth_element(costs.begin(), costs.begin() + n / 2, costs.end());
     comm->directReadCost = costs[n / 2];
-    if (comm->directReadCost >= kCostlyReadPercent) {
+    if (comm->directReadCost >= kCostlyReadPercent)
       comm->directMinGather = std::max(comm->directMinGather, (n == 2 ? size_t{1} : size_t{2}) << 20);
-      if (n == 2) comm->directMinAlltoAll = std::max(comm->directMinAlltoAll, size_t{2} << 20);
-    }
   }
   if (comm->directOk)
     TUTTI_INFO(NCCL_INIT, "rank {}: single-copy AllGather from {} bytes, Broadcast from {} bytes, AlltoAll from {} "
