@@ -119,10 +119,13 @@ inline bool plainCallPasses(ncclFunc_t func, const void* sendbuff, const void* r
                             ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
   constexpr size_t kPlainMaxCount = size_t{1} << 40;  // times 8-byte elements and 2^16 ranks: far from overflow
   if (stream || count == 0 || count >= kPlainMaxCount || !sendbuff || !recvbuff || !commIsValid(comm) ||
-      !dataTypeValid(datatype) || comm->backend == Backend::Cuda || comm->devArch != 0)
+      !dataTypeValid(datatype))
     return false;
+  // The state first: a nonblocking init still running writes the backend and the device's architecture, and
+  // Ready (acquire) is what makes them readable here.
   if (comm->state.load(std::memory_order_acquire) != CommState::Ready ||
-      comm->asyncError.load(std::memory_order_acquire) != ncclSuccess)
+      comm->asyncError.load(std::memory_order_acquire) != ncclSuccess || comm->backend == Backend::Cuda ||
+      comm->devArch != 0)
     return false;
   const size_t block = count * dataTypeSize(datatype), n = static_cast<size_t>(comm->nRanks);
   size_t sendBytes = block, recvBytes = block;
