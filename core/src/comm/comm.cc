@@ -428,6 +428,11 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
                              : otherProcess   ? size_t{256} << 10
                                               : 1;
   comm->directMinDetReduceScatter = forced ? 0 : detDirect >= 0 ? static_cast<size_t>(detDirect) : otherProcess ? 0 : 1;
+  // Where a read costs 2.5 copies or more (directProbe), the exchange beat those reads on 4 ranks at every size (2-core
+  // AMD EPYC VM, a read of 256 KiB costing 3.5 copies, processes over shm, the median of five runs, direct ->
+  // exchange, us: 256 KiB 167 -> 135, 1 MiB 588 -> 530, 4 MiB 3518 -> 2785, 16 MiB 15475 -> 13093) and ran even on 8
+  // (256 KiB 525 -> 496, 1 MiB 2054 -> 2212, 4 MiB 7928 -> 7937, 16 MiB 31113 -> 32200).
+  comm->directDetReadCostGate = otherProcess && !forced && detDirect < 0;
   // Two ranks, Sum, Prod or Avg (detPairPath): every path folds both raw inputs alike, so such an AllReduce takes the
   // default's paths, across processes the ring rather than the direct path (2 processes over shm, 2 cores, medians
   // of five, direct -> ring, us: 1 MiB 185 -> 108, 4 MiB 1117 -> 638, 16 MiB 6012 -> 3657; the default's 97, 636,

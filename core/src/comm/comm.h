@@ -142,8 +142,9 @@ struct ncclComm {
          directOverOneShot = 0;
   // Ranks as processes with the default thresholds: directProbe measures what a read from another process costs
   // against a copy (TUTTI_DIRECT_READ_COST) and, where reads cost 2.5 copies or more, raises directMinGather.
-  // directReadCost: the ranks' median, in percent (0: not measured).
-  bool directReadCostGate = false;
+  // directDetReadCostGate: the same for a deterministic AllReduce (TUTTI_DET_DIRECT_MIN_BYTES unset), which then
+  // takes the exchange at every size. directReadCost: the ranks' median, in percent (0: not measured).
+  bool directReadCostGate = false, directDetReadCostGate = false;
   int directReadCost = 0;
   // A single-copy Broadcast of at least this many bytes has the root write the last 1/n of every reader's buffer
   // while the readers read the rest (TUTTI_DIRECT_ROOT_SHARE_MIN_BYTES; 0: never).

@@ -444,20 +444,22 @@ TEST(NetRingSteps, ShorterStepsThanTheSlotGiveTheSameSums) {
 }
 
 // Each rank is given its own read cost (as if each had measured another); every rank must settle on the median and
-// the AllGather threshold that follows from it, log them alike, and its AllGathers and AlltoAlls on either side of
-// the thresholds must give every block.
+// the AllGather and deterministic AllReduce thresholds that follow from it, log them alike, its AllGathers and
+// AlltoAlls on either side of the thresholds must give every block, and its deterministic AllReduce the reference's
+// bits.
 TEST(DirectReadCost, RanksSettleOnTheMedianCost) {
   struct Case {
     std::vector<int> costs;  // per rank, percent
     const char* median;      // as logged
     size_t gatherMin;
     size_t alltoallMin;  // 0: not checked (on 3 ranks it depends on the host's cores, not on the cost)
+    size_t detMin;       // deterministic AllReduce (0: never, the exchange)
   };
   const Case cases[] = {
-      {{400, 100, 300}, "3.00", size_t{2} << 20, 0},
-      {{100, 400, 200}, "2.00", size_t{256} << 10, 0},
-      {{260, 90}, "2.60", size_t{1} << 20, size_t{128} << 10},  // 2 ranks: the larger of two
-      {{120, 240}, "2.40", size_t{128} << 10, size_t{128} << 10},  // AlltoAll keeps its threshold
+      {{400, 100, 300}, "3.00", size_t{2} << 20, 0, 0},
+      {{100, 400, 200}, "2.00", size_t{256} << 10, 0, size_t{256} << 10},
+      {{260, 90}, "2.60", size_t{1} << 20, size_t{128} << 10, 0},  // 2 ranks: the larger of two
+      {{120, 240}, "2.40", size_t{128} << 10, size_t{128} << 10, size_t{256} << 10},  // AlltoAll keeps its threshold
   };
   for (const Case& c : cases) {
     SCOPED_TRACE("costs " + std::to_string(c.costs[0]) + "," + std::to_string(c.costs[1]));
@@ -492,6 +494,25 @@ TEST(DirectReadCost, RanksSettleOnTheMedianCost) {
               return fail("AlltoAll of " + std::to_string(outBytes) + " bytes: block " + std::to_string(p) +
                           " differs at " + std::to_string(i), 14);
       }
+      // A deterministic AllReduce at the direct path's threshold (read or exchanged, as the cost decided): the
+      // reference's bits.
+      if (tuttiCommSetDeterministic(comm, 1) != ncclSuccess) return fail("tuttiCommSetDeterministic", 15);
+      const size_t count = (size_t{256} << 10) / sizeof(float);
+      std::vector<std::vector<float>> rows(n, std::vector<float>(count));
+      std::vector<const void*> ptrs(n);
+      for (size_t p = 0; p < n; ++p) {
+        for (size_t i = 0; i < count; ++i)
+          rows[p][i] = std::ldexp(valueOf(static_cast<int>(p), 1, i) - 0.5f, static_cast<int>(i % 29) - 14);
+        ptrs[p] = rows[p].data();
+      }
+      std::vector<float> want(count), got(count);
+      if (tuttiDeterministicReduce(ptrs.data(), ctx.nranks, want.data(), count, ncclFloat32, ncclSum, nullptr) !=
+          ncclSuccess)
+        return fail("tuttiDeterministicReduce", 16);
+      if (ncclAllReduce(rows[ctx.rank].data(), got.data(), count, ncclFloat32, ncclSum, comm, nullptr) != ncclSuccess)
+        return fail("ncclAllReduce: " + std::string(ncclGetLastError(comm)), 17);
+      if (std::memcmp(got.data(), want.data(), count * sizeof(float)) != 0)
+        return fail("deterministic AllReduce of 256 KiB differs from the reference", 18);
       ncclCommDestroy(comm);
       return 0;
     });
@@ -499,12 +520,14 @@ TEST(DirectReadCost, RanksSettleOnTheMedianCost) {
     const std::string want = "single-copy AllGather from " + std::to_string(c.gatherMin) + " bytes";
     const std::string wantA2a = "AlltoAll from " + std::to_string(c.alltoallMin) + " bytes";
     const std::string wantCost = std::string("a read costing ") + c.median + " copies";
+    const std::string wantDet = "(deterministic: " + std::to_string(c.detMin) + " and ";
     for (const ChildResult& child : r.children) {
       EXPECT_NE(child.output.find(want), std::string::npos) << child.describe() << "\n" << child.output;
       if (c.alltoallMin) {
         EXPECT_NE(child.output.find(wantA2a), std::string::npos) << child.describe() << "\n" << child.output;
       }
       EXPECT_NE(child.output.find(wantCost), std::string::npos) << child.describe() << "\n" << child.output;
+      EXPECT_NE(child.output.find(wantDet), std::string::npos) << child.describe() << "\n" << child.output;
     }
   }
 }

@@ -76,7 +76,8 @@ int measureReadCost() {
 }
 
 // Reads that cost at least this many copies (percent) leave AllGather below a few MiB to the one-shot and ring paths,
-// whose two copies stay in cache (comm.cc, directReadCostGate).
+// whose two copies stay in cache (comm.cc, directReadCostGate), and a deterministic AllReduce to the exchange
+// (directDetReadCostGate).
 constexpr int kCostlyReadPercent = 250;
 
 }  // namespace
@@ -131,20 +132,22 @@ ncclResult_t directProbe(ncclComm* comm) {
   };
   std::vector<Verdict> verdicts(n);
   const int64_t setCost = paramInt("TUTTI_DIRECT_READ_COST");
-  verdicts[r] = {ok, !ok || !comm->directReadCostGate ? 0
+  const bool gated = comm->directReadCostGate || comm->directDetReadCostGate;
+  verdicts[r] = {ok, !ok || !gated ? 0
                      : setCost >= 0                   ? static_cast<int32_t>(std::min<int64_t>(setCost, 100000))
                                                       : measureReadCost()};
   TUTTI_CHECK(comm->bootstrap->allGather(verdicts.data(), sizeof(Verdict)));
   comm->directOk = true;
   for (int p = 0; p < n; ++p) comm->directOk = comm->directOk && verdicts[p].ok;
   // The median of the ranks' costs (every rank computes it from the same values, so every rank decides alike).
-  if (comm->directOk && comm->directReadCostGate) {
+  if (comm->directOk && gated) {
     std::vector<int32_t> costs(n);
     for (int p = 0; p < n; ++p) costs[p] = verdicts[p].readCost;
     std::nth_element(costs.begin(), costs.begin() + n / 2, costs.end());
     comm->directReadCost = costs[n / 2];
-    if (comm->directReadCost >= kCostlyReadPercent)
+    if (comm->directReadCost >= kCostlyReadPercent && comm->directReadCostGate)
       comm->directMinGather = std::max(comm->directMinGather, (n == 2 ? size_t{1} : size_t{2}) << 20);
+    if (comm->directReadCost >= kCostlyReadPercent && comm->directDetReadCostGate) comm->directMinDetReduce = 0;
   }
   if (comm->directOk)
     TUTTI_INFO(NCCL_INIT, "rank {}: single-copy AllGather from {} bytes, Broadcast from {} bytes, AlltoAll from {} "
