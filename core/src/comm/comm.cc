@@ -457,12 +457,16 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   // 39213). 32 KiB steps lost (1 MiB 1527, each step's hand-offs), 128 KiB won nothing; a ReduceScatter's ring,
   // which only receives and folds on 2 ranks, moved both ways (512 KiB 167 -> 214, 2 MiB 678 -> 592, 8 MiB 2877 ->
   // 3338). On 4 ranks the ring's pipeline across the ranks already overlaps them and 64 KiB slots lost (AllReduce
-  // 4 MiB 9168 -> 11273 us); 8 ranks about even. Every rank of a communicator decides alike (overNetwork above), as
-  // a ring's sender and receiver must.
+  // 4 MiB 9168 -> 11273 us); 8 ranks about even. Since the receiver reads what passes 16 KiB of a message straight
+  // into the posted buffer, 256 KiB steps beat 64 KiB ones at every size from 512 KiB (2 processes over sockets, a later
+  // 2-core VM, the median of five runs, us, 64 KiB -> 256 KiB: 512 KiB 239 -> 209, 1 MiB 440 -> 328, 2 MiB 940 -> 796,
+  // 4 MiB 2341 -> 1657, 16 MiB 10546 -> 8909, 64 MiB 41965 -> 34484; 128 KiB in between, the whole slot even at 512 KiB
+  // to 8 MiB and 10% slower at 32 MiB). Every rank of a communicator decides alike (overNetwork above), as a ring's
+  // sender and receiver must.
   const int64_t ringStep = paramInt("TUTTI_NET_RING_STEP_BYTES");
   comm->ringStepMaxBytes = comm->backend != Backend::Host ? 0
                            : ringStep >= 0                ? static_cast<size_t>(ringStep)
-                           : overNetwork && nRanks == 2   ? size_t{64} << 10
+                           : overNetwork && nRanks == 2   ? size_t{256} << 10
                                                           : 0;
   if (comm->ringStepMaxBytes >= 64)
     TUTTI_INFO(NCCL_INIT, "rank {}: ring AllReduce steps of at most {} bytes", rank,

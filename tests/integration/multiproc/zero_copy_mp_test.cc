@@ -396,7 +396,7 @@ TEST(NetZeroCopy, DeterministicExchangeInPlaceAndOutOfPlace) {
 }
 
 
-// 2 processes over sockets take 64 KiB steps in a ring AllReduce unless told otherwise; 100 bytes round down to 64,
+// 2 processes over sockets take 256 KiB steps in a ring AllReduce unless told otherwise; 100 bytes round down to 64,
 // 4160 stays, 0 keeps the whole slot. The ring (forced: NCCL_ALGO=Ring, NCCL_PROTO=Simple) gives the exact sums of
 // small integers whatever the step, in place and out of place, with counts that leave a short last step.
 TEST(NetRingSteps, ShorterStepsThanTheSlotGiveTheSameSums) {
@@ -435,7 +435,7 @@ TEST(NetRingSteps, ShorterStepsThanTheSlotGiveTheSameSums) {
       return 0;
     });
     expectAllSucceeded(r, "");
-    const std::string want = std::string(*step == '\0' ? "65536" : std::string(step) == "100" ? "64" : step);
+    const std::string want = std::string(*step == '\0' ? "262144" : std::string(step) == "100" ? "64" : step);
     for (const ChildResult& c : r.children) {
       const bool logged = c.output.find("ring AllReduce steps of at most " + want + " bytes") != std::string::npos;
       EXPECT_EQ(logged, want != "0") << c.describe() << "\n" << c.output;
