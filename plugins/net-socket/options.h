@@ -47,8 +47,8 @@ struct Options {
   int maxDevices = 16;          // NCCL_SOCKET_MAX_IFS: most interfaces exposed as devices
   int timeoutMs = 30000;        // TUTTI_NET_SOCKET_TIMEOUT_MS: connection setup (refused retries, handshake)
   // TUTTI_NET_SOCKET_DELAYED_ACK: 1 keeps the control socket of every receiving comm in delayed-ACK mode
-  // (TCP_QUICKACK off), so that one ACK covers several segments; 0 leaves the kernel's choice. See keepAcksDelayed
-  // (transfer.cc).
+  // (TCP_QUICKACK off), so that one ACK covers several segments, but for long payloads of a one-way flow; 0 leaves
+  // the kernel's choice. See keepAcksDelayed and ackBulkRead (transfer.cc).
   bool delayedAck = true;
 };
 

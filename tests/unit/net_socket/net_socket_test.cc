@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <atomic>
@@ -520,6 +521,89 @@ TEST_F(NetSocketOptions, ReceiversDelayTheirAcksUnlessTurnedOff) {
         setenv("NCCL_SOCKET_NTHREADS", "0", 1);
         setenv("TUTTI_NET_SOCKET_DELAYED_ACK", "0", 1);
         childTransfer(4096, -1, -1, 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+// After a long payload (more than the 16 KiB a read takes ahead), a receiving end whose process posted no send in the
+// last millisecond (a one-way flow: a Broadcast's leaf) acknowledges at once (TCP_QUICKACK on); one whose process
+// sends as well stays in delayed-ACK mode. Each state is looked for after up to five transfers of 1 MiB (the kernel
+// and the reads of short rests may switch it for a moment, as in childTransfer).
+void childOneWayAcks(bool senderElsewhere) {
+  const ncclNet_v12_t* n = net();
+  void* ctx = nullptr;
+  if (n == nullptr || n->init(&ctx, 1, nullptr, testLogger, nullptr) != ncclSuccess) std::exit(2);
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  void *lc = nullptr, *sc = nullptr, *rc = nullptr;
+  if (n->listen(ctx, 0, handle, &lc) != ncclSuccess) std::exit(3);
+  tutti::netsock::Handle h;
+  std::memcpy(&h, handle, sizeof h);
+  const uint16_t port = h.addr.sa.sa_family == AF_INET ? h.addr.sin.sin_port : h.addr.sin6.sin6_port;
+  if (!establish([&](void** s) { return n->connect(ctx, 0, handle, s, nullptr); },
+                 [&](void** r) { return n->accept(lc, r, nullptr); }, &sc, &rc))
+    std::exit(4);
+  size_t size = size_t{1} << 20;
+  std::vector<char> src(size), dst(size, 0);
+  fillPattern(src, 5);
+  constexpr int kTransfers = 5;
+  auto waitOne = [n](void* req) {  // NULL: nothing to wait for
+    const auto deadline = Clock::now() + std::chrono::seconds(20);
+    for (int done = !req; !done;)
+      if (n->test(req, &done, nullptr) != ncclSuccess || Clock::now() > deadline) return false;
+    return true;
+  };
+  pid_t sender = -1;
+  if (senderElsewhere) {
+    // The sending end moves to another process: this one only receives.
+    sender = fork();
+    if (sender < 0) std::exit(5);
+    if (sender == 0) {
+      for (int i = 0; i < kTransfers; i++) {
+        void* sreq = nullptr;
+        if (n->isend(sc, src.data(), size, 0, nullptr, nullptr, &sreq) != ncclSuccess || !waitOne(sreq)) _exit(1);
+      }
+      _exit(0);
+    }
+  }
+  const int want = senderElsewhere ? 1 : 0;
+  bool seen = false;
+  for (int i = 0; i < kTransfers; i++) {
+    void *sreq = nullptr, *rreq = nullptr;
+    void* d = dst.data();
+    int tag = 0;
+    size_t cap = size;
+    if (!senderElsewhere && n->isend(sc, src.data(), size, 0, nullptr, nullptr, &sreq) != ncclSuccess) std::exit(6);
+    if (n->irecv(rc, 1, &d, &cap, &tag, nullptr, nullptr, &rreq) != ncclSuccess) std::exit(7);
+    if (sreq ? waitBoth(n->test, sreq, rreq, nullptr) != ncclSuccess : !waitOne(rreq)) std::exit(8);
+    if (src != dst) std::exit(9);
+    std::fill(dst.begin(), dst.end(), 0);
+    const int quick = acceptedQuickAck(port);
+    if (quick < 0) std::exit(10);
+    seen = seen || quick == want;
+  }
+  if (senderElsewhere) {
+    int status = 0;
+    if (waitpid(sender, &status, 0) != sender || !WIFEXITED(status) || WEXITSTATUS(status) != 0) std::exit(11);
+  }
+  if (!seen) std::exit(12);
+  std::exit(0);
+}
+
+TEST_F(NetSocketOptions, OneWayReceiversAckAtOnce) {
+  EXPECT_EXIT(
+      {
+        setTestEnv();
+        setenv("NCCL_SOCKET_NTHREADS", "0", 1);
+        unsetenv("TUTTI_NET_SOCKET_DELAYED_ACK");
+        childOneWayAcks(true);
+      },
+      ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(
+      {
+        setTestEnv();
+        setenv("NCCL_SOCKET_NTHREADS", "0", 1);
+        unsetenv("TUTTI_NET_SOCKET_DELAYED_ACK");
+        childOneWayAcks(false);
       },
       ::testing::ExitedWithCode(0), "");
 }
