@@ -166,9 +166,9 @@ void keepAcksDelayed(Comm* comm, bool bulk) {
   (void)setsockopt(comm->ctrlFd, IPPROTO_TCP, TCP_QUICKACK, &zero, sizeof zero);
 }
 
-// When this process last posted a send (any comm of the plugin), steady clock ns.
+// When this process last posted a send or found one still in progress (any comm of the plugin), steady clock ns.
 std::atomic<int64_t> gLastSendNs{0};
-// A process that posted no send for this long receives a one-way flow.
+// A process that had no send for this long receives a one-way flow.
 constexpr int64_t kOneWayNs = 1000 * 1000;
 
 // After a read of a long payload. Where this process sends too (an AllGather, a ring), delayed ACKs spare a packet
@@ -447,6 +447,7 @@ ncclResult_t netTest(void* request, int* done, int* sizes) {
   Comm* comm = r->comm;
   if (ncclResult_t e = static_cast<ncclResult_t>(comm->error.load()); e != ncclSuccess) return e;
   if (ncclResult_t e = progressCtrl(comm); e != ncclSuccess) return e;
+  if (comm->isSend && options().delayedAck) gLastSendNs.store(steadyNs(), std::memory_order_relaxed);
   if (r->state == ReqState::Data && r->pendingTasks.load(std::memory_order_acquire) == 0) {
     if (sizes) sizes[0] = static_cast<int>(std::min<size_t>(r->size, INT_MAX));
     r->state = ReqState::Free;
