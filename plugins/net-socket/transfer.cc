@@ -171,6 +171,15 @@ std::atomic<int64_t> gLastSendNs{0};
 // A process that had no send for this long receives a one-way flow.
 constexpr int64_t kOneWayNs = 1000 * 1000;
 
+// Records a send posted or in progress. The time is stored only once it is an eighth of kOneWayNs old, so that
+// threads polling their sends do not keep taking the line from one another.
+void noteSend() {
+  if (!options().delayedAck) return;
+  const int64_t now = steadyNs();
+  if (now - gLastSendNs.load(std::memory_order_relaxed) > kOneWayNs / 8)
+    gLastSendNs.store(now, std::memory_order_relaxed);
+}
+
 // After a read of a long payload. Where this process sends too (an AllGather, a ring), delayed ACKs spare a packet
 // through both stacks per segment, and the sender's TCP_NODELAY keeps its flow going. A process that only receives
 // (a Broadcast's leaf) has the core to spare, while its sender paces its flow by the ACKs it gets: there quick ACKs
@@ -320,7 +329,7 @@ ncclResult_t postRequest(Comm* comm, char* data, size_t size, void** request) {
   r->pendingTasks.store(0, std::memory_order_relaxed);
   if (comm->isSend) {
     prepareHeader(comm, r);
-    if (options().delayedAck) gLastSendNs.store(steadyNs(), std::memory_order_relaxed);
+    noteSend();
   }
   r->state = ReqState::Ctrl;
   comm->ctrlQueue.push_back(r);
@@ -447,7 +456,7 @@ ncclResult_t netTest(void* request, int* done, int* sizes) {
   Comm* comm = r->comm;
   if (ncclResult_t e = static_cast<ncclResult_t>(comm->error.load()); e != ncclSuccess) return e;
   if (ncclResult_t e = progressCtrl(comm); e != ncclSuccess) return e;
-  if (comm->isSend && options().delayedAck) gLastSendNs.store(steadyNs(), std::memory_order_relaxed);
+  if (comm->isSend) noteSend();
   if (r->state == ReqState::Data && r->pendingTasks.load(std::memory_order_acquire) == 0) {
     if (sizes) sizes[0] = static_cast<int>(std::min<size_t>(r->size, INT_MAX));
     r->state = ReqState::Free;
