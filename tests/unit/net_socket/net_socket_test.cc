@@ -392,6 +392,25 @@ int acceptedQuickAck(uint16_t port) {
   return result;
 }
 
+// In a child: the plugin loaded (the caller set the environment before this first load), initialised, and listening
+// on device 0. Exits 2 or 3 on failure.
+struct ChildListener {
+  const ncclNet_v12_t* n = nullptr;
+  void* ctx = nullptr;
+  void* lc = nullptr;
+  char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+  tutti::netsock::Handle h{};
+  uint16_t port() const { return h.addr.sa.sa_family == AF_INET ? h.addr.sin.sin_port : h.addr.sin6.sin6_port; }
+};
+ChildListener childListen() {
+  ChildListener l;
+  l.n = net();
+  if (l.n == nullptr || l.n->init(&l.ctx, 1, nullptr, testLogger, nullptr) != ncclSuccess) std::exit(2);
+  if (l.n->listen(l.ctx, 0, l.handle, &l.lc) != ncclSuccess) std::exit(3);
+  std::memcpy(&l.h, l.handle, sizeof l.h);
+  return l;
+}
+
 // In the child: init, connect a pair, move `size` bytes and check them. Exit code 0 on success. With
 // wantThreads >= 0 the listener's handle must carry that many helper threads and wantSocks data sockets, and
 // the transfer must start no thread where wantThreads is 0. With wantQuickAck >= 0 the receiving end's control
@@ -399,14 +418,11 @@ int acceptedQuickAck(uint16_t port) {
 // transfer: 1 after every one of five, or 0 after at least one (the kernel leaves delayed-ACK mode when its timer
 // fires, and the plugin re-enters it on its next read, so a check that a scheduler delay puts late may see 1).
 void childTransfer(size_t size, int wantThreads = -1, int wantSocks = -1, int wantQuickAck = -1) {
-  const ncclNet_v12_t* n = net();  // the caller set the environment before this first load
-  void* ctx = nullptr;
-  if (n == nullptr || n->init(&ctx, 1, nullptr, testLogger, nullptr) != ncclSuccess) std::exit(2);
-  char handle[NCCL_NET_HANDLE_MAXSIZE];
-  void *lc = nullptr, *sc = nullptr, *rc = nullptr;
-  if (n->listen(ctx, 0, handle, &lc) != ncclSuccess) std::exit(3);
-  tutti::netsock::Handle h;
-  std::memcpy(&h, handle, sizeof h);
+  ChildListener l = childListen();
+  const ncclNet_v12_t* n = l.n;
+  void *&ctx = l.ctx, *&lc = l.lc, *sc = nullptr, *rc = nullptr;
+  char* handle = l.handle;
+  const tutti::netsock::Handle& h = l.h;
   if (wantThreads >= 0 && (h.nThreads != static_cast<uint32_t>(wantThreads) ||
                            h.nSocks != static_cast<uint32_t>(wantSocks)))
     std::exit(9);
@@ -434,7 +450,7 @@ void childTransfer(size_t size, int wantThreads = -1, int wantSocks = -1, int wa
   if (src != dst) std::exit(8);
   if (wantThreads == 0 && threadCount() > threadsBefore) std::exit(10);
   if (wantQuickAck >= 0) {
-    const uint16_t port = h.addr.sa.sa_family == AF_INET ? h.addr.sin.sin_port : h.addr.sin6.sin6_port;
+    const uint16_t port = l.port();
     bool seen = false;
     for (int i = 0; i < 5 && !seen; i++) {
       const int quick = acceptedQuickAck(port);
@@ -530,15 +546,11 @@ TEST_F(NetSocketOptions, ReceiversDelayTheirAcksUnlessTurnedOff) {
 // sends as well stays in delayed-ACK mode. Each state is looked for after up to five transfers of 64 KiB (the kernel
 // and the reads of short rests may switch it for a moment, as in childTransfer).
 void childOneWayAcks(bool senderElsewhere) {
-  const ncclNet_v12_t* n = net();
-  void* ctx = nullptr;
-  if (n == nullptr || n->init(&ctx, 1, nullptr, testLogger, nullptr) != ncclSuccess) std::exit(2);
-  char handle[NCCL_NET_HANDLE_MAXSIZE];
-  void *lc = nullptr, *sc = nullptr, *rc = nullptr;
-  if (n->listen(ctx, 0, handle, &lc) != ncclSuccess) std::exit(3);
-  tutti::netsock::Handle h;
-  std::memcpy(&h, handle, sizeof h);
-  const uint16_t port = h.addr.sa.sa_family == AF_INET ? h.addr.sin.sin_port : h.addr.sin6.sin6_port;
+  ChildListener l = childListen();
+  const ncclNet_v12_t* n = l.n;
+  void *&ctx = l.ctx, *&lc = l.lc, *sc = nullptr, *rc = nullptr;
+  char* handle = l.handle;
+  const uint16_t port = l.port();
   if (!establish([&](void** s) { return n->connect(ctx, 0, handle, s, nullptr); },
                  [&](void** r) { return n->accept(lc, r, nullptr); }, &sc, &rc))
     std::exit(4);
@@ -590,22 +602,17 @@ void childOneWayAcks(bool senderElsewhere) {
 }
 
 TEST_F(NetSocketOptions, OneWayReceiversAckAtOnce) {
-  EXPECT_EXIT(
-      {
-        setTestEnv();
-        setenv("NCCL_SOCKET_NTHREADS", "0", 1);
-        unsetenv("TUTTI_NET_SOCKET_DELAYED_ACK");
-        childOneWayAcks(true);
-      },
-      ::testing::ExitedWithCode(0), "");
-  EXPECT_EXIT(
-      {
-        setTestEnv();
-        setenv("NCCL_SOCKET_NTHREADS", "0", 1);
-        unsetenv("TUTTI_NET_SOCKET_DELAYED_ACK");
-        childOneWayAcks(false);
-      },
-      ::testing::ExitedWithCode(0), "");
+  for (bool senderElsewhere : {true, false}) {
+    SCOPED_TRACE(senderElsewhere ? "sender in another process" : "sender in this process");
+    EXPECT_EXIT(
+        {
+          setTestEnv();
+          setenv("NCCL_SOCKET_NTHREADS", "0", 1);
+          unsetenv("TUTTI_NET_SOCKET_DELAYED_ACK");
+          childOneWayAcks(senderElsewhere);
+        },
+        ::testing::ExitedWithCode(0), "");
+  }
 }
 
 TEST_F(NetSocketOptions, ManyThreadsAndSockets) {
