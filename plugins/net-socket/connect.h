@@ -95,6 +95,7 @@ struct Comm {
   std::unique_ptr<char[]> rxBuf;
   size_t rxBegin = 0, rxEnd = 0;
   std::vector<std::unique_ptr<Worker>> workers;  // started on the first chunked message
+  std::atomic<bool> chunked{false};              // workers started: data moves on helper threads too
   Request requests[NCCL_NET_MAX_REQUESTS];
 };
 
@@ -122,6 +123,8 @@ ncclResult_t netTest(void* request, int* done, int* sizes);
 ncclResult_t netCloseSend(void* sendComm);
 ncclResult_t netCloseRecv(void* recvComm);
 ncclResult_t netCloseListen(void* listenComm);
+// tuttiNetWait_v1 (tutti/net_wait.h).
+ncclResult_t netWaitComms(void* const* comms, int nComms, int timeoutUs, int* ready);
 
 // ---- socket helpers (connect.cc).
 enum class Io { Done, Again, Error };

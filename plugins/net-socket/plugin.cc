@@ -4,6 +4,7 @@
 #include "options.h"
 
 #include <tutti/net_compat.h>
+#include <tutti/net_wait.h>
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -293,6 +294,10 @@ constexpr ncclNet_v12_t kNet = {
   extern "C" __attribute__((visibility("default"))) const ncclNet_##version##_t ncclNetPlugin_##version; \
   const ncclNet_##version##_t ncclNetPlugin_##version = table
 TUTTI_NET_EXPORT(v12, kNet);
+
+// The blocking wait (tutti/net_wait.h): a rank waiting for a transfer sleeps in poll on the control sockets.
+extern "C" __attribute__((visibility("default"))) const tuttiNetWait_v1_t tuttiNetWait_v1;
+const tuttiNetWait_v1_t tuttiNetWait_v1 = {.waitComms = ns::netWaitComms};
 TUTTI_NET_EXPORT(v11, tutti::netcompat::v11<kNet>());
 TUTTI_NET_EXPORT(v10, tutti::netcompat::v10<kNet>());
 TUTTI_NET_EXPORT(v9, tutti::netcompat::v9<kNet>());

@@ -104,6 +104,7 @@ ncclResult_t dispatchChunks(Comm* comm, Request* r) {
   size_t n = chunkCount(r->size, chunk);  // overflow-safe: a peer's chunkBytes may be near 2^64
   if (comm->workers.empty()) {
     if (ncclResult_t rc = startWorkers(comm); rc != ncclSuccess) return failComm(comm, rc);
+    comm->chunked.store(true, std::memory_order_release);
   }
   r->pendingTasks.store(static_cast<int>(n), std::memory_order_relaxed);
   for (size_t i = 0; i < n; i++) {
@@ -470,6 +471,44 @@ ncclResult_t netTest(void* request, int* done, int* sizes) {
     SOCK_WARN("NET/Socket : the receiving peer closed the connection");
     return failComm(comm, ncclRemoteError);
   }
+  return ncclSuccess;
+}
+
+// A thread that has just tested the comms' requests sleeps until one of their control sockets can move data: a
+// receiving comm's has bytes (or the end of the connection) to read, a sending comm's room to write. Reads only
+// what never changes after the comm is made (its socket, its direction) and atomics, so it runs beside a test() on
+// another thread. Data that a test() read ahead into rxBuf belongs to requests not posted yet (a posted one would
+// have taken it), so the socket alone tells whether a posted request can move. Comms whose payloads go on helper
+// threads (data sockets) complete without their control socket: not waited on here (-1).
+ncclResult_t netWaitComms(void* const* comms, int nComms, int timeoutUs, int* ready) {
+  if (ready == nullptr || nComms < 0 || (nComms > 0 && comms == nullptr) || timeoutUs < 0) {
+    SOCK_WARN("NET/Socket : waitComms: bad arguments (%d comms, timeout %d us)", nComms, timeoutUs);
+    return ncclInvalidArgument;
+  }
+  *ready = -1;
+  constexpr int kMaxFds = 64;
+  if (nComms == 0 || nComms > kMaxFds) return ncclSuccess;
+  pollfd fds[kMaxFds];
+  for (int i = 0; i < nComms; i++) {
+    const Comm* c = static_cast<const Comm*>(comms[i]);
+    if (c == nullptr) {
+      SOCK_WARN("NET/Socket : waitComms: NULL comm");
+      return ncclInvalidArgument;
+    }
+    if (c->chunked.load(std::memory_order_acquire)) return ncclSuccess;
+    if (c->error.load(std::memory_order_relaxed) != ncclSuccess) {  // test() reports it at once
+      *ready = 1;
+      return ncclSuccess;
+    }
+    fds[i] = {c->ctrlFd, static_cast<short>(c->isSend ? POLLOUT : POLLIN), 0};
+  }
+  const timespec ts{timeoutUs / 1000000, static_cast<long>(timeoutUs % 1000000) * 1000};
+  const int n = ::ppoll(fds, static_cast<nfds_t>(nComms), &ts, nullptr);
+  if (n < 0 && errno != EINTR) {
+    SOCK_WARN("NET/Socket : waitComms: poll failed: %s", std::strerror(errno));
+    return ncclSystemError;
+  }
+  *ready = n == 0 ? 0 : 1;  // interrupted: a spurious wake-up
   return ncclSuccess;
 }
 

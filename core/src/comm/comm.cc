@@ -319,6 +319,13 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
     comm->netSpinCount = static_cast<int>(std::max<int64_t>(0, paramInt("TUTTI_NET_SPIN_COUNT")));
   else
     comm->netSpinCount = localRanks <= cores || paramIsSet("TUTTI_SPIN_COUNT") ? comm->spinCount : 100;
+  // A Broadcast receiver over the network, whose senders bound the calls (runBinomialBroadcast), sleeps sooner still
+  // where the net plugin can wake it itself (8 processes over sockets, 2 cores, medians of seven interleaved runs,
+  // 8 B to 512 B, us: 32-35 -> 22-26 at 10 polls, 25-27 at 2; 34-40 at 10 polls with the proxy thread's hand-over).
+  if (paramIsSet("TUTTI_NET_BCAST_SPIN_COUNT"))
+    comm->bcastRecvSpinCount = static_cast<int>(std::max<int64_t>(0, paramInt("TUTTI_NET_BCAST_SPIN_COUNT")));
+  else
+    comm->bcastRecvSpinCount = localRanks <= cores || paramIsSet("TUTTI_NET_SPIN_COUNT") ? comm->netSpinCount : 10;
 
   // The proxy thread reads its placement when it starts (first network connection of the process): a value
   // it could not use is an init error now rather than a silent default then.

@@ -9,6 +9,8 @@
 #include "proxy/proxy.h"
 #include "util/check.h"
 
+#include <tutti/net_wait.h>
+
 #include <strings.h>
 #include <unistd.h>
 
@@ -78,6 +80,13 @@ NetState* loadNet() {
         ncclNetProperties_v12_t props{};
         s->ptrSupport.push_back(p->net.getProperties(d, &props) == ncclSuccess ? props.ptrSupport : NCCL_PTR_HOST);
       }
+      const auto* wait =
+          p->library ? static_cast<const tuttiNetWait_v1_t*>(p->library->symbol(TUTTI_NET_WAIT_SYMBOL)) : nullptr;
+      if (wait && wait->waitComms && paramInt("TUTTI_NET_PLUGIN_WAIT") != 0) {
+        proxySetNetWait(wait->waitComms);
+        TUTTI_INFO(NCCL_INIT | NCCL_NET, "net plugin {}: waits sleep in the plugin ({})", p->net.name,
+                   TUTTI_NET_WAIT_SYMBOL);
+      }
       s->plugin = std::move(p);
       s->ctx = ctx;
       s->nDevs = n;
@@ -98,10 +107,16 @@ struct NetEnd;
 class NetProxyTask : public ProxyTask {
  public:
   explicit NetProxyTask(NetEnd* end) : end_(end) {}
-  ncclResult_t progress(bool* active) override;
+  ncclResult_t progress(bool* active) override {
+    const ncclResult_t res = run(active);
+    setWaitComm(res == ncclSuccess ? inFlight() : nullptr);
+    return res;
+  }
   bool busy() const override;
 
  private:
+  ncclResult_t run(bool* active);
+  void* inFlight() const;  // the plugin comm while requests are in flight, else null
   NetEnd* end_;
 };
 
@@ -261,7 +276,7 @@ void profDrop(NetEnd* e) {
   e->profOps.clear();
 }
 
-ncclResult_t NetProxyTask::progress(bool* active) {
+ncclResult_t NetProxyTask::run(bool* active) {
   NetEnd* e = end_;
   NetState* net = loadNet();
   const ncclNet_v12_t& api = net->plugin->net;
@@ -410,6 +425,11 @@ ncclResult_t NetProxyTask::progress(bool* active) {
     }
   }
   return ncclSuccess;
+}
+
+void* NetProxyTask::inFlight() const {
+  const NetEnd* e = end_;
+  return e->posted != e->done && !e->failed ? e->comm : nullptr;
 }
 
 bool NetProxyTask::busy() const {

@@ -13,6 +13,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <climits>
+#include <cstdint>
+#include <iterator>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -276,6 +279,68 @@ void proxyDriveScoped() {
   ProxyDriveScope* s = tScope;
   if (!s) return;
   for (int i = 0; i < s->n_; ++i) proxyProgressInline(s->tasks_[i]);
+}
+
+namespace {
+std::atomic<NetWaitFn> gNetWait{nullptr};
+std::atomic<int> gInFlight{0};  // tasks of the process whose waitComm is set
+}  // namespace
+
+ProxyTask::~ProxyTask() {
+  if (waitComm_.load(std::memory_order_relaxed)) gInFlight.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void ProxyTask::setWaitComm(void* comm) {
+  void* const was = waitComm_.exchange(comm, std::memory_order_relaxed);
+  if (!was != !comm) gInFlight.fetch_add(comm ? 1 : -1, std::memory_order_seq_cst);
+}
+
+void proxySetNetWait(NetWaitFn fn) { gNetWait.store(fn, std::memory_order_release); }
+bool proxyHasNetWait() { return gNetWait.load(std::memory_order_relaxed) != nullptr; }
+
+int proxyWaitNetwork(ProxyTask* waited, ProxyTask* const* drive, int nDrive, int64_t timeoutNs) {
+  const NetWaitFn fn = gNetWait.load(std::memory_order_acquire);
+  if (!fn || !waited) return -1;
+  // A sleeping rank's hand-over lets the proxy thread run every driven task: its moves would not wake a poll on the
+  // sockets (and it could not run ours while we hold them, below).
+  if (gSleepers.load(std::memory_order_seq_cst) > 0) return -1;
+  // The tasks with transfers in flight, held (their running_ flag) for the wait: no other thread progresses or
+  // closes them meanwhile, so the sockets are the only thing that can move and the comms stay valid.
+  ProxyTask* held[1 + 2 * ProxyDriveScope::kMaxTasks];
+  void* comms[std::size(held)];
+  int n = 0;
+  bool ok = true;
+  auto add = [&](ProxyTask* t) {
+    if (!ok || !t->waitComm() || std::find(held, held + n, t) != held + n || n == static_cast<int>(std::size(held)))
+      return;
+    if (t->running_.load(std::memory_order_relaxed) || t->running_.exchange(true, std::memory_order_acquire)) {
+      ok = false;  // another thread is in it: its moves would not wake us
+      return;
+    }
+    void* c = t->waitComm();  // stable while held
+    if (!c || t->handedOver()) {  // done meanwhile; or the proxy thread's to finish
+      ok = ok && !c;
+      t->running_.store(false, std::memory_order_release);
+      return;
+    }
+    held[n] = t;
+    comms[n++] = c;
+  };
+  add(waited);
+  if (n == 1) {
+    for (int i = 0; i < nDrive; ++i) add(drive[i]);
+    if (const ProxyDriveScope* s = tScope)
+      for (int i = 0; i < s->n_; ++i) add(s->tasks_[i]);
+  }
+  int ready = -1;
+  // Every task in flight must be one we hold (read after taking them: one that starts later is this thread's own
+  // doing, or another thread's, which then runs it itself).
+  if (ok && n > 0 && gInFlight.load(std::memory_order_seq_cst) == n) {
+    const int64_t us = std::clamp<int64_t>(timeoutNs / 1000, 1, INT32_MAX);
+    if (fn(comms, n, static_cast<int>(us), &ready) != ncclSuccess) ready = 1;  // the next progress reports it
+  }
+  for (int i = 0; i < n; ++i) held[i]->running_.store(false, std::memory_order_release);
+  return ready;
 }
 
 void proxyHandOffBegin() {

@@ -16,13 +16,16 @@ namespace tutti {
 
 class ProxyTask {
  public:
-  virtual ~ProxyTask() = default;
+  virtual ~ProxyTask();
   // Moves what can be moved without blocking; sets *active when anything happened. An error ends the task:
   // the task must first mark its connection closed so the ranks waiting on it fail instead of hanging.
   virtual ncclResult_t progress(bool* active) = 0;
   // True while the task has work in flight (posted receives, unsent or incomplete sends): the proxy thread
   // then keeps polling instead of sleeping.
   virtual bool busy() const = 0;
+  // The plugin comm whose socket the task's next move waits on: set by progress() (setWaitComm) while it leaves
+  // transfers in flight, null otherwise. Read by proxyWaitNetwork.
+  void* waitComm() const { return waitComm_.load(std::memory_order_relaxed); }
 
   // Runs progress() then busy() unless another thread is running them (the proxy thread, or a rank driving
   // its own connection: proxyProgressInline). False when it did not run. A task found idle is no longer
@@ -34,9 +37,15 @@ class ProxyTask {
   // A driven task its rank left with work in flight (proxyRelease): the proxy thread finishes it.
   bool handedOver() const { return handedOver_.load(std::memory_order_acquire); }
 
+ protected:
+  // Called by progress(): `comm` while transfers are in flight (counted process-wide, see proxyWaitNetwork).
+  void setWaitComm(void* comm);
+
  private:
+  std::atomic<void*> waitComm_{nullptr};
   friend void proxyProgressInline(ProxyTask* task);
   friend void proxyRelease(ProxyTask* task);
+  friend int proxyWaitNetwork(ProxyTask* waited, ProxyTask* const* drive, int nDrive, int64_t timeoutNs);
   std::atomic<bool> running_{false};
   std::atomic<bool> driven_{false};
   std::atomic<bool> handedOver_{false};
@@ -82,12 +91,30 @@ class ProxyDriveScope {
  private:
   friend void proxyRelease(ProxyTask* task);
   friend void proxyDriveScoped();
+  friend int proxyWaitNetwork(ProxyTask* waited, ProxyTask* const* drive, int nDrive, int64_t timeoutNs);
   ProxyDriveScope* outer_ = nullptr;  // the scope already open on this thread (this one then forwards to it)
   ProxyTask* tasks_[kMaxTasks];  // the first n_ are set (left uninitialized: a scope opens on every call)
   int n_ = 0;
 };
 // Progresses the tasks of the scope open on the calling thread (none: nothing to do, one thread-local load).
 void proxyDriveScoped();
+
+// The net plugin's blocking wait (tutti/net_wait.h, tuttiNetWait_v1.waitComms), set when the plugin that carries
+// the process's network connections exports it; null: none.
+using NetWaitFn = ncclResult_t (*)(void* const* comms, int nComms, int timeoutUs, int* ready);
+void proxySetNetWait(NetWaitFn fn);
+bool proxyHasNetWait();
+// Sleeps in the net plugin until one of the network connections the calling thread drives can move data, for at
+// most timeoutNs: `waited` (the connection the thread waits on), `drive` and the scope's tasks (ProxyDriveScope)
+// that have transfers in flight. The thread then progresses them itself (proxyProgressInline): no hand-over to the
+// proxy thread and no futex wake-up. The tasks are held meanwhile (as tryRun holds them): no other thread moves
+// their data or closes them. Returns 1 (something may have moved, or the wait failed: the next progress reports it),
+// 0 (timed out), or -1 where it cannot wait so: no such plugin wait, `waited` has nothing in flight, a network
+// connection of the process that it would not progress has transfers in flight (a receive posted ahead, another
+// channel's: the proxy thread must move them while this thread sleeps, or a peer waiting on them could wait as long
+// as we do), another thread is in one of the tasks, another rank of the process sleeps, or the plugin declined. The
+// caller then sleeps as it would without it (proxyHandOffBegin).
+int proxyWaitNetwork(ProxyTask* waited, ProxyTask* const* drive, int nDrive, int64_t timeoutNs);
 
 // A thread that may leave inline-driven network work unfinished (it is about to sleep) hands it to the proxy
 // thread, which progresses every busy task until the matching proxyHandOffEnd. Cheap in a process that never

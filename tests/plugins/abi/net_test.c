@@ -1,8 +1,11 @@
 /* Minimal net plugin for ABI version TEST_NET_VERSION: exports only ncclNetPlugin_v<N>. Its name is
  * "test-net-v<N>", device 0 reports speed 1000*N Mbps and port N, and isend records the size it got. */
 #include <tutti/net.h>
+#include <tutti/net_wait.h> /* the optional extension's header builds as C too (not exported here) */
 
 #include <string.h>
+
+_Static_assert(sizeof(tuttiNetWait_v1_t) == sizeof(void*), "tuttiNetWait_v1_t is one function pointer");
 
 #define CAT2(a, b) a##b
 #define CAT(a, b) CAT2(a, b)

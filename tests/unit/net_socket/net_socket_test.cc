@@ -3,6 +3,8 @@
 #include "net_socket_fixture.h"
 #include "options.h"
 
+#include <tutti/net_wait.h>
+
 #include <dirent.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -265,6 +267,84 @@ TEST_F(NetSocket, HelperThreadsOnlyForMessagesAboveOneChunk) {
   ASSERT_EQ(transfer(src.data(), src.size(), dst.data(), dst.size(), nullptr), ncclSuccess);
   EXPECT_EQ(src, dst);
   EXPECT_EQ(threadCount(), before + 2) << "a chunked message should start one helper thread per comm";
+}
+
+// The blocking wait (tuttiNetWait_v1): a receive comm with a posted receive and nothing on the wire times out
+// (ready 0); once the peer sends, the wait ends (ready 1) and test() completes the receive; a send comm with room
+// ends at once; a comm whose data moved on helper threads is declined (-1); the end of the connection ends it;
+// bad arguments are errors, not crashes.
+TEST_F(NetSocket, WaitCommsSleepsUntilDataOrRoom) {
+  const auto* wait = symbol<tuttiNetWait_v1_t>(TUTTI_NET_WAIT_SYMBOL);
+  ASSERT_NE(wait, nullptr);
+  ASSERT_NE(wait->waitComms, nullptr);
+  connectPair();
+  char dst[64] = {};
+  void* d = dst;
+  size_t cap = sizeof dst;
+  int tag = 0, done = 0, got = -1, ready = 7;
+  void* rreq = nullptr;
+  ASSERT_EQ(n->irecv(recvComm, 1, &d, &cap, &tag, nullptr, nullptr, &rreq), ncclSuccess);
+  ASSERT_EQ(n->test(rreq, &done, &got), ncclSuccess);
+  ASSERT_EQ(done, 0);
+  void* const rc[] = {recvComm};
+  ASSERT_EQ(wait->waitComms(rc, 1, 20000, &ready), ncclSuccess);
+  EXPECT_EQ(ready, 0) << "nothing was sent";
+  // The peer sends from another thread a while later; the wait (10 s at most) ends when the bytes arrive.
+  const char msg[] = "hello";
+  std::thread sender([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    void* sreq = nullptr;
+    if (n->isend(sendComm, const_cast<char*>(msg), sizeof msg, 0, nullptr, nullptr, &sreq) == ncclSuccess)
+      (void)waitRequest(n->test, sreq);
+  });
+  ready = 7;
+  ASSERT_EQ(wait->waitComms(rc, 1, 10 * 1000 * 1000, &ready), ncclSuccess);
+  sender.join();
+  EXPECT_EQ(ready, 1);
+  ASSERT_EQ(n->test(rreq, &done, &got), ncclSuccess);
+  EXPECT_EQ(done, 1) << "the wait ended before the data could be read";
+  EXPECT_EQ(got, static_cast<int>(sizeof msg));
+  EXPECT_STREQ(dst, msg);
+  void* const sc[] = {sendComm};
+  ready = 7;
+  ASSERT_EQ(wait->waitComms(sc, 1, 10 * 1000 * 1000, &ready), ncclSuccess);
+  EXPECT_EQ(ready, 1) << "a send comm with room to write";
+  // Bad arguments.
+  EXPECT_EQ(wait->waitComms(rc, 1, 1000, nullptr), ncclInvalidArgument);
+  EXPECT_EQ(wait->waitComms(nullptr, 1, 1000, &ready), ncclInvalidArgument);
+  EXPECT_EQ(wait->waitComms(rc, -1, 1000, &ready), ncclInvalidArgument);
+  EXPECT_EQ(wait->waitComms(rc, 1, -5, &ready), ncclInvalidArgument);
+  void* const none[] = {nullptr};
+  EXPECT_EQ(wait->waitComms(none, 1, 1000, &ready), ncclInvalidArgument);
+  // Past one chunk (64 KiB) the data goes on the helper threads' sockets: declined.
+  std::vector<char> big(200000), bigDst(200000);
+  fillPattern(big, 3);
+  ASSERT_EQ(transfer(big.data(), big.size(), bigDst.data(), bigDst.size(), nullptr), ncclSuccess);
+  ASSERT_EQ(big, bigDst);
+  ready = 7;
+  ASSERT_EQ(wait->waitComms(rc, 1, 1000, &ready), ncclSuccess);
+  EXPECT_EQ(ready, -1);
+}
+
+// The end of the connection ends a wait on the receiving side: what test() then reports is the failure.
+TEST_F(NetSocket, WaitCommsEndsWhenThePeerCloses) {
+  const auto* wait = symbol<tuttiNetWait_v1_t>(TUTTI_NET_WAIT_SYMBOL);
+  ASSERT_NE(wait, nullptr);
+  connectPair();
+  char dst[16];
+  void* d = dst;
+  size_t cap = sizeof dst;
+  int tag = 0, done = 0, ready = 7;
+  void* rreq = nullptr;
+  ASSERT_EQ(n->irecv(recvComm, 1, &d, &cap, &tag, nullptr, nullptr, &rreq), ncclSuccess);
+  ASSERT_EQ(n->test(rreq, &done, nullptr), ncclSuccess);
+  ASSERT_EQ(n->closeSend(sendComm), ncclSuccess);
+  sendComm = nullptr;
+  void* const rc[] = {recvComm};
+  ASSERT_EQ(wait->waitComms(rc, 1, 10 * 1000 * 1000, &ready), ncclSuccess);
+  EXPECT_EQ(ready, 1);
+  EXPECT_NE(n->test(rreq, &done, nullptr), ncclSuccess);
+  EXPECT_EQ(done, 0);
 }
 
 TEST_F(NetSocket, RegMrAndFlush) {

@@ -776,7 +776,13 @@ ncclResult_t runBinomialBroadcast(ncclComm* comm, const OneShot& s, const WaitCo
       landing = s.output;
     }
     announceRecvSteps(rc, 1);
-    HostPrims prims(rc, nullptr, nullptr, nullptr, 1, copy, wait, label, oneShotProto(comm, rc, bytes));
+    // Over the network, where ranks outnumber cores: the senders above this rank are what bounds back-to-back
+    // calls, and each poll of ours is a system call on a core they need. A short spin, then a sleep in the net
+    // plugin, which its socket ends at once (the proxy thread's futex hand-over would cost another wake-up).
+    WaitContext w = wait;
+    if (rc->netEnd && proxyHasNetWait())
+      w.driveSpinCount = std::min(wait.driveSpinCount >= 0 ? wait.driveSpinCount : wait.spinCount, comm->bcastRecvSpinCount);
+    HostPrims prims(rc, nullptr, nullptr, nullptr, 1, copy, w, label, oneShotProto(comm, rc, bytes));
     const char* got = nullptr;
     TUTTI_CHECK(prims.recvPeek(bytes, &got, landing));
     if (got != s.output) std::memcpy(s.output, got, bytes);
@@ -799,7 +805,8 @@ ncclResult_t binomialBroadcastSends(ncclComm* comm, const OneShot& s, int v, int
   for (int m = top; v + m < n; m <<= 1) ++nChildren;
   PrimsSlots<kMaxDoublingSteps> sends;
   ProxyDriveScope scope;
-  for (int i = nChildren - 1; i >= 0; --i) {  // the largest subtree first
+  // Child v + (top << i) heads the ranks v + (top << i) + j (top << (i + 1)), j >= 0: the largest subtree first.
+  for (int i = 0; i < nChildren; ++i) {
     const int child = (v + (top << i) + s.root) % n;
     Connection* scn = commCollConnection(comm, child, true);
     if (!scn) TUTTI_FAIL(ncclInternalError, "rank {}: {}: no connection to rank {}", r, what, child);

@@ -202,6 +202,7 @@ WaitContext HostPrims::connWait(const HostConn* c, const SlowWait* slow) const {
   w.peerGone = c->peerGone;
   w.drive = drive_;
   w.nDrive = nDrive_;
+  w.netTask = c->proxyTask;
   if (w.warnNs > 0) {
     w.onSlow = &HostPrims::warnSlowWait;
     w.slowCtx = slow;

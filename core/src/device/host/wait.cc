@@ -62,30 +62,12 @@ WaitStatus waitAtLeast(uint64_t* counter, uint32_t* waiters, uint32_t* seq, cons
     if (closed && std::atomic_ref<const uint32_t>(*closed).load(std::memory_order_acquire))
       return value.load(std::memory_order_acquire) >= target ? WaitStatus::Ready : WaitStatus::PeerClosed;
   }
-  // Asleep, this thread drives no network connection: the proxy thread takes over until it wakes.
-  struct HandOff {
-    HandOff() { proxyHandOffBegin(); }
-    ~HandOff() { proxyHandOffEnd(); }
-  } handOff;
-  std::atomic_ref<uint32_t> nWaiters(*waiters);
-  std::atomic_ref<uint32_t> seqWord(*seq);
   const int64_t deadline = ctx.timeoutNs > 0 ? nowNs() + ctx.timeoutNs : 0;
   const bool watchSlow = ctx.warnNs > 0 && ctx.onSlow;
   const int64_t sleepStart = watchSlow ? nowNs() : 0;
   bool warned = false;
-  for (int64_t slice = kFirstSliceNs;; slice = std::min(2 * slice, kSliceNs)) {
-    uint32_t s = seqWord.load(std::memory_order_seq_cst);
-    nWaiters.fetch_add(1, std::memory_order_seq_cst);
-    // Re-check after announcing ourselves: a publish() that read `waiters` before this announcement reached it has
-    // stored its value by then, so we see it here, or, where that store was still on its way, at the end of the
-    // slice (kFirstSliceNs); one that sees us bumps seq.
-    if (value.load(std::memory_order_seq_cst) >= target) {
-      nWaiters.fetch_sub(1, std::memory_order_relaxed);
-      return WaitStatus::Ready;
-    }
-    futexWait(seq, s, slice, ctx.shared);
-    nWaiters.fetch_sub(1, std::memory_order_relaxed);
-    if (value.load(std::memory_order_acquire) >= target) return WaitStatus::Ready;
+  // After a sleep that did not bring the value: what ends the wait instead, or nothing (Ready: sleep again).
+  auto afterSleep = [&]() {
     if (ctx.abortFlag && ctx.abortFlag->load(std::memory_order_relaxed)) return WaitStatus::Aborted;
     if (closed && std::atomic_ref<const uint32_t>(*closed).load(std::memory_order_acquire))
       return WaitStatus::PeerClosed;
@@ -101,6 +83,50 @@ WaitStatus waitAtLeast(uint64_t* counter, uint32_t* waiters, uint32_t* seq, cons
         ctx.onSlow(ctx.slowCtx, waited);
       }
     }
+    return WaitStatus::Ready;
+  };
+  // A network connection: sleep in the net plugin until a socket of this thread's connections can move data,
+  // then move it from here (proxyWaitNetwork). Where ranks outnumber cores this spares the proxy thread's wake-up
+  // and the futex wake-up behind it: one thread scheduled per message instead of two.
+  if (ctx.netTask) {
+    if (spins == 0) {  // what the connections' last progress left in flight is what the plugin waits on
+      for (int t = 0; t < ctx.nDrive; ++t) proxyProgressInline(ctx.drive[t]);
+      proxyDriveScoped();
+      if (value.load(std::memory_order_acquire) >= target) return WaitStatus::Ready;
+    }
+    for (int64_t slice = kFirstSliceNs;;) {
+      const int woke = proxyWaitNetwork(ctx.netTask, ctx.drive, ctx.nDrive, slice);
+      if (woke < 0) break;  // not now: the futex below
+      for (int t = 0; t < ctx.nDrive; ++t) proxyProgressInline(ctx.drive[t]);
+      proxyDriveScoped();
+      if (value.load(std::memory_order_acquire) >= target) return WaitStatus::Ready;
+      if (const WaitStatus st = afterSleep(); st != WaitStatus::Ready) return st;
+      // Data moved but not enough yet: the next wait starts short again. A missed wake-up (what another
+      // thread moved) costs at most about the time already waited, as on the futex.
+      slice = woke ? kFirstSliceNs : std::min(2 * slice, kSliceNs);
+    }
+  }
+  // Asleep, this thread drives no network connection: the proxy thread takes over until it wakes.
+  struct HandOff {
+    HandOff() { proxyHandOffBegin(); }
+    ~HandOff() { proxyHandOffEnd(); }
+  } handOff;
+  std::atomic_ref<uint32_t> nWaiters(*waiters);
+  std::atomic_ref<uint32_t> seqWord(*seq);
+  for (int64_t slice = kFirstSliceNs;; slice = std::min(2 * slice, kSliceNs)) {
+    uint32_t s = seqWord.load(std::memory_order_seq_cst);
+    nWaiters.fetch_add(1, std::memory_order_seq_cst);
+    // Re-check after announcing ourselves: a publish() that read `waiters` before this announcement reached it has
+    // stored its value by then, so we see it here, or, where that store was still on its way, at the end of the
+    // slice (kFirstSliceNs); one that sees us bumps seq.
+    if (value.load(std::memory_order_seq_cst) >= target) {
+      nWaiters.fetch_sub(1, std::memory_order_relaxed);
+      return WaitStatus::Ready;
+    }
+    futexWait(seq, s, slice, ctx.shared);
+    nWaiters.fetch_sub(1, std::memory_order_relaxed);
+    if (value.load(std::memory_order_acquire) >= target) return WaitStatus::Ready;
+    if (const WaitStatus st = afterSleep(); st != WaitStatus::Ready) return st;
   }
 }
 

@@ -37,6 +37,9 @@ struct WaitContext {
   // poll while it spins. Whatever the wait, a thread about to sleep hands such work to the proxy thread.
   ProxyTask* const* drive = nullptr;
   int nDrive = 0;
+  // The network connection whose counter is waited on, when it is one: once the spins are over, the thread
+  // sleeps in the net plugin on it and the drive tasks (proxyWaitNetwork) where it can, and on the futex otherwise.
+  ProxyTask* netTask = nullptr;
 };
 
 enum class WaitStatus { Ready, Aborted, TimedOut, PeerClosed };
