@@ -207,15 +207,18 @@ std::unique_ptr<NetPlugin> loadNetPlugin(const std::string& path, int abi, std::
   }
   // The library stays loaded for the life of the process: plugin strings and threads depend on it.
   void* s = syms[pick];
+  std::unique_ptr<NetPlugin> p;
   switch (pick) {
-    case 12: return make<12, ncclNet_v12_t, ncclNetProperties_v12_t>(s);
-    case 11: return make<11, ncclNet_v11_t, ncclNetProperties_v11_t>(s);
-    case 10: return make<10, ncclNet_v10_t, ncclNetProperties_v10_t>(s);
-    case 9: return make<9, ncclNet_v9_t, ncclNetProperties_v9_t>(s);
-    case 8: return make<8, ncclNet_v8_t, ncclNetProperties_v8_t>(s);
-    case 7: return make<7, ncclNet_v7_t, ncclNetProperties_v7_t>(s);
-    default: return make<6, ncclNet_v6_t, ncclNetProperties_v6_t>(s);
+    case 12: p = make<12, ncclNet_v12_t, ncclNetProperties_v12_t>(s); break;
+    case 11: p = make<11, ncclNet_v11_t, ncclNetProperties_v11_t>(s); break;
+    case 10: p = make<10, ncclNet_v10_t, ncclNetProperties_v10_t>(s); break;
+    case 9: p = make<9, ncclNet_v9_t, ncclNetProperties_v9_t>(s); break;
+    case 8: p = make<8, ncclNet_v8_t, ncclNetProperties_v8_t>(s); break;
+    case 7: p = make<7, ncclNet_v7_t, ncclNetProperties_v7_t>(s); break;
+    default: p = make<6, ncclNet_v6_t, ncclNetProperties_v6_t>(s); break;
   }
+  if (p) p->wait = static_cast<const tuttiNetWait_v1_t*>(dlsym(lib, TUTTI_NET_WAIT_SYMBOL));
+  return p;
 }
 
 }  // namespace tutti::check

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <tutti/net.h>
+#include <tutti/net_wait.h>
 
 #include <memory>
 #include <string>
@@ -32,6 +33,7 @@ class NetPlugin {
   virtual ~NetPlugin() = default;
   int version = 0;
   std::string name;
+  const tuttiNetWait_v1_t* wait = nullptr;  // the optional blocking wait (tutti/net_wait.h), if exported
   // Required callbacks the table leaves NULL (empty: complete).
   virtual std::vector<std::string> missingCallbacks() const = 0;
   // For v6..v10 init is per process and ctx stays NULL; v11+ return a per-communicator context.

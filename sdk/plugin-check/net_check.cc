@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <thread>
@@ -187,7 +188,8 @@ class Driver {
     out_.verdict("net.connect", err);
     const char* dataChecks[] = {"net.regmr.host", "net.transfer.size-0", "net.transfer.size-1",
                                 "net.transfer.size-4097-unaligned", "net.transfer.size-8MiB", "net.tags",
-                                "net.outstanding", "net.grouped-recv", "net.iflush", "net.deregmr", "net.close.main"};
+                                "net.outstanding", "net.wait", "net.grouped-recv", "net.iflush", "net.deregmr",
+                                "net.close.main"};
     if (!err.empty() || !recvComm_) {
       for (auto* c : dataChecks) out_.skip(c, "no connection (net.connect failed)");
       return false;
@@ -200,7 +202,7 @@ class Driver {
       out_.verdict(name, body());
     };
     if (!(props.ptrSupport & NCCL_PTR_HOST)) {
-      for (int i = 1; i < 10; i++) out_.skip(dataChecks[i], "ptrSupport has no NCCL_PTR_HOST: host buffers not allowed");
+      for (int i = 1; i < 11; i++) out_.skip(dataChecks[i], "ptrSupport has no NCCL_PTR_HOST: host buffers not allowed");
       broken = true;
     }
     run("net.regmr.host", [&] {
@@ -240,6 +242,11 @@ class Driver {
       }
       return transfer(g, &broken);
     });
+    if (!net_->wait) {
+      out_.skip("net.wait", "the plugin does not export tuttiNetWait_v1 (optional)");
+    } else {
+      run("net.wait", [&] { return checkWait(&broken); });
+    }
     if (props.maxRecvs <= 1 || broken) {
       out_.skip("net.grouped-recv", broken ? "an earlier check left the connection unusable"
                                            : "maxRecvs is " + std::to_string(props.maxRecvs) + ": no grouped receives");
@@ -285,6 +292,63 @@ class Driver {
     if (!s.empty()) e += (e.empty() ? "sending end: " : "; sending end: ") + s;
     out_.verdict("net.close.main", e);
     return true;
+  }
+
+  // tuttiNetWait_v1 on the receive comm: with a receive posted and nothing sent, waitComms returns by its timeout
+  // (50 ms); once the sending end has sent the message, a wait of up to the tool's timeout must end (ready 1, or -1:
+  // declined), and the receive then completes with the right bytes.
+  std::string checkWait(bool* broken) {
+    const tuttiNetWait_v1_t* w = net_->wait;
+    if (!w->waitComms) return "tuttiNetWait_v1.waitComms is NULL";
+    const Msg m{500, 64, 0, 96, 61};
+    void* data = buf_.data() + m.offset;
+    size_t cap = m.cap;
+    int tag = m.tag;
+    void* mh = buf_.mhandle();
+    void* req = nullptr;
+    Deadline dl(opt_.timeoutSec);
+    for (int it = 0; !req; it++) {
+      ncclResult_t r = net_->irecv(recvComm_, 1, &data, &cap, &tag, &mh, &req);
+      if (r != ncclSuccess) return *broken = true, rc("irecv", r);
+      if (!req && dl.expired()) return *broken = true, std::string("irecv gave no request");
+      if (!req) pollPause(it);
+    }
+    int done = 0;
+    if (ncclResult_t r = net_->test(req, &done, nullptr); r != ncclSuccess) return *broken = true, rc("test", r);
+    if (done) return *broken = true, std::string("a receive completed before anything was sent");
+    void* const comms[] = {recvComm_};
+    int ready = 7;
+    const auto t0 = std::chrono::steady_clock::now();
+    if (ncclResult_t r = w->waitComms(comms, 1, 50000, &ready); r != ncclSuccess)
+      return *broken = true, rc("waitComms with nothing sent", r);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::string err;
+    if (ready < -1 || ready > 1) err = "waitComms set *ready to " + std::to_string(ready) + " (-1, 0 or 1)";
+    else if (took > opt_.timeoutSec) err = "waitComms with a 50 ms timeout returned after " + std::to_string(took) + " s";
+    if (!link_.send("SEND " + encodeMsgs({m}))) return *broken = true, peerGone();
+    ready = 7;
+    ncclResult_t r = w->waitComms(comms, 1, opt_.timeoutSec * 1000000, &ready);
+    if (r != ncclSuccess) err = rc("waitComms with a message on its way", r);
+    else if (ready == 0)
+      err = "waitComms timed out (" + std::to_string(opt_.timeoutSec) + " s) although the peer sent a message";
+    else if (ready != 1 && ready != -1) err = "waitComms set *ready to " + std::to_string(ready) + " (-1, 0 or 1)";
+    int got = -1;
+    std::string e = waitRequest(net_, req, opt_.timeoutSec, &got, "the receive after waitComms");
+    if (!e.empty()) {
+      *broken = true;
+      err += (err.empty() ? "" : "; ") + e;
+    } else if (got != static_cast<int>(m.size)) {
+      err += (err.empty() ? "" : "; ") + std::string("test reported ") + std::to_string(got) + " bytes, 64 were sent";
+    } else if (std::string c = checkPattern(buf_.data() + m.offset, m.size, m.seed); !c.empty()) {
+      err += (err.empty() ? "" : "; ") + c;
+    }
+    std::string reply;
+    if (!link_.recv(&reply, opt_.timeoutSec * 3 + 10)) return *broken = true, peerGone();
+    if (reply != "OK") {
+      *broken = true;
+      err += (err.empty() ? "sending end: " : "; sending end: ") + reply.substr(reply.find(' ') + 1);
+    }
+    return err;
   }
 
   // Every order of closeSend / closeRecv / closeListen, each on a fresh connection that moved one message.
@@ -468,8 +532,9 @@ int runNetChecks(const Options& opt, Out& out) {
     out.verdict(name, propsProblems(p, ndev));
   }
 
-  const char* deviceChecks[] = {"net.connect", "net.regmr.host", "net.transfer", "net.tags", "net.outstanding",
-                                "net.grouped-recv", "net.iflush", "net.close.orders", "net.connect.bad-handle"};
+  const char* deviceChecks[] = {"net.connect", "net.regmr.host", "net.transfer", "net.tags",
+                                "net.outstanding", "net.wait", "net.grouped-recv", "net.iflush",
+                                "net.close.orders", "net.connect.bad-handle"};
   int dev = opt.dev < 0 ? 0 : opt.dev;
   if (ndev == 0 || dev >= ndev) {
     std::string reason = ndev == 0 ? "the plugin reports no device (devices() returned 0)"

@@ -2,11 +2,15 @@
  *   WRAP_CORRUPT  flips one byte of every received message larger than 1 KiB (the tool must FAIL those
  *                 transfers and PASS the small ones)
  *   WRAP_GROUPED  announces maxRecvs = 4 and serves a grouped irecv as one inner irecv per buffer, so
- *                 the tool's grouped-receive check runs against a correct plugin */
+ *                 the tool's grouped-receive check runs against a correct plugin
+ *   WRAP_DEAF_WAIT exports a tuttiNetWait_v1 that sleeps its whole timeout and reports 0 (nothing to move)
+ *                 whatever arrived: the tool must FAIL net.wait */
 #include <tutti/net.h>
+#include <tutti/net_wait.h>
 
 #include <dlfcn.h>
 #include <stdlib.h>
+#include <time.h>
 
 #define MAX_GROUP 8
 
@@ -135,3 +139,15 @@ __attribute__((visibility("default"))) const ncclNet_v12_t ncclNetPlugin_v12 = {
     .finalize = wFinalize,
     .setNetAttr = NULL,
 };
+
+#ifdef WRAP_DEAF_WAIT
+static ncclResult_t deafWait(void* const* comms, int nComms, int timeoutUs, int* ready) {
+  (void)comms;
+  (void)nComms;
+  struct timespec ts = {timeoutUs / 1000000, (long)(timeoutUs % 1000000) * 1000};
+  nanosleep(&ts, NULL);
+  *ready = 0;
+  return ncclSuccess;
+}
+__attribute__((visibility("default"))) const tuttiNetWait_v1_t tuttiNetWait_v1 = {.waitComms = deafWait};
+#endif
