@@ -291,6 +291,9 @@ ProxyTask::~ProxyTask() {
 }
 
 void ProxyTask::setWaitComm(void* comm) {
+  // progress() runs on one thread at a time (running_), so the task's own writes are ordered: most calls leave the
+  // comm as it was, and skip the read-modify-write.
+  if (waitComm_.load(std::memory_order_relaxed) == comm) return;
   void* const was = waitComm_.exchange(comm, std::memory_order_relaxed);
   if (!was != !comm) gInFlight.fetch_add(comm ? 1 : -1, std::memory_order_seq_cst);
 }
