@@ -468,12 +468,20 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   // into the posted buffer, 256 KiB steps beat 64 KiB ones at every size from 512 KiB (2 processes over sockets, a later
   // 2-core VM, the median of five runs, us, 64 KiB -> 256 KiB: 512 KiB 239 -> 209, 1 MiB 440 -> 328, 2 MiB 940 -> 796,
   // 4 MiB 2341 -> 1657, 16 MiB 10546 -> 8909, 64 MiB 41965 -> 34484; 128 KiB in between, the whole slot even at 512 KiB
-  // to 8 MiB and 10% slower at 32 MiB). Every rank of a communicator decides alike (overNetwork above), as a ring's
-  // sender and receiver must.
+  // to 8 MiB and 10% slower at 32 MiB). Within a node (shm, p2p) 128 KiB steps: a step's slot, the input it folds
+  // and the slot it fills then stay in the cores' caches between the sender's copy and the receiver's fold, where a
+  // 512 KiB step (1.5 MiB of lines per step, past a 1 MiB L2) goes through L3 or memory, and the FIFO a call cycles
+  // through shrinks from 4 MiB to 1 MiB per connection (2-core VM, processes over shm, medians of three interleaved
+  // runs, us, whole slot -> 128 KiB: 2 ranks 4 MiB 1119 -> 625, 16 MiB 5867 -> 4571; 4 ranks 16 MiB 22116 -> 14893,
+  // 64 MiB 86710 -> 55958; 8 ranks 4 MiB 11549 -> 6882, 16 MiB 41807 -> 25660, 64 MiB 173016 -> 99874; 64 KiB steps
+  // between the two, 1 MiB to 256 KiB even). Over sockets on 4 ranks 128 KiB lost (64 MiB 176 -> 219 ms), and
+  // ReduceScatter's and AllGather's rings within a node moved within the noise, so they keep the whole slot.
+  // Every rank of a communicator decides alike (overNetwork above), as a ring's sender and receiver must.
   const int64_t ringStep = paramInt("TUTTI_NET_RING_STEP_BYTES");
   comm->ringStepMaxBytes = comm->backend != Backend::Host ? 0
                            : ringStep >= 0                ? static_cast<size_t>(ringStep)
-                           : overNetwork && nRanks == 2   ? size_t{256} << 10
+                           : !overNetwork                 ? size_t{128} << 10
+                           : nRanks == 2                  ? size_t{256} << 10
                                                           : 0;
   if (comm->ringStepMaxBytes >= 64)
     TUTTI_INFO(NCCL_INIT, "rank {}: ring AllReduce steps of at most {} bytes", rank,

@@ -13,7 +13,8 @@
 // - the deterministic exchange, which sends each peer its slice from the input while, in place, the gathered
 //   results land over the slices sent;
 // - a ring AllReduce whose steps are shorter than the slot (TUTTI_NET_RING_STEP_BYTES): many steps per slot's
-//   worth, a last one shorter, in place and out of place;
+//   worth, a last one shorter, in place and out of place (and the same over shm, where the steps are shorter by
+//   default too);
 // - waits that sleep in the net plugin at once (tuttiNetWait_v1), with a late rank.
 // And, over shm, the single-copy thresholds that follow what a read from another process costs against a copy
 // (TUTTI_DIRECT_READ_COST): the ranks decide alike from their median whatever each one measured.
@@ -397,50 +398,69 @@ TEST(NetZeroCopy, DeterministicExchangeInPlaceAndOutOfPlace) {
 }
 
 
-// 2 processes over sockets take 256 KiB steps in a ring AllReduce unless told otherwise; 100 bytes round down to 64,
-// 4160 stays, 0 keeps the whole slot. The ring (forced: NCCL_ALGO=Ring, NCCL_PROTO=Simple) gives the exact sums of
-// small integers whatever the step, in place and out of place, with counts that leave a short last step.
-TEST(NetRingSteps, ShorterStepsThanTheSlotGiveTheSameSums) {
-  for (const char* step : {"", "100", "4160", "0"}) {
-    SCOPED_TRACE(std::string("TUTTI_NET_RING_STEP_BYTES=") + step);
-    MpOptions opts = zeroCopyOptions();
-    opts.nranks = 2;
-    opts.env.push_back({"NCCL_ALGO", "Ring"});
-    opts.env.push_back({"NCCL_PROTO", "Simple"});
-    opts.env.push_back({"NCCL_DEBUG", "INFO"});
-    opts.env.push_back({"NCCL_DEBUG_SUBSYS", "INIT"});
-    if (*step) opts.env.push_back({"TUTTI_NET_RING_STEP_BYTES", step});
-    MpResult r = runProcesses(opts, [](const RankContext& ctx) {
-      ncclComm_t comm = nullptr;
-      if (int rc = initComm(ctx, &comm)) return rc;
-      auto fail = [&](const std::string& what, int rc) { return failRank(comm, what, rc); };
-      auto value = [](int rank, size_t i) {
-        return static_cast<float>(static_cast<int>((i * 7 + static_cast<size_t>(rank) * 3) % 1001) - 500);
-      };
-      for (bool inPlace : {false, true}) {
-        const std::string how = inPlace ? " in place" : " out of place";
-        for (size_t count : {size_t{1}, size_t{4099}, size_t{300007}}) {
-          std::vector<float> in(count), out(count);
-          for (size_t i = 0; i < count; ++i) in[i] = value(ctx.rank, i);
-          if (inPlace) out = in;
-          const float* src = inPlace ? out.data() : in.data();
-          if (ncclAllReduce(src, out.data(), count, ncclFloat32, ncclSum, comm, nullptr) != ncclSuccess)
-            return fail("ncclAllReduce: " + std::string(ncclGetLastError(comm)), 11);
-          for (size_t i = 0; i < count; ++i)
-            if (out[i] != value(0, i) + value(1, i))
-              return fail("AllReduce of " + std::to_string(count) + how + " differs at element " +
-                          std::to_string(i), 12);
+// Ring AllReduces (forced: NCCL_ALGO=Ring, NCCL_PROTO=Simple) of small integers, whose sums are exact whatever the
+// step, in place and out of place, with counts that leave a short last step, under TUTTI_NET_RING_STEP_BYTES=step
+// (unset where empty); then whether every rank logged steps of at most `want` bytes ("0": no such line).
+void checkRingSteps(MpOptions opts, const char* step, const std::string& want) {
+  SCOPED_TRACE(std::string("TUTTI_NET_RING_STEP_BYTES=") + step);
+  opts.env.push_back({"NCCL_ALGO", "Ring"});
+  opts.env.push_back({"NCCL_PROTO", "Simple"});
+  opts.env.push_back({"NCCL_DEBUG", "INFO"});
+  opts.env.push_back({"NCCL_DEBUG_SUBSYS", "INIT"});
+  if (*step) opts.env.push_back({"TUTTI_NET_RING_STEP_BYTES", step});
+  MpResult r = runProcesses(opts, [](const RankContext& ctx) {
+    ncclComm_t comm = nullptr;
+    if (int rc = initComm(ctx, &comm)) return rc;
+    auto fail = [&](const std::string& what, int rc) { return failRank(comm, what, rc); };
+    auto value = [](int rank, size_t i) {
+      return static_cast<float>(static_cast<int>((i * 7 + static_cast<size_t>(rank) * 3) % 1001) - 500);
+    };
+    for (bool inPlace : {false, true}) {
+      const std::string how = inPlace ? " in place" : " out of place";
+      for (size_t count : {size_t{1}, size_t{4099}, size_t{300007}}) {
+        std::vector<float> in(count), out(count);
+        for (size_t i = 0; i < count; ++i) in[i] = value(ctx.rank, i);
+        if (inPlace) out = in;
+        const float* src = inPlace ? out.data() : in.data();
+        if (ncclAllReduce(src, out.data(), count, ncclFloat32, ncclSum, comm, nullptr) != ncclSuccess)
+          return fail("ncclAllReduce: " + std::string(ncclGetLastError(comm)), 11);
+        for (size_t i = 0; i < count; ++i) {
+          float sum = 0;
+          for (int p = 0; p < ctx.nranks; ++p) sum += value(p, i);
+          if (out[i] != sum)
+            return fail("AllReduce of " + std::to_string(count) + how + " differs at element " + std::to_string(i),
+                        12);
         }
       }
-      ncclCommDestroy(comm);
-      return 0;
-    });
-    expectAllSucceeded(r, "");
-    const std::string want = std::string(*step == '\0' ? "262144" : std::string(step) == "100" ? "64" : step);
-    for (const ChildResult& c : r.children) {
-      const bool logged = c.output.find("ring AllReduce steps of at most " + want + " bytes") != std::string::npos;
-      EXPECT_EQ(logged, want != "0") << c.describe() << "\n" << c.output;
     }
+    ncclCommDestroy(comm);
+    return 0;
+  });
+  expectAllSucceeded(r, "");
+  for (const ChildResult& c : r.children) {
+    const bool logged = c.output.find("ring AllReduce steps of at most " + want + " bytes") != std::string::npos;
+    EXPECT_EQ(logged, want != "0") << c.describe() << "\n" << c.output;
+  }
+}
+
+// 2 processes over sockets take 256 KiB steps in a ring AllReduce unless told otherwise; 100 bytes round down to 64,
+// 4160 stays, 0 keeps the whole slot.
+TEST(NetRingSteps, ShorterStepsThanTheSlotGiveTheSameSums) {
+  for (const char* step : {"", "100", "4160", "0"}) {
+    MpOptions opts = zeroCopyOptions();
+    opts.nranks = 2;
+    checkRingSteps(opts, step, *step == '\0' ? "262144" : std::string(step) == "100" ? "64" : step);
+  }
+}
+
+// Within a node (3 processes over shm, no network) the steps are 128 KiB unless told otherwise.
+TEST(NodeRingSteps, ShorterStepsThanTheSlotGiveTheSameSums) {
+  for (const char* step : {"", "4160", "0"}) {
+    MpOptions opts;
+    opts.nranks = 3;
+    opts.timeoutSeconds = 60;
+    opts.env.push_back({"TUTTI_TIMEOUT", "30"});
+    checkRingSteps(opts, step, *step == '\0' ? "131072" : step);
   }
 }
 
