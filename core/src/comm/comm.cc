@@ -475,7 +475,11 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   // runs, us, whole slot -> 128 KiB: 2 ranks 4 MiB 1119 -> 625, 16 MiB 5867 -> 4571; 4 ranks 16 MiB 22116 -> 14893,
   // 64 MiB 86710 -> 55958; 8 ranks 4 MiB 11549 -> 6882, 16 MiB 41807 -> 25660, 64 MiB 173016 -> 99874; 64 KiB steps
   // between the two, 1 MiB to 256 KiB even). Over sockets on 4 ranks 128 KiB lost (64 MiB 176 -> 219 ms), and
-  // ReduceScatter's and AllGather's rings within a node moved within the noise, so they keep the whole slot.
+  // AllGather's ring within a node moved within the noise and keeps the whole slot (past 1-2 MiB processes read one
+  // another's buffers instead). A ReduceScatter's ring within a node, which folds every step as AllReduce's first
+  // half does, takes the same steps (medians of three interleaved runs, us, whole slot -> 128 KiB: 2 ranks 4 MiB
+  // 670 -> 501, 64 MiB 20474 -> 16775; 4 ranks 4 MiB 1564 -> 1057, 16 MiB 6892 -> 5804, 64 MiB 30995 -> 24690;
+  // 8 ranks 1 MiB 1052 -> 731, 16 MiB 19562 -> 12576, 64 MiB 82219 -> 61196; threads of one process even).
   // Every rank of a communicator decides alike (overNetwork above), as a ring's sender and receiver must.
   const int64_t ringStep = paramInt("TUTTI_NET_RING_STEP_BYTES");
   comm->ringStepMaxBytes = comm->backend != Backend::Host ? 0
@@ -483,8 +487,10 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
                            : !overNetwork                 ? size_t{128} << 10
                            : nRanks == 2                  ? size_t{256} << 10
                                                           : 0;
+  comm->ringStepReduceScatter = !overNetwork;
   if (comm->ringStepMaxBytes >= 64)
-    TUTTI_INFO(NCCL_INIT, "rank {}: ring AllReduce steps of at most {} bytes", rank,
+    TUTTI_INFO(NCCL_INIT, "rank {}: ring {} steps of at most {} bytes", rank,
+               comm->ringStepReduceScatter ? "AllReduce and ReduceScatter" : "AllReduce",
                comm->ringStepMaxBytes & ~size_t{63});
   const int64_t oneShot = paramInt("TUTTI_ONESHOT_MAX_BYTES");
   const size_t oneShotMax = oneShot >= 0                    ? static_cast<size_t>(oneShot)

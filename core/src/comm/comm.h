@@ -155,8 +155,9 @@ struct ncclComm {
   // a lone one-shot AllReduce may then skip the launch (comm/group.cc).
   bool directConnsReady = false;
   // Host backend: a ring AllReduce's Simple steps carry at most this many bytes (TUTTI_NET_RING_STEP_BYTES; 0: the
-  // whole slot).
+  // whole slot), and a ring ReduceScatter's too where ringStepReduceScatter (no peer over the network).
   size_t ringStepMaxBytes = 0;
+  bool ringStepReduceScatter = false;
   // One-shot AllReduce (device/host/oneshot.h) up to this many bytes (TUTTI_ONESHOT_MAX_BYTES; 0: never).
   size_t oneShotMaxBytes = 0;
   // The same for AlltoAll where larger (TUTTI_ONESHOT_ALLTOALL_MAX_BYTES): off with oneShotMaxBytes.

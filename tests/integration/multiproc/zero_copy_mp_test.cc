@@ -398,10 +398,11 @@ TEST(NetZeroCopy, DeterministicExchangeInPlaceAndOutOfPlace) {
 }
 
 
-// Ring AllReduces (forced: NCCL_ALGO=Ring, NCCL_PROTO=Simple) of small integers, whose sums are exact whatever the
-// step, in place and out of place, with counts that leave a short last step, under TUTTI_NET_RING_STEP_BYTES=step
-// (unset where empty); then whether every rank logged steps of at most `want` bytes ("0": no such line).
-void checkRingSteps(MpOptions opts, const char* step, const std::string& want) {
+// Ring AllReduces and ReduceScatters (forced: NCCL_ALGO=Ring, NCCL_PROTO=Simple) of small integers, whose sums are
+// exact whatever the step, in place and out of place, with counts that leave a short last step, under
+// TUTTI_NET_RING_STEP_BYTES=step (unset where empty); then whether every rank logged that the ring `colls` take steps
+// of at most `want` bytes ("0": no such line).
+void checkRingSteps(MpOptions opts, const char* step, const std::string& want, const std::string& colls) {
   SCOPED_TRACE(std::string("TUTTI_NET_RING_STEP_BYTES=") + step);
   opts.env.push_back({"NCCL_ALGO", "Ring"});
   opts.env.push_back({"NCCL_PROTO", "Simple"});
@@ -431,6 +432,22 @@ void checkRingSteps(MpOptions opts, const char* step, const std::string& want) {
             return fail("AllReduce of " + std::to_string(count) + how + " differs at element " + std::to_string(i),
                         12);
         }
+        // ReduceScatter: `count` elements per rank, this rank's block of n * count; in place, the output is that
+        // block of the input.
+        const size_t n = static_cast<size_t>(ctx.nranks), me = static_cast<size_t>(ctx.rank);
+        std::vector<float> all(n * count), block(count);
+        for (size_t i = 0; i < n * count; ++i) all[i] = value(ctx.rank, i);
+        float* recv = inPlace ? all.data() + me * count : block.data();
+        if (ncclReduceScatter(all.data(), recv, count, ncclFloat32, ncclSum, comm, nullptr) != ncclSuccess)
+          return fail("ncclReduceScatter: " + std::string(ncclGetLastError(comm)), 13);
+        for (size_t i = 0; i < count; ++i) {
+          float sum = 0;
+          for (int p = 0; p < ctx.nranks; ++p) sum += value(p, me * count + i);
+          if (recv[i] != sum)
+            return fail("ReduceScatter of " + std::to_string(count) + how + " differs at element " +
+                            std::to_string(i),
+                        14);
+        }
       }
     }
     ncclCommDestroy(comm);
@@ -438,29 +455,29 @@ void checkRingSteps(MpOptions opts, const char* step, const std::string& want) {
   });
   expectAllSucceeded(r, "");
   for (const ChildResult& c : r.children) {
-    const bool logged = c.output.find("ring AllReduce steps of at most " + want + " bytes") != std::string::npos;
+    const bool logged = c.output.find("ring " + colls + " steps of at most " + want + " bytes") != std::string::npos;
     EXPECT_EQ(logged, want != "0") << c.describe() << "\n" << c.output;
   }
 }
 
-// 2 processes over sockets take 256 KiB steps in a ring AllReduce unless told otherwise; 100 bytes round down to 64,
-// 4160 stays, 0 keeps the whole slot.
+// 2 processes over sockets take 256 KiB steps in a ring AllReduce unless told otherwise (a ReduceScatter keeps the
+// whole slot); 100 bytes round down to 64, 4160 stays, 0 keeps the whole slot.
 TEST(NetRingSteps, ShorterStepsThanTheSlotGiveTheSameSums) {
   for (const char* step : {"", "100", "4160", "0"}) {
     MpOptions opts = zeroCopyOptions();
     opts.nranks = 2;
-    checkRingSteps(opts, step, *step == '\0' ? "262144" : std::string(step) == "100" ? "64" : step);
+    checkRingSteps(opts, step, *step == '\0' ? "262144" : std::string(step) == "100" ? "64" : step, "AllReduce");
   }
 }
 
-// Within a node (3 processes over shm, no network) the steps are 128 KiB unless told otherwise.
+// Within a node (3 processes over shm, no network) the steps of both are 128 KiB unless told otherwise.
 TEST(NodeRingSteps, ShorterStepsThanTheSlotGiveTheSameSums) {
   for (const char* step : {"", "4160", "0"}) {
     MpOptions opts;
     opts.nranks = 3;
     opts.timeoutSeconds = 60;
     opts.env.push_back({"TUTTI_TIMEOUT", "30"});
-    checkRingSteps(opts, step, *step == '\0' ? "131072" : step);
+    checkRingSteps(opts, step, *step == '\0' ? "131072" : step, "AllReduce and ReduceScatter");
   }
 }
 
