@@ -579,10 +579,12 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   // median of five runs, tree -> doubling, us: 8 B 33.8 -> 21.5, 512 B 34.5 -> 23.3, 4 KiB 42.4 -> 42.4; 4 ranks, one-shot
   // gather -> doubling: 8 B 6.2 -> 6.4, 4 KiB 14.3 -> 15.6; since the first exchange sends raw rows, the median of
   // seven: 1 KiB 34.6 -> 23.3, 2 KiB 36.6 -> 27.3, 4 KiB 39.8 -> 35.7 with the best runs 25.9 -> 30.9, 8 KiB 42.5 -> 61.7).
-  const size_t detDoublingMax = detDMax >= 0                     ? static_cast<size_t>(detDMax)
-                                : overNetwork && nRanks <= 4     ? size_t{4} << 10
-                                : !overNetwork && nRanks >= 8    ? size_t{2} << 10
-                                                                 : 0;
+  // Since the tree's one hop up got faster it is ahead there too, so no doubling within a node (8 processes over shm,
+  // the median of seven interleaved runs, doubling -> tree, us: 8 B 17.2 -> 15.6, 128 B 17.6 -> 17.2, 512 B 21.7 ->
+  // 20.9, 2 KiB 33.4 -> 29.1, the default's 19.6, 17.1, 20.8 and 28.7; of five: 1 KiB 36.7 -> 31.7, 2 KiB 36.4 -> 28.3).
+  const size_t detDoublingMax = detDMax >= 0                 ? static_cast<size_t>(detDMax)
+                                : overNetwork && nRanks <= 4 ? size_t{4} << 10
+                                                             : 0;
   comm->detDoublingMaxBytes = comm->oneShotMaxBytes ? detDoublingMax : 0;
   const int64_t detHMax = paramInt("TUTTI_DET_HALVING_MAX_BYTES");
   // The same for a ReduceScatter by recursive halving: up to 16 KiB over the network (one-shot or exchange ->

@@ -447,8 +447,8 @@ std::string checkNans(ncclComm_t comm, int r, int n, ncclDataType_t type, Bits n
 }
 
 TEST(DetNan, EveryNaNResultIsTheOneQuietNaN) {
-  // 6 ranks fold up the binomial tree and 8 by recursive doubling (host backend, these sizes), both narrowing the
-  // root's accumulator row at once.
+  // 6 and 8 ranks send their rows to rank 0 in one hop (host backend, these sizes; the suite's doubling variant takes
+  // 8 by recursive doubling), narrowing the root's accumulator row at once.
   for (int n : {2, 3, 5, 6, 8}) {
     for (auto& f : onThreads(n, [n](ncclComm_t comm, int r) {
            std::string e;
