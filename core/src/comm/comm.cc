@@ -42,7 +42,8 @@ void readDetTuning(ncclComm* comm) {
   // -1: 256 KiB, lowered once the transports are known (commInitInto)
   comm->det.oneShotBytes = paramInt("TUTTI_DET_ONESHOT_BYTES") < 0 ? size_t{256} << 10 : bytes("TUTTI_DET_ONESHOT_BYTES", 0);
   comm->det.fused = paramInt("TUTTI_DET_FUSED") != 0;
-  comm->det.stepBytes = bytes("TUTTI_DET_STEP_BYTES", 1);
+  // -1: 64 KiB, lowered once the transports are known (commInitInto)
+  comm->det.stepBytes = paramInt("TUTTI_DET_STEP_BYTES") < 0 ? size_t{64} << 10 : bytes("TUTTI_DET_STEP_BYTES", 1);
   comm->det.oneThreadBytes = bytes("TUTTI_DET_ONE_THREAD_BYTES", 0);
   comm->det.segmentBytes = bytes("TUTTI_DET_SEGMENT_BYTES", 1);
   comm->det.pipelineBytes = bytes("TUTTI_DET_PIPELINE_BYTES", 0);
@@ -709,6 +710,21 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   // five runs, 4 ranks, 32 KiB: 38.8 us with 128 KiB, 30.4 with 64 KiB).
   if (paramInt("TUTTI_DET_ONESHOT_BYTES") < 0 && comm->backend == Backend::Host && !overNetwork)
     comm->det.oneShotBytes = size_t{64} << 10;
+  // The fused exchange's steps (device/host/det_exchange.h) where no rank talks over the network: each rank's sends
+  // cycle through TUTTI_STEPS slots of every peer's connection, (n - 1) * 8 steps of FIFO, all of it written and then
+  // read by another process. Unset, a step is the largest power of two from 16 to 64 KiB that keeps those slots
+  // within 2 MiB per rank, so that what the n ranks cycle through stays in the caches: 64 KiB up to 5 ranks, 32 KiB
+  // from 6 to 9, 16 KiB from 10. 8 processes over shm, 16 MiB ReduceScatter, the median of five interleaved runs,
+  // time against 64 KiB steps: 32 KiB 0.66 and 0.82 in two series, 16 KiB 0.65 (the default's ring 0.61-0.68); 4
+  // processes even with 16 or 32 KiB at 4 and 64 MiB. Over the network each step is a message and 64 KiB stays.
+  if (paramInt("TUTTI_DET_STEP_BYTES") < 0 && comm->backend == Backend::Host && !overNetwork && nRanks > 1) {
+    const size_t fit = (size_t{2} << 20) / (size_t{TUTTI_STEPS} * static_cast<size_t>(nRanks - 1));
+    size_t step = size_t{64} << 10;
+    while (step > (size_t{16} << 10) && step > fit) step /= 2;
+    comm->det.stepBytes = step;
+  }
+  if (comm->backend == Backend::Host)
+    TUTTI_INFO(NCCL_INIT, "rank {}: deterministic exchange steps of at most {} bytes", rank, comm->det.stepBytes);
   // Probed whatever the settings, so that ranks whose environments differ still make the same bootstrap calls.
   TUTTI_CHECK(directProbe(comm));
   comm->rings.resize(comm->nChannels);
