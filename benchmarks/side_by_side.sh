@@ -46,6 +46,8 @@ cc -O2 -Wall -o "$build/bench/host_limits" "$root/benchmarks/mpi/host_limits.c"
 # where the ranks' skew after the start barrier and one late wake-up weigh as much as the calls (AllGather of
 # 16 B over shm, 2 ranks, the three 50-call runs of one sweep: Tutti 0.49, 1.78 and 7.24 us, Open MPI 0.30,
 # 0.51 and 0.56).
+# From 16 MiB a sweep is a handful of calls, and the host's state drifts over minutes (a 256 MiB AllGather's first
+# sweep at 170 ms, the next at 95, Tutti and Open MPI alike): three sweeps there too, 16 to 64 MiB over 5 calls.
 # `limit` is the time limit of one run in seconds: a run that hangs is killed and recorded as failed; the rows
 # it printed before still count.
 #        min   max   factor iters warmup repeats limit
@@ -53,7 +55,8 @@ segments=("8    8     4 1000 100 3  60"
           "16   64K   4  500  50 3  60"
           "256K 1M    4  100  10 3  60"
           "4M   4M    4   20   3 3  40"
-          "16M  256M  4    2   1 2 240")
+          "16M  64M   4    5   1 3 240"
+          "256M 256M  4    2   1 3 240")
 [ "${QUICK:-0}" = 1 ] && segments=("8 8 4 20 2 1 30" "16 64K 4 10 2 1 30" "256K 1M 4 5 1 1 30")
 
 mpi_name() {
