@@ -43,11 +43,19 @@ void maybePause(const PlannedOp& op, int self) {
 bool smallSendAt(size_t i) { return i % 3 != 1; }
 bool smallRecvAt(size_t i) { return i % 3 != 0; }
 
+// The slot ring of operation i of a run with mixed rings (runPair's `mixRings`, HostPrims::useSlotRing): runs of
+// three operations on one ring, then another (the sender drains when it changes), all 8 slots among them.
+uint32_t slotRingAt(size_t i) {
+  constexpr uint32_t kRings[] = {4, 4, 8, 2, 4, 1, 8, 3};
+  return kRings[(i / 3) % (sizeof kRings / sizeof kRings[0])];
+}
+
 // Runs `plan` through `link` (sender thread, receiver thread, wire thread when proxied) and checks every
 // received byte, the guard bytes after it, and the step counters at the end. mixSmall (LL on a direct link): the
 // operations of one slot or less take lanes (llLaneBytes) and alternate between HostPrims and the small-message
-// functions at either end; larger ones take slots, so the sender changes geometry (and drains) often.
-void runPair(Link* link, int proto, const std::vector<PlannedOp>& plan, bool mixSmall = false) {
+// functions at either end; larger ones take slots, so the sender changes geometry (and drains) often. mixRings
+// (Simple): both ends of operation i cycle through slotRingAt(i) slots (a proxied link keeps all 8).
+void runPair(Link* link, int proto, const std::vector<PlannedOp>& plan, bool mixSmall = false, bool mixRings = false) {
   const size_t slotData = host::HostPrims::slotDataBytes(link->send.conn, proto);
   const uint64_t steps = planSteps(plan, slotData);
   const size_t most = maxBytes(plan);
@@ -70,6 +78,7 @@ void runPair(Link* link, int proto, const std::vector<PlannedOp>& plan, bool mix
       host::HostPrims prims(nullptr, &link->send, in.data(), nullptr, 1, sum, wait, label, proto);
       const bool small = mixSmall && op.bytes <= slotData;
       if (small) prims.useLanes(host::llLaneBytes(link->send.conn, op.bytes));  // as llSendSmall places it
+      if (mixRings) prims.useSlotRing(slotRingAt(i));
       for (int polls = 0; op.rendezvous && arrived.load(std::memory_order_relaxed) < static_cast<int64_t>(i) &&
                           !abort.load(std::memory_order_relaxed);)
         if (++polls % 64 == 0) std::this_thread::yield();
@@ -91,6 +100,7 @@ void runPair(Link* link, int proto, const std::vector<PlannedOp>& plan, bool mix
       host::HostPrims prims(&link->recv, nullptr, nullptr, out.data(), 1, sum, wait, label, proto);
       const bool small = mixSmall && op.bytes <= slotData;
       if (small) prims.useLanes(host::llLaneBytes(link->recv.conn, op.bytes));
+      if (mixRings) prims.useSlotRing(slotRingAt(i));
       if (op.rendezvous) arrived.store(static_cast<int64_t>(i), std::memory_order_relaxed);
       const ncclResult_t r = small && smallRecvAt(i)
                                  ? host::llRecvSmall(&link->recv, out.data(), op.bytes, wait, label)
@@ -163,6 +173,25 @@ TEST_P(SmallLLStress, LinesPolledWhileWritten) {
   ASSERT_TRUE(link) << err;
   runPair(link.get(), TUTTI_PROTO_LL, makeLinePlan(TUTTI_PROTO_LL, kLineOps, 6000 + int(GetParam())), true);
 }
+
+// Simple steps cycling through fewer slots than NCCL_STEPS (the deterministic exchange's slot ring), the ring
+// changing every few operations: the receiver must find each step where the sender put it, and a sender changing
+// rings must not overwrite a slot the receiver has not read (the sender runs ahead up to the ring's depth).
+class RingStress : public ::testing::TestWithParam<Transport> {};
+
+TEST_P(RingStress, SlotRingsMixedEveryByteArrives) {
+  std::string err;
+  std::unique_ptr<Link> link = makeLink(GetParam(), 0, 1, &err);
+  ASSERT_TRUE(link) << err;
+  const size_t slotData = host::HostPrims::slotDataBytes(link->send.conn, TUTTI_PROTO_SIMPLE);
+  runPair(link.get(), TUTTI_PROTO_SIMPLE,
+          makePlan(TUTTI_PROTO_SIMPLE, slotData, kOps, 2, 7000 + int(GetParam()), 80), false, true);
+}
+
+INSTANTIATE_TEST_SUITE_P(Tsan, RingStress, ::testing::Values(Transport::P2p, Transport::ShmTwice, Transport::Proxied),
+                         [](const ::testing::TestParamInfo<Transport>& info) {
+                           return std::string(transportName(info.param));
+                         });
 
 INSTANTIATE_TEST_SUITE_P(Tsan, SmallLLStress, ::testing::Values(Transport::P2p, Transport::ShmTwice),
                          [](const ::testing::TestParamInfo<Transport>& info) {

@@ -53,6 +53,7 @@ ncclResult_t sendAll(ncclComm* comm, const DetExchange& x, const WaitContext& wa
   resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &copy);  // byte copy
   auto sendStep = [&](int to, const void* src, size_t bytes, bool user) {
     HostPrims prims(nullptr, conns[to], src, nullptr, 1, copy, wait, label, TUTTI_PROTO_SIMPLE);
+    prims.useSlotRing(kDetSlotRing);
     prims.useUserBuffers(false, user);
     TUTTI_CHECK(prims.send(0, bytes));
     *fromUser |= prims.sentFromUser();
@@ -115,6 +116,7 @@ ncclResult_t receiveAndReduce(ncclComm* comm, const DetExchange& x, const WaitCo
     announceRecvSteps(conns[p], steps);
     prims[p] = std::make_unique<HostPrims>(conns[p], nullptr, nullptr, nullptr, 1, copy, sleepAtOnce, label,
                                            TUTTI_PROTO_SIMPLE);
+    prims[p]->useSlotRing(kDetSlotRing);
   }
   auto pollAll = [&] {
     SpinPacer pacer(wait.spinCount);

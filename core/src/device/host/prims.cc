@@ -287,7 +287,8 @@ ncclResult_t HostPrims::waitRecv(int peer, size_t bytes, const char** data, cons
     TUTTI_CHECK(checkSize(rc, bytes));
     *data = inPlace                            ? inPlace
             : (conn.flags & TUTTI_CONN_PROXIED) ? proxiedSlot(conn, slot)
-                : static_cast<const char*>(conn.buffs[TUTTI_PROTO_SIMPLE]) + slot * (conn.buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS);
+                : static_cast<const char*>(conn.buffs[TUTTI_PROTO_SIMPLE]) +
+                      (step % ringOf(rc)) * (conn.buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS);
     return ncclSuccess;
   }
   if (proto_ == TUTTI_PROTO_LL) return waitRecvLL(peer, bytes, data);
@@ -454,13 +455,15 @@ ncclResult_t HostPrims::waitSend(int peer, char** slot) {
   HostConn* sc = sends_[peer];
   tuttiConnCtrl_t* ctrl = sc->conn.ctrl;
   const uint64_t step = sc->step;
-  // The slot is free once head passed step - NCCL_STEPS (a lane: step - lanes). A head read earlier often already
-  // says so: reading it again would pull the receiver's cache line across cores on every step. A step after steps
-  // of another geometry (lanes of another size, or slots) waits until every earlier step was consumed: the lanes
-  // and slots overlap, and so do the size records of steps 8 apart.
+  // The slot is free once head passed step - NCCL_STEPS (a lane: step - lanes; a slot ring: step - its slots). A
+  // head read earlier often already says so: reading it again would pull the receiver's cache line across cores on
+  // every step. A step after steps of another geometry (lanes of another size, slots, another slot ring) waits until
+  // every earlier step was consumed: the lanes and slots overlap, and so do the size records of steps 8 apart.
   const size_t lane = proto_ == TUTTI_PROTO_LL ? laneBytes_ : 0;
-  const uint64_t depth = llDepth(sc->conn, lane);
-  const uint64_t free = sc->laneBytes != lane ? step : step + 1 > depth ? step + 1 - depth : 0;
+  const uint32_t ring = ringOf(sc);
+  const uint64_t depth = lane ? llDepth(sc->conn, lane) : ring;
+  const uint64_t free =
+      sc->laneBytes != lane || sc->slotRing != ring ? step : step + 1 > depth ? step + 1 - depth : 0;
   if (sc->headSeen < free) {
     const SlowWait slow{this, sc, true};
     const WaitContext w = connWait(sc, &slow);
@@ -470,8 +473,9 @@ ncclResult_t HostPrims::waitSend(int peer, char** slot) {
     sc->headSeen = std::atomic_ref<uint64_t>(ctrl->head).load(std::memory_order_acquire);
   }
   sc->laneBytes = lane;
+  sc->slotRing = ring;
   *slot = lane ? llStepLines(sc->conn, step, lane)
-               : static_cast<char*>(sc->conn.buffs[proto_]) + (step % TUTTI_STEPS) * (sc->conn.buffSizes[proto_] / TUTTI_STEPS);
+               : static_cast<char*>(sc->conn.buffs[proto_]) + (step % ring) * (sc->conn.buffSizes[proto_] / TUTTI_STEPS);
   return ncclSuccess;
 }
 
@@ -602,7 +606,8 @@ ncclResult_t llSendSmall(HostConn* sc, const void* src, size_t bytes, const Wait
   const size_t lane = llLaneBytes(sc->conn, bytes);
   // A free lane or slot as HostPrims::waitSend finds it: a head read earlier often says so already.
   const uint64_t depth = llDepth(sc->conn, lane);
-  const uint64_t free = sc->laneBytes != lane ? step : step + 1 > depth ? step + 1 - depth : 0;
+  const uint64_t free =
+      sc->laneBytes != lane || sc->slotRing != TUTTI_STEPS ? step : step + 1 > depth ? step + 1 - depth : 0;
   if (sc->headSeen < free) {
     sc->headSeen = std::atomic_ref<uint64_t>(ctrl->head).load(std::memory_order_acquire);
     if (sc->headSeen < free) {  // the receiver is behind: wait as every step does
@@ -614,6 +619,7 @@ ncclResult_t llSendSmall(HostConn* sc, const void* src, size_t bytes, const Wait
     }
   }
   sc->laneBytes = lane;
+  sc->slotRing = TUTTI_STEPS;
   const int slot = static_cast<int>(step % TUTTI_STEPS);
   std::atomic_ref<int64_t>(ctrl->sizes[slot]).store(static_cast<int64_t>(bytes), std::memory_order_relaxed);
   std::atomic_ref<int32_t>(ctrl->protos[slot]).store(TUTTI_PROTO_LL, std::memory_order_relaxed);

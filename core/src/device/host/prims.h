@@ -30,6 +30,9 @@ struct HostConn {
   // Send end: the lane size (llLaneBytes) of the last step sent, 0 for a slot (any protocol). Steps of one geometry
   // share the FIFO; one of another waits until the receiver has consumed every step before it.
   size_t laneBytes = 0;
+  // Send end: the slots the last Simple step cycled through (HostPrims::useSlotRing); a step of another ring waits,
+  // as one of another lane size does, until the receiver has consumed every step before it.
+  uint32_t slotRing = TUTTI_STEPS;
   int peer = -1;
   const std::atomic<uint8_t>* peerGone = nullptr;  // another process on this host: its lifeline (WaitContext)
   // A network end the rank drives itself (proxy.h, proxyProgressInline); null for ends the proxy thread alone
@@ -170,6 +173,11 @@ class HostPrims {
 
   // LL: the steps of this object take lanes of `laneBytes` (llLaneBytes; one step each, a packet) instead of slots.
   void useLanes(size_t laneBytes) { laneBytes_ = laneBytes; }
+  // Simple steps on direct (not proxied) connections cycle through the first `slots` (1 to NCCL_STEPS) of the
+  // NCCL_STEPS slots, at most that many in flight: fewer slots written and read again while still in cache where
+  // many connections are busy at once (the deterministic exchange's n - 1 per rank). Both ends of a connection
+  // must take the same ring for the same steps: the objects of one operation on both ranks.
+  void useSlotRing(uint32_t slots) { slotRing_ = std::clamp<uint32_t>(slots, 1, TUTTI_STEPS); }
 
   // Slot capacity in elements.
   size_t slotElems() const { return slotData_ / eltSize_; }
@@ -219,6 +227,12 @@ class HostPrims {
   OpLabel label_;
   bool userRecv_ = false, userSend_ = false;
   size_t laneBytes_ = 0;  // useLanes
+  uint32_t slotRing_ = TUTTI_STEPS;  // useSlotRing
+  // The slots a Simple step on connection c cycles through: slotRing_ on a direct one, NCCL_STEPS on a proxied one
+  // (its proxy lands steps in step % NCCL_STEPS) and in the other protocols.
+  uint32_t ringOf(const HostConn* c) const {
+    return proto_ == TUTTI_PROTO_SIMPLE && !(c->conn.flags & TUTTI_CONN_PROXIED) ? slotRing_ : TUTTI_STEPS;
+  }
   bool sentFromUser_[kMaxPrimsPeers] = {};  // a step left from a user buffer: waitSent waits for it
 };
 
