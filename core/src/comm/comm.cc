@@ -714,9 +714,10 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   // cycle through slots of every peer's connection, all of it written and then read by another process. Unset, a
   // step is the largest power of two from 16 to 64 KiB with (n - 1) * 8 steps within 2 MiB per rank, so that what
   // the n ranks cycle through stays in the caches: 64 KiB up to 5 ranks, 32 KiB from 6 to 9, 16 KiB from 10
-  // (measured while the sends cycled through all 8 slots, before kDetSlotRing halved that). 8 processes over shm, 16 MiB ReduceScatter, the median of five interleaved runs,
-  // time against 64 KiB steps: 32 KiB 0.66 and 0.82 in two series, 16 KiB 0.65 (the default's ring 0.61-0.68); 4
-  // processes even with 16 or 32 KiB at 4 and 64 MiB. Over the network each step is a message and 64 KiB stays.
+  // (measured while the sends cycled through all 8 slots, before kDetSlotRing halved that). 8 processes over shm,
+  // 16 MiB ReduceScatter, the median of five interleaved runs, time against 64 KiB steps: 32 KiB 0.66 and 0.82 in
+  // two series, 16 KiB 0.65 (the default's ring 0.61-0.68); 4 processes even with 16 or 32 KiB at 4 and 64 MiB.
+  // Over the network each step is a message and 64 KiB stays.
   if (paramInt("TUTTI_DET_STEP_BYTES") < 0 && comm->backend == Backend::Host && !overNetwork && nRanks > 1) {
     const size_t fit = (size_t{2} << 20) / (size_t{TUTTI_STEPS} * static_cast<size_t>(nRanks - 1));
     size_t step = size_t{64} << 10;
