@@ -223,6 +223,36 @@ TEST(DetPipeline, SegmentedAllReducesMatchTheReference) {
   }
 }
 
+// TUTTI_DET_PIPELINE_BYTES unset: 512 KiB segments within a node, the call whole over the network; set, segments
+// over the network too. Ranks as threads over net-socket, kept off the one-shot and tree paths, an AllReduce of
+// 300007 floats (1.2 MB, three segments of 512 KiB): the bits against the reference, the INIT log names each rank's
+// choice and the COLL log shows segments only where they were asked for.
+TEST(DetPipeline, WholeOverTheNetworkUnlessSet) {
+  const char* dev = std::getenv("TUTTI_DEVICE");
+  if (dev && std::string(dev) != "host") GTEST_SKIP() << "the host backend's pipeline";
+  if (std::getenv("TUTTI_DET_PIPELINE_BYTES")) GTEST_SKIP() << "TUTTI_DET_PIPELINE_BYTES is set";
+  constexpr int n = 4;
+  tutti::itest::ScopedEnv noOneShot("TUTTI_ONESHOT_MAX_BYTES", "0"), detOneShot("TUTTI_DET_ONESHOT_BYTES", "0");
+  tutti::itest::ScopedEnv noTree("TUTTI_DET_TREE_REDUCESCATTER_MAX_BYTES", "0"),
+      noDirect("TUTTI_DET_DIRECT_MIN_BYTES", "0");
+  auto run = [&](const char* what, const std::string& initWant, bool segmented) {
+    tutti::itest::LogFile log("INIT,COLL");
+    for (auto& f : onThreads(n, [=](ncclComm_t comm, int r) -> std::string {
+           return checkCase<float>(comm, r, n, ncclFloat32, ncclSum, 300007, nullptr);
+         }))
+      ADD_FAILURE() << what << ": " << f;
+    const size_t segments = log.count(", segment 2 of ");
+    EXPECT_EQ(log.count(initWant), size_t(n)) << what;
+    if (segmented) EXPECT_GT(segments, size_t{0}) << what << ": no call ran in segments";
+    else EXPECT_EQ(segments, size_t{0}) << what << ": a call ran in segments";
+  };
+  run("shm, unset", "AllReduce in segments of 524288 bytes", true);
+  tutti::itest::ScopedEnv p2p("NCCL_P2P_DISABLE", "1"), shm("NCCL_SHM_DISABLE", "1"), lo("NCCL_SOCKET_IFNAME", "lo");
+  run("sockets, unset", "an AllReduce whole", false);
+  tutti::itest::ScopedEnv pipeline("TUTTI_DET_PIPELINE_BYTES", "524288");
+  run("sockets, 512 KiB", "AllReduce in segments of 524288 bytes", true);
+}
+
 // The fused exchange's steps shrink with the rank count where no rank talks over the network (TUTTI_DET_STEP_BYTES
 // unset): 64 KiB on 4 ranks, 32 KiB on 8. Ranks as threads kept off the one-shot and direct paths, whole calls (no
 // pipeline segments), counts of several steps per peer and a ragged last one: the bits against the reference, and the
