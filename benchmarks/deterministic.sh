@@ -22,16 +22,19 @@ done
 mkdir -p "$raw"
 rm -f "$raw"/det-*.txt
 
-# Sizes in segments, iterations shrinking as sizes grow; each segment runs five times (the largest twice), the
+# Sizes in segments, iterations shrinking as sizes grow; each segment runs five times (the largest three), the
 # switch off and on alternating, and the table keeps each size's fastest run: on 2 cores one rank losing its core
 # for a time slice spoils a run, and the same call's time varies up to twofold from run to run (4 processes over
 # sockets, AllReduce of 16 MiB, six runs of the default: 22.7 to 49.0 ms). Small calls average 500 iterations a run,
 # as benchmarks/side_by_side.sh: over 50, two paths sending the same messages (8 processes over shm, AllReduce of 8 B,
 # deterministic or not up the same tree) differed by a third from run to run, over 1000 by 7%.
+# From 16 MiB a run is 3 calls, so one disturbed call spoils it: with two runs a size, 8 threads' ReduceScatter of
+# 64 MiB read 1.55 against the default where paired runs and CPU profiles put them level (1.14, and 3.2 against
+# 3.2-3.8 s of samples); three runs a size since.
 #        min   max   factor iters warmup repeats limit
 segments=("8    64K   8 500 50 5  90"
           "256K 4M    4  50  5 5 120"
-          "16M  $max  4   3  1 2 300")
+          "16M  $max  4   3  1 3 300")
 
 run() {
   local out=$1; shift
