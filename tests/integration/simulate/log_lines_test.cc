@@ -121,8 +121,12 @@ void checkInit(const std::string& logPath, const char* transport, bool expectNet
     net |= p[1] == "net";
   }
   EXPECT_TRUE(tuner) << "no 'tuner plugin default loaded ... (ABI vN)' line\n" << log;
-  if (std::string(transport) != "net") EXPECT_TRUE(transportPlugin) << "transport " << transport << "\n" << log;
-  if (expectNetPlugin) EXPECT_TRUE(net) << "no net plugin line\n" << log;
+  if (std::string(transport) != "net") {
+    EXPECT_TRUE(transportPlugin) << "transport " << transport << "\n" << log;
+  }
+  if (expectNetPlugin) {
+    EXPECT_TRUE(net) << "no net plugin line\n" << log;
+  }
   const auto conns = matches(log, std::regex("rank (\\d) channel (\\d+) (coll|p2p) (->|<-) rank (\\d) via (\\w+)"));
   ASSERT_FALSE(conns.empty()) << log;
   int sends[kRanks] = {}, recvs[kRanks] = {};

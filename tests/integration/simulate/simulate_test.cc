@@ -153,8 +153,9 @@ TEST_F(Simulate, ForcedPairCostsItsOwnEntryAndNoLessThanTheFreeChoice) {
     EXPECT_FLOAT_EQ(forced[r], static_cast<float>(valueAfter(forcedLine, " time "))) << forcedLine;
     EXPECT_GE(forced[r], free[r]) << "the free choice is the cheapest allowed entry";
   }
-  if (lines[0].find("algo Ring proto Simple") == std::string::npos)
+  if (lines[0].find("algo Ring proto Simple") == std::string::npos) {
     EXPECT_GT(forced[0], free[0]) << "a different pair was chosen freely, so forcing Ring/Simple must cost more";
+  }
 }
 
 TEST_F(Simulate, NothingRunsAndLaterCallsStillMatch) {

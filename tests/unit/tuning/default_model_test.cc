@@ -67,8 +67,9 @@ TEST_F(DefaultTuner, MonotonicInBytesAndKeepsIgnoredEntries) {
       EXPECT_TRUE(g.guardsIntact());
       for (int a = 0; a < kA; ++a)
         for (int p = 0; p < kP; ++p)
-          if (!(a == NCCL_ALGO_RING && (p == NCCL_PROTO_SIMPLE || p == NCCL_PROTO_LL)))
+          if (!(a == NCCL_ALGO_RING && (p == NCCL_PROTO_SIMPLE || p == NCCL_PROTO_LL))) {
             EXPECT_EQ(g.t[a][p], NCCL_ALGO_PROTO_IGNORE) << "entry " << a << "/" << p << " enabled";
+          }
       const float cost = g.t[NCCL_ALGO_RING][NCCL_PROTO_SIMPLE];
       EXPECT_GT(cost, 0.0f);
       EXPECT_GE(cost, prev) << "f " << f << " bytes " << bytes;
@@ -76,7 +77,9 @@ TEST_F(DefaultTuner, MonotonicInBytesAndKeepsIgnoredEntries) {
       EXPECT_GE(ch, 1);
       EXPECT_GE(ch, prevChannels);
       prevChannels = ch;
-      if (bytes <= 4096) EXPECT_EQ(ch, 1);
+      if (bytes <= 4096) {
+        EXPECT_EQ(ch, 1);
+      }
     }
     EXPECT_GT(prevChannels, 1) << "large collectives should be offered more channels";
   }
