@@ -274,6 +274,9 @@ struct ncclComm {
   int spinCount = 2000;
   int netSpinCount = 2000;  // the same for waits that drive network connections (TUTTI_NET_SPIN_COUNT)
   int bcastRecvSpinCount = 2000;  // a Broadcast receiver's wait on the network (TUTTI_NET_BCAST_SPIN_COUNT)
+  // The bytes of lanes this rank's LL connections cycle through (HostConn::laneRegion): the two ends agree at
+  // connect (connect.cc). 0: no bound but kMaxLanes.
+  size_t llLaneRegion = 0;
   // Reductions of floating types in the fixed order of device/common/det_reduce.h (comm/det_coll.h):
   // config `deterministic:`, TUTTI_DETERMINISTIC, tuttiCommSetDeterministic. Read when a group launches.
   std::atomic<bool> deterministic{false};

@@ -25,6 +25,7 @@ int connectTag(int channel, int connIndex, bool fromSender) {
 struct ConnectMsg {
   char transport[32];  // both ends must have chosen the same transport
   unsigned char info[TUTTI_CONNECT_INFO_BYTES];
+  uint64_t llLaneRegion;  // the writing end's ncclComm::llLaneRegion: both ends take the tighter bound
 };
 
 ncclResult_t pickTransport(ncclComm* comm, int peer, TransportPlugin** out) {
@@ -137,6 +138,7 @@ ncclResult_t commConnect(ncclComm* comm, const std::vector<ConnRequest>& wanted)
     // its own pid namespace: across namespaces the transport keeps its FIFOs in (registered) host memory.
     req.devMem = them.hostHash != me.hostHash || them.pidNs == me.pidNs ? device::deviceMemOf(comm) : nullptr;
     ConnectMsg msg{};
+    msg.llLaneRegion = comm->llLaneRegion;
     std::snprintf(msg.transport, sizeof msg.transport, "%s", conn->transport->name().c_str());
     const auto& api = conn->transport->api();
     const tuttiPeerInfo_t* self = &comm->peers[comm->rank];
@@ -163,6 +165,9 @@ ncclResult_t commConnect(ncclComm* comm, const std::vector<ConnRequest>& wanted)
     if (p.conn->transport->name() != msg.transport)
       TUTTI_FAIL(ncclInvalidUsage, "rank {}: rank {} chose transport {} where this rank chose {} (different "
                  "configs on the two ranks?)", comm->rank, p.req.peer, msg.transport, p.conn->transport->name());
+    // Both ends must place a step in the same lane: each takes the tighter of the two bounds (0: none).
+    const uint64_t mine = comm->llLaneRegion;
+    p.conn->host.laneRegion = mine && msg.llLaneRegion ? std::min<uint64_t>(mine, msg.llLaneRegion) : 0;
   }
   const auto start = std::chrono::steady_clock::now();
   const int64_t limitSec = std::max<int64_t>(comm->timeoutNs / 1000000000, 120);

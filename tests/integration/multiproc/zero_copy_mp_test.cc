@@ -637,5 +637,59 @@ TEST(DirectReadCost, RanksSettleOnTheMedianCost) {
   }
 }
 
+// Ranks of one host given different lane bounds (TUTTI_LL_LANE_REGION_BYTES: none, 1 KiB, 4 KiB): the two ends of
+// each connection must agree on where step s lies, or a receiver polls a lane its sender never wrote. Thousands of
+// small calls of the one-shot and binomial paths (lanes of 64 B to 4 KiB, each wrapping many times), every result
+// checked.
+TEST(LaneRegion, RanksWithDifferentBoundsAgreePerConnection) {
+  MpOptions opts;
+  opts.nranks = 3;
+  opts.timeoutSeconds = 60;
+  opts.env = {{"TUTTI_TIMEOUT", "30"}, {"NCCL_DEBUG", "WARN"}};
+  const char* regions[] = {"0", "1024", "4096"};
+  opts.rankEnv = [&regions](int rank) { return EnvList{{"TUTTI_LL_LANE_REGION_BYTES", regions[rank]}}; };
+  MpResult r = runProcesses(opts, [](const RankContext& ctx) {
+    ncclComm_t comm = nullptr;
+    if (int rc = initComm(ctx, &comm)) return rc;
+    auto fail = [&](const std::string& what, int rc) { return failRank(comm, what, rc); };
+    const size_t n = static_cast<size_t>(ctx.nranks);
+    const size_t counts[] = {2, 25, 250, 700};  // floats per rank: 8 B to 2800 B
+    for (int iter = 0; iter < 400; ++iter) {
+      const size_t count = counts[iter % 4];
+      const std::string at = " of " + std::to_string(count) + " floats, call " + std::to_string(iter);
+      std::vector<float> in(count * n), out(count * n, -1.0f);
+      for (size_t i = 0; i < in.size(); ++i) in[i] = valueOf(ctx.rank, iter, i);
+      if (ncclAllReduce(in.data(), out.data(), count, ncclFloat32, ncclSum, comm, nullptr) != ncclSuccess)
+        return fail("ncclAllReduce" + at + ": " + ncclGetLastError(comm), 11);
+      for (size_t i = 0; i < count; ++i) {
+        float want = 0;
+        for (size_t p = 0; p < n; ++p) want += valueOf(static_cast<int>(p), iter, i);
+        if (out[i] != want) return fail("AllReduce" + at + " differs at " + std::to_string(i), 12);
+      }
+      if (ncclAlltoAll(in.data(), out.data(), count, ncclFloat32, comm, nullptr) != ncclSuccess)
+        return fail("ncclAlltoAll" + at + ": " + ncclGetLastError(comm), 13);
+      for (size_t p = 0; p < n; ++p)
+        for (size_t i = 0; i < count; ++i)
+          if (out[p * count + i] != valueOf(static_cast<int>(p), iter, static_cast<size_t>(ctx.rank) * count + i))
+            return fail("AlltoAll" + at + ": block " + std::to_string(p) + " differs at " + std::to_string(i), 14);
+      if (ncclAllGather(in.data(), out.data(), count, ncclFloat32, comm, nullptr) != ncclSuccess)
+        return fail("ncclAllGather" + at + ": " + ncclGetLastError(comm), 15);
+      for (size_t p = 0; p < n; ++p)
+        for (size_t i = 0; i < count; ++i)
+          if (out[p * count + i] != valueOf(static_cast<int>(p), iter, i))
+            return fail("AllGather" + at + ": block " + std::to_string(p) + " differs at " + std::to_string(i), 16);
+      const int root = iter % ctx.nranks;
+      if (ncclBroadcast(in.data(), out.data(), count, ncclFloat32, root, comm, nullptr) != ncclSuccess)
+        return fail("ncclBroadcast" + at + ": " + ncclGetLastError(comm), 17);
+      for (size_t i = 0; i < count; ++i)
+        if (out[i] != valueOf(root, iter, i)) return fail("Broadcast" + at + " differs at " + std::to_string(i), 18);
+    }
+    ncclCommDestroy(comm);
+    return 0;
+  });
+  expectAllSucceeded(r, "");
+}
+
 }  // namespace
+
 }  // namespace tutti::itest

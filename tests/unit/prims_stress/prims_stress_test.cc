@@ -174,6 +174,21 @@ TEST_P(SmallLLStress, LinesPolledWhileWritten) {
   runPair(link.get(), TUTTI_PROTO_LL, makeLinePlan(TUTTI_PROTO_LL, kLineOps, 6000 + int(GetParam())), true);
 }
 
+// The same with both ends' lanes bounded by bytes (HostConn::laneRegion, as connect sets it where every rank has a
+// core): 2 KiB, so each lane size wraps after 2 KiB of lanes or 16 of them (kMinRegionLanes), a sender fills them
+// often and the receiver must find every step in the lane the sender chose.
+TEST_P(SmallLLStress, LaneRegionEveryByteArrives) {
+  std::string err;
+  std::unique_ptr<Link> link = makeLink(GetParam(), 0, 1, &err);
+  ASSERT_TRUE(link) << err;
+  link->send.laneRegion = link->recv.laneRegion = 2048;
+  const size_t slotData = host::HostPrims::slotDataBytes(link->send.conn, TUTTI_PROTO_LL);
+  ASSERT_EQ(host::llDepth(link->send, host::llLaneBytes(link->send.conn, 8)), 32u);  // lanes of 64 B
+  ASSERT_EQ(host::llDepth(link->recv, host::llLaneBytes(link->recv.conn, 200)), host::kMinRegionLanes);  // 256 B
+
+  runPair(link.get(), TUTTI_PROTO_LL, makePlan(TUTTI_PROTO_LL, slotData, kOps, 2, 8000 + int(GetParam()), 10), true);
+}
+
 // Simple steps cycling through fewer slots than NCCL_STEPS (the deterministic exchange's slot ring), the ring
 // changing every few operations: the receiver must find each step where the sender put it, and a sender changing
 // rings must not overwrite a slot the receiver has not read (the sender runs ahead up to the ring's depth).

@@ -107,9 +107,10 @@ uint64_t lanePacketHeader(const char* lane, size_t bytes) {
 }
 
 // Where step `step` of a direct connection's LL buffer starts: its lane (laneBytes, llLaneBytes) or its slot (0).
-char* llStepLines(const tuttiConnector_t& conn, uint64_t step, size_t laneBytes) {
+char* llStepLines(const HostConn& c, uint64_t step, size_t laneBytes) {
+  const tuttiConnector_t& conn = c.conn;
   char* base = static_cast<char*>(conn.buffs[TUTTI_PROTO_LL]);
-  if (laneBytes) return base + (step % llDepth(conn, laneBytes)) * laneBytes;
+  if (laneBytes) return base + (step % llDepth(c, laneBytes)) * laneBytes;
   return base + (step % TUTTI_STEPS) * (conn.buffSizes[TUTTI_PROTO_LL] / TUTTI_STEPS);
 }
 
@@ -389,7 +390,7 @@ ncclResult_t HostPrims::waitRecvLL(int peer, size_t bytes, const char** data) {
   const int slot = static_cast<int>(step % TUTTI_STEPS);
   const bool proxied = (conn.flags & TUTTI_CONN_PROXIED) != 0;
   const auto* words =
-      reinterpret_cast<const uint64_t*>(proxied ? proxiedSlot(conn, slot) : llStepLines(conn, step, laneBytes_));
+      reinterpret_cast<const uint64_t*>(proxied ? proxiedSlot(conn, slot) : llStepLines(*rc, step, laneBytes_));
   auto load = [&](size_t i) { return std::atomic_ref<const uint64_t>(words[i]).load(std::memory_order_acquire); };
   const uint32_t flag = llFlag(step);
   const uint32_t headerFlag = llHeaderFlag(step);
@@ -461,7 +462,7 @@ ncclResult_t HostPrims::waitSend(int peer, char** slot) {
   // every earlier step was consumed: the lanes and slots overlap, and so do the size records of steps 8 apart.
   const size_t lane = proto_ == TUTTI_PROTO_LL ? laneBytes_ : 0;
   const uint32_t ring = ringOf(sc);
-  const uint64_t depth = lane ? llDepth(sc->conn, lane) : ring;
+  const uint64_t depth = lane ? llDepth(*sc, lane) : ring;
   const uint64_t free =
       sc->laneBytes != lane || sc->slotRing != ring ? step : step + 1 > depth ? step + 1 - depth : 0;
   if (sc->headSeen < free) {
@@ -474,7 +475,7 @@ ncclResult_t HostPrims::waitSend(int peer, char** slot) {
   }
   sc->laneBytes = lane;
   sc->slotRing = ring;
-  *slot = lane ? llStepLines(sc->conn, step, lane)
+  *slot = lane ? llStepLines(*sc, step, lane)
                : static_cast<char*>(sc->conn.buffs[proto_]) + (step % ring) * (sc->conn.buffSizes[proto_] / TUTTI_STEPS);
   return ncclSuccess;
 }
@@ -605,7 +606,7 @@ ncclResult_t llSendSmall(HostConn* sc, const void* src, size_t bytes, const Wait
   const uint64_t step = sc->step;
   const size_t lane = llLaneBytes(sc->conn, bytes);
   // A free lane or slot as HostPrims::waitSend finds it: a head read earlier often says so already.
-  const uint64_t depth = llDepth(sc->conn, lane);
+  const uint64_t depth = llDepth(*sc, lane);
   const uint64_t free =
       sc->laneBytes != lane || sc->slotRing != TUTTI_STEPS ? step : step + 1 > depth ? step + 1 - depth : 0;
   if (sc->headSeen < free) {
@@ -623,7 +624,7 @@ ncclResult_t llSendSmall(HostConn* sc, const void* src, size_t bytes, const Wait
   const int slot = static_cast<int>(step % TUTTI_STEPS);
   std::atomic_ref<int64_t>(ctrl->sizes[slot]).store(static_cast<int64_t>(bytes), std::memory_order_relaxed);
   std::atomic_ref<int32_t>(ctrl->protos[slot]).store(TUTTI_PROTO_LL, std::memory_order_relaxed);
-  char* lines = llStepLines(sc->conn, step, lane);
+  char* lines = llStepLines(*sc, step, lane);
   if (lane) writeLanePacket(lines, static_cast<const char*>(src), bytes, step);
   else writeLLLines(lines, static_cast<const char*>(src), bytes, step);
   publish(&ctrl->tail, &ctrl->tailWaiters, &ctrl->tailSeq, ++sc->step, sc->conn.shared);
@@ -633,7 +634,7 @@ ncclResult_t llSendSmall(HostConn* sc, const void* src, size_t bytes, const Wait
 ncclResult_t llRecvSmall(HostConn* rc, void* dst, size_t bytes, const WaitContext& wait, const OpLabel& label) {
   const uint64_t step = rc->step;
   const size_t lane = llLaneBytes(rc->conn, bytes);
-  const char* lines = llStepLines(rc->conn, step, lane);
+  const char* lines = llStepLines(*rc, step, lane);
   const uint32_t headerFlag = llHeaderFlag(step);
   SpinPacer pacer(wait.spinCount);
   for (int spins = 0;; ++spins) {

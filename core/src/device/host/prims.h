@@ -30,6 +30,8 @@ struct HostConn {
   // Send end: the lane size (llLaneBytes) of the last step sent, 0 for a slot (any protocol). Steps of one geometry
   // share the FIFO; one of another waits until the receiver has consumed every step before it.
   size_t laneBytes = 0;
+  // Bytes of lanes the steps of one lane size cycle through (llDepth), the same at both ends; 0: up to kMaxLanes.
+  size_t laneRegion = 0;
   // Send end: the slots the last Simple step cycled through (HostPrims::useSlotRing); a step of another ring waits,
   // as one of another lane size does, until the receiver has consumed every step before it.
   uint32_t slotRing = TUTTI_STEPS;
@@ -61,16 +63,21 @@ inline size_t llLaneBytes(const tuttiConnector_t& conn, size_t bytes) {
   const size_t lane = divUp((lanePacketHeaderWord(bytes) + 1) * 8, size_t{64}) * 64;
   return conn.buffSizes[TUTTI_PROTO_LL] / lane > TUTTI_STEPS ? lane : 0;
 }
-// Steps in flight a sender may have: the lanes of that size, or the slots.
 // Steps in flight a sender may have: the lanes of that size, at most kMaxLanes, or the slots. The lanes a
 // connection cycles through stay in the cores' caches: the whole 256 KiB buffer of 64-byte lanes (4096) went
 // through it once per 4096 calls, and a line the sender wrote again had most likely left its cache; 256 lanes stay
 // (2 processes over shm, 2 cores whose cache line round trip took 0.5 us, medians of three interleaved runs of
 // 1000 calls, us, the whole buffer -> 256 lanes: AllReduce 8 B 0.70 -> 0.36, AlltoAll 256 B 1.28 -> 0.50,
 // AllGather 1 KiB 1.30 -> 0.66; 8 processes, Broadcast 8 B 1.37 -> 1.03; 16 lanes 3.29, 64 lanes 1.21).
+// Where every rank has a core, a connection's laneRegion bounds them by bytes as well: lanes of 256 B to 4 KiB
+// cycled through nearly the whole buffer too (1 KiB: 240 lanes).
 inline constexpr uint64_t kMaxLanes = 256;
-inline uint64_t llDepth(const tuttiConnector_t& conn, size_t laneBytes) {
-  return laneBytes ? std::min<uint64_t>(conn.buffSizes[TUTTI_PROTO_LL] / laneBytes, kMaxLanes) : TUTTI_STEPS;
+inline constexpr uint64_t kMinRegionLanes = 16;
+inline uint64_t llDepth(const HostConn& c, size_t laneBytes) {
+  if (!laneBytes) return TUTTI_STEPS;
+  uint64_t lanes = std::min<uint64_t>(c.conn.buffSizes[TUTTI_PROTO_LL] / laneBytes, kMaxLanes);
+  if (c.laneRegion) lanes = std::min(lanes, std::max<uint64_t>(c.laneRegion / laneBytes, kMinRegionLanes));
+  return lanes;
 }
 
 // Whether a Simple step of `bytes` on `c` may be received straight into the user's output, or sent from the
