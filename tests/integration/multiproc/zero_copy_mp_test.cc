@@ -29,6 +29,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -557,29 +558,33 @@ TEST(DirectReadCost, RanksSettleOnTheMedianCost) {
     std::vector<int> costs;  // per rank, percent
     const char* median;      // as logged
     size_t gatherMin;
+    size_t gatherMax;        // 0: no bound (the reads are not costly)
     size_t alltoallMin;  // 0: not checked (on 3 ranks it depends on the host's cores, not on the cost)
     size_t detMin;       // deterministic AllReduce (0: never, the exchange)
   };
   const Case cases[] = {
-      {{400, 100, 300}, "3.00", size_t{2} << 20, 0, 0},
-      {{100, 400, 200}, "2.00", size_t{256} << 10, 0, size_t{256} << 10},
-      {{260, 90}, "2.60", size_t{1} << 20, size_t{128} << 10, 0},  // 2 ranks: the larger of two
-      {{120, 240}, "2.40", size_t{128} << 10, size_t{128} << 10, size_t{256} << 10},  // AlltoAll keeps its threshold
+      {{400, 100, 300}, "3.00", size_t{2} << 20, size_t{4} << 20, 0, 0},
+      {{100, 400, 200}, "2.00", size_t{256} << 10, 0, 0, size_t{256} << 10},
+      {{260, 90}, "2.60", size_t{1} << 20, size_t{16} << 20, size_t{128} << 10, 0},  // 2 ranks: the larger of two
+      {{120, 240}, "2.40", size_t{128} << 10, 0, size_t{128} << 10, size_t{256} << 10},  // AlltoAll keeps its own
   };
   for (const Case& c : cases) {
     SCOPED_TRACE("costs " + std::to_string(c.costs[0]) + "," + std::to_string(c.costs[1]));
     MpOptions opts;
     opts.nranks = static_cast<int>(c.costs.size());
-    opts.env = {{"NCCL_DEBUG", "INFO"}, {"NCCL_DEBUG_SUBSYS", "INIT"}, {"TUTTI_TIMEOUT", "30"}};
+    opts.env = {{"NCCL_DEBUG", "INFO"}, {"NCCL_DEBUG_SUBSYS", "INIT,COLL"}, {"TUTTI_TIMEOUT", "30"}};
     opts.rankEnv = [&c](int rank) { return EnvList{{"TUTTI_DIRECT_READ_COST", std::to_string(c.costs[rank])}}; };
-    MpResult r = runProcesses(opts, [&c](const RankContext& ctx) {
+    // Output bytes just below and at each threshold (whole elements per rank), and a small call.
+    const size_t n = c.costs.size(), unit = 4 * n;
+    auto atLeast = [unit](size_t bytes) { return (bytes + unit - 1) / unit * unit; };
+    std::vector<size_t> sizes{size_t{4096} * n, atLeast(c.gatherMin) - unit, atLeast(c.gatherMin)};
+    if (c.gatherMax) sizes.insert(sizes.end(), {atLeast(c.gatherMax) - unit, atLeast(c.gatherMax)});
+    if (c.alltoallMin) sizes.insert(sizes.end(), {atLeast(c.alltoallMin) - unit, atLeast(c.alltoallMin)});
+    MpResult r = runProcesses(opts, [&c, &sizes](const RankContext& ctx) {
       ncclComm_t comm = nullptr;
       if (int rc = initComm(ctx, &comm)) return rc;
       auto fail = [&](const std::string& what, int rc) { return failRank(comm, what, rc); };
       const size_t n = static_cast<size_t>(ctx.nranks);
-      // Output bytes just below and at each threshold, and a small call.
-      std::vector<size_t> sizes{size_t{4096} * n, c.gatherMin - 4 * n, c.gatherMin};
-      if (c.alltoallMin) sizes.insert(sizes.end(), {c.alltoallMin - 4 * n, c.alltoallMin});
       for (size_t outBytes : sizes) {
         const size_t block = outBytes / n / sizeof(float);
         std::vector<float> in(block * n), out(block * n, -1.0f);
@@ -622,7 +627,8 @@ TEST(DirectReadCost, RanksSettleOnTheMedianCost) {
       return 0;
     });
     expectAllSucceeded(r, "");
-    const std::string want = "single-copy AllGather from " + std::to_string(c.gatherMin) + " bytes";
+    const std::string want = "single-copy AllGather from " + std::to_string(c.gatherMin) + " bytes" +
+                             (c.gatherMax ? " below " + std::to_string(c.gatherMax) + " bytes," : ",");
     const std::string wantA2a = "AlltoAll from " + std::to_string(c.alltoallMin) + " bytes";
     const std::string wantCost = std::string("a read costing ") + c.median + " copies";
     const std::string wantDet = "(deterministic: " + std::to_string(c.detMin) + " and ";
@@ -633,6 +639,17 @@ TEST(DirectReadCost, RanksSettleOnTheMedianCost) {
       }
       EXPECT_NE(child.output.find(wantCost), std::string::npos) << child.describe() << "\n" << child.output;
       EXPECT_NE(child.output.find(wantDet), std::string::npos) << child.describe() << "\n" << child.output;
+      // Each AllGather of the sweep reads the peers' buffers exactly where the thresholds say, the ring or one-shot
+      // elsewhere (the call lines of NCCL_DEBUG_SUBSYS=COLL).
+      for (size_t bytes : sizes) {
+        const bool direct = bytes >= c.gatherMin && (c.gatherMax == 0 || bytes < c.gatherMax);
+        const std::regex line("AllGather: opCount [0-9]+ count [0-9]+ bytes " + std::to_string(bytes) +
+                              " .* algo ([A-Za-z]+) ");
+        std::smatch m;
+        ASSERT_TRUE(std::regex_search(child.output, m, line)) << bytes << "\n" << child.output;
+        EXPECT_EQ(m[1].str() == "DIRECT", direct) << "AllGather of " << bytes << " bytes took " << m[1] << "\n"
+                                                  << child.describe();
+      }
     }
   }
 }

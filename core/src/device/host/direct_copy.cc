@@ -79,6 +79,16 @@ int measureReadCost() {
 // whose two copies stay in cache (comm.cc, directReadCostGate), and a deterministic AllReduce to the exchange
 // (directDetReadCostGate).
 constexpr int kCostlyReadPercent = 250;
+// Where reads cost that much, an AllGather of this many bytes of output or more takes the ring too: its steps pass
+// through FIFOs that stay in cache, while every read pins and copies pages out of memory. Processes over shm, 2
+// cores, a read of 256 KiB costing 3.4 copies, medians of three to five interleaved runs, us, reads -> ring: 2 ranks
+// 16 MiB 1858 -> 1032, 64 MiB 8108 -> 5828 (8 MiB 361 -> 394); 4 ranks 4 MiB 722 -> 523, 16 MiB 3669 -> 2448, 64 MiB
+// 15848 -> 12992, 256 MiB 81460 -> 53713 (Open MPI 61568; 2 MiB 273 -> 310); 8 ranks 2 MiB 980 -> 737, 4 MiB 1828 ->
+// 1386, 16 MiB 10707 -> 7871, 256 MiB 185683 -> 123755 (Open MPI 149441). On 8 ranks that leaves no size to the
+// reads (they start at 2 MiB there).
+size_t costlyReadMaxGather(int nRanks) {
+  return nRanks == 2 ? size_t{16} << 20 : nRanks <= 4 ? size_t{4} << 20 : size_t{2} << 20;
+}
 
 }  // namespace
 
@@ -137,6 +147,8 @@ ncclResult_t directProbe(ncclComm* comm) {
                      : setCost >= 0                   ? static_cast<int32_t>(std::min<int64_t>(setCost, 100000))
                                                       : measureReadCost()};
   TUTTI_CHECK(comm->bootstrap->allGather(verdicts.data(), sizeof(Verdict)));
+  const int64_t maxGather = paramInt("TUTTI_DIRECT_MAX_GATHER_BYTES");
+  comm->directMaxGather = maxGather > 0 ? static_cast<size_t>(maxGather) : 0;
   comm->directOk = true;
   for (int p = 0; p < n; ++p) comm->directOk = comm->directOk && verdicts[p].ok;
   // The median of the ranks' costs (every rank computes it from the same values, so every rank decides alike).
@@ -145,15 +157,19 @@ ncclResult_t directProbe(ncclComm* comm) {
     for (int p = 0; p < n; ++p) costs[p] = verdicts[p].readCost;
     std::nth_element(costs.begin(), costs.begin() + n / 2, costs.end());
     comm->directReadCost = costs[n / 2];
-    if (comm->directReadCost >= kCostlyReadPercent && comm->directReadCostGate)
+    if (comm->directReadCost >= kCostlyReadPercent && comm->directReadCostGate) {
       comm->directMinGather = std::max(comm->directMinGather, (n == 2 ? size_t{1} : size_t{2}) << 20);
+      if (maxGather < 0) comm->directMaxGather = costlyReadMaxGather(n);
+    }
     if (comm->directReadCost >= kCostlyReadPercent && comm->directDetReadCostGate) comm->directMinDetReduce = 0;
   }
   if (comm->directOk)
-    TUTTI_INFO(NCCL_INIT, "rank {}: single-copy AllGather from {} bytes, Broadcast from {} bytes, AlltoAll from {} "
+    TUTTI_INFO(NCCL_INIT, "rank {}: single-copy AllGather from {} bytes{}, Broadcast from {} bytes, AlltoAll from {} "
                "bytes, AllReduce from {} bytes, ReduceScatter from {} bytes (deterministic: {} and {}, AllReduce of 2 ranks {}) "
                "(0: never; cross memory attach{}); a Broadcast's root writes 1/n of each reader's buffer from {} bytes", r,
-               comm->directMinGather, comm->directMinBcast, comm->directMinAlltoAll, comm->directMinReduce,
+               comm->directMinGather,
+               comm->directMaxGather ? fmt::format(" below {} bytes", comm->directMaxGather) : std::string(),
+               comm->directMinBcast, comm->directMinAlltoAll, comm->directMinReduce,
                comm->directMinReduceScatter, comm->directMinDetReduce, comm->directMinDetReduceScatter,
                comm->directMinDetPairReduce,
                comm->directReadCost > 0 ? fmt::format(", a read costing {}.{:02} copies", comm->directReadCost / 100,
@@ -169,7 +185,10 @@ bool directWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes, bool det,
   if (!comm->directOk || !comm->corePaths) return false;
   size_t min = 0;
   switch (func) {
-    case ncclFuncAllGather: min = comm->directMinGather; break;
+    case ncclFuncAllGather:
+      if (comm->directMaxGather && bytes >= comm->directMaxGather) return false;
+      min = comm->directMinGather;
+      break;
     case ncclFuncBroadcast: min = comm->directMinBcast; break;
     case ncclFuncAlltoAll: min = comm->directMinAlltoAll; break;
     case ncclFuncAllReduce:
