@@ -560,13 +560,14 @@ TEST(DirectReadCost, RanksSettleOnTheMedianCost) {
     size_t gatherMin;
     size_t gatherMax;        // 0: no bound (the reads are not costly)
     size_t alltoallMin;  // 0: not checked (on 3 ranks it depends on the host's cores, not on the cost)
+    size_t alltoallMax;  // 0: no bound
     size_t detMin;       // deterministic AllReduce (0: never, the exchange)
   };
   const Case cases[] = {
-      {{400, 100, 300}, "3.00", size_t{2} << 20, size_t{4} << 20, 0, 0},
-      {{100, 400, 200}, "2.00", size_t{256} << 10, 0, 0, size_t{256} << 10},
-      {{260, 90}, "2.60", size_t{1} << 20, size_t{16} << 20, size_t{128} << 10, 0},  // 2 ranks: the larger of two
-      {{120, 240}, "2.40", size_t{128} << 10, 0, size_t{128} << 10, size_t{256} << 10},  // AlltoAll keeps its own
+      {{400, 100, 300}, "3.00", size_t{2} << 20, size_t{4} << 20, 0, 0, 0},
+      {{100, 400, 200}, "2.00", size_t{256} << 10, 0, 0, 0, size_t{256} << 10},
+      {{260, 90}, "2.60", size_t{1} << 20, size_t{16} << 20, size_t{128} << 10, size_t{32} << 20, 0},  // the larger
+      {{120, 240}, "2.40", size_t{128} << 10, 0, size_t{128} << 10, 0, size_t{256} << 10},  // AlltoAll keeps its own
   };
   for (const Case& c : cases) {
     SCOPED_TRACE("costs " + std::to_string(c.costs[0]) + "," + std::to_string(c.costs[1]));
@@ -580,6 +581,7 @@ TEST(DirectReadCost, RanksSettleOnTheMedianCost) {
     std::vector<size_t> sizes{size_t{4096} * n, atLeast(c.gatherMin) - unit, atLeast(c.gatherMin)};
     if (c.gatherMax) sizes.insert(sizes.end(), {atLeast(c.gatherMax) - unit, atLeast(c.gatherMax)});
     if (c.alltoallMin) sizes.insert(sizes.end(), {atLeast(c.alltoallMin) - unit, atLeast(c.alltoallMin)});
+    if (c.alltoallMax) sizes.insert(sizes.end(), {atLeast(c.alltoallMax) - unit, atLeast(c.alltoallMax)});
     MpResult r = runProcesses(opts, [&c, &sizes](const RankContext& ctx) {
       ncclComm_t comm = nullptr;
       if (int rc = initComm(ctx, &comm)) return rc;
@@ -629,7 +631,8 @@ TEST(DirectReadCost, RanksSettleOnTheMedianCost) {
     expectAllSucceeded(r, "");
     const std::string want = "single-copy AllGather from " + std::to_string(c.gatherMin) + " bytes" +
                              (c.gatherMax ? " below " + std::to_string(c.gatherMax) + " bytes," : ",");
-    const std::string wantA2a = "AlltoAll from " + std::to_string(c.alltoallMin) + " bytes";
+    const std::string wantA2a = "AlltoAll from " + std::to_string(c.alltoallMin) + " bytes" +
+                                (c.alltoallMax ? " below " + std::to_string(c.alltoallMax) + " bytes," : ",");
     const std::string wantCost = std::string("a read costing ") + c.median + " copies";
     const std::string wantDet = "(deterministic: " + std::to_string(c.detMin) + " and ";
     for (const ChildResult& child : r.children) {
@@ -649,6 +652,13 @@ TEST(DirectReadCost, RanksSettleOnTheMedianCost) {
         ASSERT_TRUE(std::regex_search(child.output, m, line)) << bytes << "\n" << child.output;
         EXPECT_EQ(m[1].str() == "DIRECT", direct) << "AllGather of " << bytes << " bytes took " << m[1] << "\n"
                                                   << child.describe();
+        if (!c.alltoallMin) continue;
+        const bool directA2a = bytes >= c.alltoallMin && (c.alltoallMax == 0 || bytes < c.alltoallMax);
+        // (Sends and receives log as point-to-point operations, not as an AlltoAll.)
+        const std::regex a2a("AlltoAll: opCount [0-9]+ count [0-9]+ bytes " + std::to_string(bytes) +
+                             " .* algo DIRECT ");
+        EXPECT_EQ(std::regex_search(child.output, a2a), directA2a)
+            << "AlltoAll of " << bytes << " bytes, single copy expected: " << directA2a << "\n" << child.describe();
       }
     }
   }

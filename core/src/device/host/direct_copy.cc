@@ -89,6 +89,10 @@ constexpr int kCostlyReadPercent = 250;
 size_t costlyReadMaxGather(int nRanks) {
   return nRanks == 2 ? size_t{16} << 20 : nRanks <= 4 ? size_t{4} << 20 : size_t{2} << 20;
 }
+// The same for a 2-rank AlltoAll from 32 MiB of output, its sends and receives through the FIFOs (medians of three to
+// five interleaved runs, us, reads -> sends: 32 MiB 5634 -> 3247, 64 MiB 10821 -> 8484, 256 MiB 32765 -> 27757; 16
+// MiB even, 2008 -> 2326 and 1413 -> 1142 in two sets). On 4 and 8 ranks the two ran even from 16 MiB.
+size_t costlyReadMaxAlltoAll(int nRanks) { return nRanks == 2 ? size_t{32} << 20 : 0; }
 
 }  // namespace
 
@@ -149,6 +153,8 @@ ncclResult_t directProbe(ncclComm* comm) {
   TUTTI_CHECK(comm->bootstrap->allGather(verdicts.data(), sizeof(Verdict)));
   const int64_t maxGather = paramInt("TUTTI_DIRECT_MAX_GATHER_BYTES");
   comm->directMaxGather = maxGather > 0 ? static_cast<size_t>(maxGather) : 0;
+  const int64_t maxAlltoAll = paramInt("TUTTI_DIRECT_MAX_ALLTOALL_BYTES");
+  comm->directMaxAlltoAll = maxAlltoAll > 0 ? static_cast<size_t>(maxAlltoAll) : 0;
   comm->directOk = true;
   for (int p = 0; p < n; ++p) comm->directOk = comm->directOk && verdicts[p].ok;
   // The median of the ranks' costs (every rank computes it from the same values, so every rank decides alike).
@@ -160,17 +166,19 @@ ncclResult_t directProbe(ncclComm* comm) {
     if (comm->directReadCost >= kCostlyReadPercent && comm->directReadCostGate) {
       comm->directMinGather = std::max(comm->directMinGather, (n == 2 ? size_t{1} : size_t{2}) << 20);
       if (maxGather < 0) comm->directMaxGather = costlyReadMaxGather(n);
+      if (maxAlltoAll < 0) comm->directMaxAlltoAll = costlyReadMaxAlltoAll(n);
     }
     if (comm->directReadCost >= kCostlyReadPercent && comm->directDetReadCostGate) comm->directMinDetReduce = 0;
   }
   if (comm->directOk)
     TUTTI_INFO(NCCL_INIT, "rank {}: single-copy AllGather from {} bytes{}, Broadcast from {} bytes, AlltoAll from {} "
-               "bytes, AllReduce from {} bytes, ReduceScatter from {} bytes (deterministic: {} and {}, AllReduce of 2 ranks {}) "
+               "bytes{}, AllReduce from {} bytes, ReduceScatter from {} bytes (deterministic: {} and {}, AllReduce of 2 ranks {}) "
                "(0: never; cross memory attach{}); a Broadcast's root writes 1/n of each reader's buffer from {} bytes", r,
                comm->directMinGather,
                comm->directMaxGather ? fmt::format(" below {} bytes", comm->directMaxGather) : std::string(),
-               comm->directMinBcast, comm->directMinAlltoAll, comm->directMinReduce,
-               comm->directMinReduceScatter, comm->directMinDetReduce, comm->directMinDetReduceScatter,
+               comm->directMinBcast, comm->directMinAlltoAll,
+               comm->directMaxAlltoAll ? fmt::format(" below {} bytes", comm->directMaxAlltoAll) : std::string(),
+               comm->directMinReduce, comm->directMinReduceScatter, comm->directMinDetReduce, comm->directMinDetReduceScatter,
                comm->directMinDetPairReduce,
                comm->directReadCost > 0 ? fmt::format(", a read costing {}.{:02} copies", comm->directReadCost / 100,
                                                       comm->directReadCost % 100)
@@ -190,7 +198,10 @@ bool directWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes, bool det,
       min = comm->directMinGather;
       break;
     case ncclFuncBroadcast: min = comm->directMinBcast; break;
-    case ncclFuncAlltoAll: min = comm->directMinAlltoAll; break;
+    case ncclFuncAlltoAll:
+      if (comm->directMaxAlltoAll && bytes >= comm->directMaxAlltoAll) return false;
+      min = comm->directMinAlltoAll;
+      break;
     case ncclFuncAllReduce:
     case ncclFuncReduceScatter:
       if ((!det && preMul) || comm->nRanks > kDirectReduceMaxRanks) return false;
