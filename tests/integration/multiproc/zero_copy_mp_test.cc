@@ -564,7 +564,7 @@ TEST(DirectReadCost, RanksSettleOnTheMedianCost) {
     size_t detMin;       // deterministic AllReduce (0: never, the exchange)
   };
   const Case cases[] = {
-      {{400, 100, 300}, "3.00", size_t{2} << 20, size_t{4} << 20, 0, 0, 0},
+      {{400, 100, 300}, "3.00", size_t{2} << 20, size_t{16} << 20, 0, 0, 0},
       {{100, 400, 200}, "2.00", size_t{256} << 10, 0, 0, 0, size_t{256} << 10},
       {{260, 90}, "2.60", size_t{1} << 20, size_t{16} << 20, size_t{128} << 10, size_t{32} << 20, 0},  // the larger
       {{120, 240}, "2.40", size_t{128} << 10, 0, size_t{128} << 10, 0, size_t{256} << 10},  // AlltoAll keeps its own

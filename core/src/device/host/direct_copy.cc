@@ -79,16 +79,19 @@ int measureReadCost() {
 // whose two copies stay in cache (comm.cc, directReadCostGate), and a deterministic AllReduce to the exchange
 // (directDetReadCostGate).
 constexpr int kCostlyReadPercent = 250;
-// Where reads cost that much, an AllGather of this many bytes of output or more takes the ring too: its steps pass
-// through FIFOs that stay in cache, while every read pins and copies pages out of memory. Processes over shm, 2
-// cores, a read of 256 KiB costing 3.4 copies, medians of three to five interleaved runs, us, reads -> ring: 2 ranks
-// 16 MiB 1858 -> 1032, 64 MiB 8108 -> 5828 (8 MiB 361 -> 394); 4 ranks 4 MiB 722 -> 523, 16 MiB 3669 -> 2448, 64 MiB
-// 15848 -> 12992, 256 MiB 81460 -> 53713 (Open MPI 61568; 2 MiB 273 -> 310); 8 ranks 2 MiB 980 -> 737, 4 MiB 1828 ->
-// 1386, 16 MiB 10707 -> 7871, 256 MiB 185683 -> 123755 (Open MPI 149441). On 8 ranks that leaves no size to the
-// reads (they start at 2 MiB there).
-size_t costlyReadMaxGather(int nRanks) {
-  return nRanks == 2 ? size_t{16} << 20 : nRanks <= 4 ? size_t{4} << 20 : size_t{2} << 20;
-}
+// Where reads cost that much, an AllGather of 16 MiB of output or more takes the ring too: its steps pass through
+// FIFOs that stay in cache, while every read pins and copies pages out of memory. Which of the two wins below that
+// moved with the host's state, in two sets on 2-core VMs, processes over shm, medians of two to five interleaved
+// runs, us, reads -> ring. In the first, a read of 256 KiB costing 3.4 copies: 2 ranks 16 MiB 1858 -> 1032, 64 MiB
+// 8108 -> 5828 (8 MiB 361 -> 394); 4 ranks 4 MiB 722 -> 523, 16 MiB 3669 -> 2448, 64 MiB 15848 -> 12992, 256 MiB
+// 81460 -> 53713 (Open MPI 61568); 8 ranks 2 MiB 980 -> 737, 4 MiB 1828 -> 1386, 16 MiB 10707 -> 7871, 256 MiB
+// 185683 -> 123755 (Open MPI 149441). In the second, a read costing 4.0-4.2 copies, the ring lost below 16 MiB by
+// more than it had gained: 4 ranks 4 MiB 1060-1425 -> 2212-2495 (Open MPI 1994-2915), 8 MiB 2947-3208 -> 5017-5592,
+// 16 MiB even (6747-7138 -> 6637-6843), 32 MiB 11735-12733 -> 13943-18571, 64 MiB 28809-34136 -> 24746-28701; 8
+// ranks 2 MiB 1034-1050 -> 1313-1519, 4 MiB 2482-2605 -> 3572-3930, 8 MiB 4148-4677 -> 7359-7569, 16 MiB
+// 11771-12870 -> 13878-14919, 64 MiB even (54375-59601 -> 57093-65299). On 4 and 8 ranks the ring's worst loss
+// across the two sets is the smaller from 16 MiB, the reads' below; 2 ranks keep the 16 MiB of the first set.
+constexpr size_t kCostlyReadMaxGather = size_t{16} << 20;
 // The same for a 2-rank AlltoAll from 32 MiB of output, its sends and receives through the FIFOs (medians of three to
 // five interleaved runs, us, reads -> sends: 32 MiB 5634 -> 3247, 64 MiB 10821 -> 8484, 256 MiB 32765 -> 27757; 16
 // MiB even, 2008 -> 2326 and 1413 -> 1142 in two sets). On 4 and 8 ranks the two ran even from 16 MiB.
@@ -165,7 +168,7 @@ ncclResult_t directProbe(ncclComm* comm) {
     comm->directReadCost = costs[n / 2];
     if (comm->directReadCost >= kCostlyReadPercent && comm->directReadCostGate) {
       comm->directMinGather = std::max(comm->directMinGather, (n == 2 ? size_t{1} : size_t{2}) << 20);
-      if (maxGather < 0) comm->directMaxGather = costlyReadMaxGather(n);
+      if (maxGather < 0) comm->directMaxGather = kCostlyReadMaxGather;
       if (maxAlltoAll < 0) comm->directMaxAlltoAll = costlyReadMaxAlltoAll(n);
     }
     if (comm->directReadCost >= kCostlyReadPercent && comm->directDetReadCostGate) comm->directMinDetReduce = 0;
