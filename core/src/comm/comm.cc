@@ -370,9 +370,18 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   // 512 KiB on 2 ranks 228 -> 37; 4 MiB on 4 ranks 2048 -> 531), and from 16 KiB even where the call fits the
   // one-shot path (2 ranks 16 KiB 8.4 -> 3.8 us, 64 KiB 9.0 -> 6.4, 256 KiB 50 -> 28; 8 ranks 16 KiB 78 -> 53; even on
   // 4 ranks); ReduceScatter from 128 KiB of input (8 ranks 128 KiB 90 -> 59 us, 256 KiB 174 -> 112; 4 ranks 256 KiB
-  // 63 -> 50; at 64 KiB 8 ranks lose, 61 -> 85). Never across processes, where a read costs a system call and the
-  // page pinning (measured even at 1 MiB, slower from 4 MiB, than the ring). Deterministic reductions: every call past
-  // the one-shot path among threads (2-3 times faster than the exchange from 1 MiB); across processes, below.
+  // 63 -> 50; at 64 KiB 8 ranks lose, 61 -> 85). Across processes, where a read costs a system call and the page
+  // pinning: an AllReduce of 3 or 4 ranks from 256 KiB, where a read costs less than 2.5 copies (directProbe turns
+  // it off from there); shm, 2 cores, a read costing 2.24 copies, interleaved runs, ring -> direct, us: 3 ranks
+  // 256 KiB 120/159/113 -> 70/69/68, 1 MiB 615/609/616 -> 470/620/458, 4 MiB 2731/2905/2409 -> 2264/1952/1597, 16 MiB
+  // 10466/11311/11277 -> 7914/9483/10682; 4 ranks 256 KiB 209/222/168 -> 204/122/163, 1 MiB 705/1321/844 ->
+  // 653/718/593, 4 MiB 2695/2815/4050 -> 1533/2974/2615, 16 MiB 16106/17353/13366 -> 14792/13544/14648, 64 MiB
+  // 68370/107834 -> 43930/45779; below 256 KiB even (4 ranks 64 KiB 47/61/37 -> 51/44/49). On 8 ranks the ring kept
+  // level or ahead (1 MiB 1788/1509/1638 -> 2774/1584/1732, 16 MiB 35224/26896/29685 -> 44043/31551/44283); on 2 the
+  // ring's single step each way beat the reads (below, directMinDetPairReduce). A deterministic AllReduce takes the
+  // same reads from the same size, so the two cost alike there. ReduceScatter: never across processes (the ring
+  // moves only the blocks each rank needs). Deterministic reductions: every call past the one-shot path among
+  // threads (2-3 times faster than the exchange from 1 MiB); across processes, below.
   bool otherProcess = false;
   for (const tuttiPeerInfo_t& p : comm->peers) otherProcess |= p.pidHash != comm->peers[comm->rank].pidHash;
   const int64_t directMin = paramInt("TUTTI_DIRECT_MIN_BYTES");
@@ -405,7 +414,7 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
                               : pair && ownCores      ? size_t{64} << 10
                               : localRanks > cores    ? size_t{256} << 10
                                                       : size_t{1} << 20;
-    comm->directMinReduce = otherProcess ? 0 : 1;
+    comm->directMinReduce = !otherProcess ? 1 : nRanks == 3 || nRanks == 4 ? size_t{256} << 10 : 0;
     comm->directMinReduceScatter = otherProcess ? 0 : size_t{128} << 10;
     const bool coreSet = paramIsSet("TUTTI_ONESHOT_MAX_BYTES") || paramIsSet("TUTTI_DOUBLING_MAX_BYTES") ||
                          paramIsSet("TUTTI_BINOMIAL_BCAST_MAX_BYTES") || paramIsSet("TUTTI_ONESHOT_ALLTOALL_MAX_BYTES");

@@ -141,7 +141,8 @@ struct ncclComm {
          directMinReduceScatter = 0, directMinDetReduce = 0, directMinDetReduceScatter = 0, directMinDetPairReduce = 0,
          directOverOneShot = 0;
   // Ranks as processes with the default thresholds: directProbe measures what a read from another process costs
-  // against a copy (TUTTI_DIRECT_READ_COST) and, where reads cost 2.5 copies or more, raises directMinGather.
+  // against a copy (TUTTI_DIRECT_READ_COST) and, where reads cost 2.5 copies or more, raises directMinGather and
+  // turns directMinReduce off.
   // directDetReadCostGate: the same for a deterministic AllReduce (TUTTI_DET_DIRECT_MIN_BYTES unset), which then
   // takes the exchange at every size. directReadCost: the ranks' median, in percent (0: not measured).
   bool directReadCostGate = false, directDetReadCostGate = false;

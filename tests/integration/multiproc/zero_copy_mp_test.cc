@@ -550,9 +550,9 @@ TEST(NetPluginWait, LateRanksWakeTheirPeersThroughTheirSockets) {
 }
 
 // Each rank is given its own read cost (as if each had measured another); every rank must settle on the median and
-// the AllGather and deterministic AllReduce thresholds that follow from it, log them alike, its AllGathers and
-// AlltoAlls on either side of the thresholds must give every block, and its deterministic AllReduce the reference's
-// bits.
+// the AllGather, AllReduce and deterministic AllReduce thresholds that follow from it, log them alike, its
+// AllGathers, AlltoAlls and AllReduces on either side of the thresholds must give every block and sum, and its
+// deterministic AllReduce the reference's bits.
 TEST(DirectReadCost, RanksSettleOnTheMedianCost) {
   struct Case {
     std::vector<int> costs;  // per rank, percent
@@ -562,12 +562,14 @@ TEST(DirectReadCost, RanksSettleOnTheMedianCost) {
     size_t alltoallMin;  // 0: not checked (on 3 ranks it depends on the host's cores, not on the cost)
     size_t alltoallMax;  // 0: no bound
     size_t detMin;       // deterministic AllReduce (0: never, the exchange)
+    size_t reduceMin;    // AllReduce (0: never, the ring)
   };
   const Case cases[] = {
-      {{400, 100, 300}, "3.00", size_t{2} << 20, size_t{16} << 20, 0, 0, 0},
-      {{100, 400, 200}, "2.00", size_t{256} << 10, 0, 0, 0, size_t{256} << 10},
-      {{260, 90}, "2.60", size_t{1} << 20, size_t{16} << 20, size_t{128} << 10, size_t{32} << 20, 0},  // the larger
-      {{120, 240}, "2.40", size_t{128} << 10, 0, size_t{128} << 10, 0, size_t{256} << 10},  // AlltoAll keeps its own
+      {{400, 100, 300}, "3.00", size_t{2} << 20, size_t{16} << 20, 0, 0, 0, 0},
+      {{100, 400, 200}, "2.00", size_t{256} << 10, 0, 0, 0, size_t{256} << 10, size_t{256} << 10},
+      {{260, 90}, "2.60", size_t{1} << 20, size_t{16} << 20, size_t{128} << 10, size_t{32} << 20, 0, 0},  // the larger
+      // AlltoAll keeps its own; 2 ranks' AllReduce the ring
+      {{120, 240}, "2.40", size_t{128} << 10, 0, size_t{128} << 10, 0, size_t{256} << 10, 0},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE("costs " + std::to_string(c.costs[0]) + "," + std::to_string(c.costs[1]));
@@ -582,6 +584,9 @@ TEST(DirectReadCost, RanksSettleOnTheMedianCost) {
     if (c.gatherMax) sizes.insert(sizes.end(), {atLeast(c.gatherMax) - unit, atLeast(c.gatherMax)});
     if (c.alltoallMin) sizes.insert(sizes.end(), {atLeast(c.alltoallMin) - unit, atLeast(c.alltoallMin)});
     if (c.alltoallMax) sizes.insert(sizes.end(), {atLeast(c.alltoallMax) - unit, atLeast(c.alltoallMax)});
+    // AllReduce: 256 KiB, where reads that cost less than 2.5 copies take 3 or 4 ranks' calls, and just below.
+    const size_t reduceAt = atLeast(size_t{256} << 10);
+    sizes.insert(sizes.end(), {reduceAt - unit, reduceAt});
     MpResult r = runProcesses(opts, [&c, &sizes](const RankContext& ctx) {
       ncclComm_t comm = nullptr;
       if (int rc = initComm(ctx, &comm)) return rc;
@@ -605,6 +610,16 @@ TEST(DirectReadCost, RanksSettleOnTheMedianCost) {
             if (out[p * block + i] != valueOf(static_cast<int>(p), 0, static_cast<size_t>(ctx.rank) * block + i))
               return fail("AlltoAll of " + std::to_string(outBytes) + " bytes: block " + std::to_string(p) +
                           " differs at " + std::to_string(i), 14);
+        // An AllReduce of the same bytes (integers in float: every order gives the same sum).
+        std::vector<float> sum(block * n, -1.0f);
+        if (ncclAllReduce(in.data(), sum.data(), block * n, ncclFloat32, ncclSum, comm, nullptr) != ncclSuccess)
+          return fail("ncclAllReduce: " + std::string(ncclGetLastError(comm)), 19);
+        for (size_t i = 0; i < block * n; ++i) {
+          float want = 0;
+          for (size_t p = 0; p < n; ++p) want += valueOf(static_cast<int>(p), 0, i);
+          if (sum[i] != want)
+            return fail("AllReduce of " + std::to_string(outBytes) + " bytes differs at " + std::to_string(i), 20);
+        }
       }
       // A deterministic AllReduce at the direct path's threshold (read or exchanged, as the cost decided): the
       // reference's bits.
@@ -635,6 +650,7 @@ TEST(DirectReadCost, RanksSettleOnTheMedianCost) {
                                 (c.alltoallMax ? " below " + std::to_string(c.alltoallMax) + " bytes," : ",");
     const std::string wantCost = std::string("a read costing ") + c.median + " copies";
     const std::string wantDet = "(deterministic: " + std::to_string(c.detMin) + " and ";
+    const std::string wantReduce = "AllReduce from " + std::to_string(c.reduceMin) + " bytes,";
     for (const ChildResult& child : r.children) {
       EXPECT_NE(child.output.find(want), std::string::npos) << child.describe() << "\n" << child.output;
       if (c.alltoallMin) {
@@ -642,6 +658,16 @@ TEST(DirectReadCost, RanksSettleOnTheMedianCost) {
       }
       EXPECT_NE(child.output.find(wantCost), std::string::npos) << child.describe() << "\n" << child.output;
       EXPECT_NE(child.output.find(wantDet), std::string::npos) << child.describe() << "\n" << child.output;
+      EXPECT_NE(child.output.find(wantReduce), std::string::npos) << child.describe() << "\n" << child.output;
+      for (size_t bytes : {reduceAt - unit, reduceAt}) {
+        const bool direct = c.reduceMin > 0 && bytes >= c.reduceMin;
+        const std::regex line("AllReduce: opCount [0-9]+ count [0-9]+ bytes " + std::to_string(bytes) +
+                              " .* algo ([A-Za-z]+) ");
+        std::smatch m;
+        ASSERT_TRUE(std::regex_search(child.output, m, line)) << bytes << "\n" << child.output;
+        EXPECT_EQ(m[1].str() == "DIRECT", direct) << "AllReduce of " << bytes << " bytes took " << m[1] << "\n"
+                                                  << child.describe();
+      }
       // Each AllGather of the sweep reads the peers' buffers exactly where the thresholds say, the ring or one-shot
       // elsewhere (the call lines of NCCL_DEBUG_SUBSYS=COLL).
       for (size_t bytes : sizes) {

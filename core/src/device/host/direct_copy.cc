@@ -76,8 +76,8 @@ int measureReadCost() {
 }
 
 // Reads that cost at least this many copies (percent) leave AllGather below a few MiB to the one-shot and ring paths,
-// whose two copies stay in cache (comm.cc, directReadCostGate), and a deterministic AllReduce to the exchange
-// (directDetReadCostGate).
+// whose two copies stay in cache (comm.cc, directReadCostGate), an AllReduce of 3 or 4 ranks to the ring, and a
+// deterministic AllReduce to the exchange (directDetReadCostGate).
 constexpr int kCostlyReadPercent = 250;
 // Where reads cost that much, an AllGather of 16 MiB of output or more takes the ring too: its steps pass through
 // FIFOs that stay in cache, while every read pins and copies pages out of memory. Which of the two wins below that
@@ -170,6 +170,7 @@ ncclResult_t directProbe(ncclComm* comm) {
       comm->directMinGather = std::max(comm->directMinGather, (n == 2 ? size_t{1} : size_t{2}) << 20);
       if (maxGather < 0) comm->directMaxGather = kCostlyReadMaxGather;
       if (maxAlltoAll < 0) comm->directMaxAlltoAll = costlyReadMaxAlltoAll(n);
+      comm->directMinReduce = 0;  // the ring's copies in cache (comm.cc)
     }
     if (comm->directReadCost >= kCostlyReadPercent && comm->directDetReadCostGate) comm->directMinDetReduce = 0;
   }
