@@ -76,6 +76,15 @@ else
   echo "test_determinism not built" > "$errors"
 fi
 
+# The fold alone, default order against the fixed order, in the same run: where a call's time is mostly the fold
+# (threads reading each other's inputs in place), this ratio is the floor of the call's.
+fold=$raw/det-fold.txt
+if [ -x "$build/bin/fold_perf" ]; then
+  "$build/bin/fold_perf" -b 16K -e 1M -f 4 -r "2 4 8" -d float > "$fold" 2>&1 || echo "fold_perf failed" >&2
+else
+  echo "fold_perf not built" > "$fold"
+fi
+
 python3 - "$raw" "$results/deterministic.md" "$elapsed" "$load_before" "$(cut -d' ' -f1-3 /proc/loadavg)" \
   "$(git -C "$root" rev-parse --short HEAD)" "$ranks" "$colls" "$max" <<'EOF'
 import glob, os, re, sys
@@ -144,6 +153,12 @@ lines += ["## Numerical error against the exactly rounded sum", "",
           "`test_determinism --gtest_filter=DetError.*`: 2^18 float sums of wide-range data (the inputs of the",
           "determinism tests), the element-wise sum of n ranks computed with compensation in double and rounded once;",
           "mean absolute error in units of the last place of the type.", "", "```"] + err + ["```", ""]
+fold = [l.rstrip() for l in open(f"{raw}/det-fold.txt")]
+lines += ["## The fold alone", "",
+          "`fold_perf -b 16K -e 1M -f 4 -r \"2 4 8\" -d float`, in this run: n rows of one output in the default path's",
+          "order (fp32 sums) and in the fixed order (each fp32 row widened to fp64, summed there and rounded once: the",
+          "exactly rounded sums above, at twice the instructions an element). Where a call's time is mostly its fold (ranks",
+          "as threads reading each other's inputs in place, rows in cache), its ratio tends to the fold's.", "", "```"] + fold + ["```", ""]
 open(out, "w").write("\n".join(lines) + "\n")
 print(f"wrote {out}")
 EOF
