@@ -659,25 +659,29 @@ TEST(DirectReadCost, RanksSettleOnTheMedianCost) {
       EXPECT_NE(child.output.find(wantCost), std::string::npos) << child.describe() << "\n" << child.output;
       EXPECT_NE(child.output.find(wantDet), std::string::npos) << child.describe() << "\n" << child.output;
       EXPECT_NE(child.output.find(wantReduce), std::string::npos) << child.describe() << "\n" << child.output;
+      // The algorithm of the first call of `func` over `bytes` in the call lines of NCCL_DEBUG_SUBSYS=COLL ("" where
+      // there is none).
+      auto algoOf = [&](const char* func, size_t bytes) {
+        const std::regex line(std::string(func) + ": opCount [0-9]+ count [0-9]+ bytes " + std::to_string(bytes) +
+                              " .* algo ([A-Za-z]+) ");
+        std::smatch m;
+        return std::regex_search(child.output, m, line) ? m[1].str() : std::string();
+      };
       for (size_t bytes : {reduceAt - unit, reduceAt}) {
         const bool direct = c.reduceMin > 0 && bytes >= c.reduceMin;
-        const std::regex line("AllReduce: opCount [0-9]+ count [0-9]+ bytes " + std::to_string(bytes) +
-                              " .* algo ([A-Za-z]+) ");
-        std::smatch m;
-        ASSERT_TRUE(std::regex_search(child.output, m, line)) << bytes << "\n" << child.output;
-        EXPECT_EQ(m[1].str() == "DIRECT", direct) << "AllReduce of " << bytes << " bytes took " << m[1] << "\n"
-                                                  << child.describe();
+        const std::string algo = algoOf("AllReduce", bytes);
+        ASSERT_FALSE(algo.empty()) << bytes << "\n" << child.output;
+        EXPECT_EQ(algo == "DIRECT", direct) << "AllReduce of " << bytes << " bytes took " << algo << "\n"
+                                            << child.describe();
       }
       // Each AllGather of the sweep reads the peers' buffers exactly where the thresholds say, the ring or one-shot
-      // elsewhere (the call lines of NCCL_DEBUG_SUBSYS=COLL).
+      // elsewhere.
       for (size_t bytes : sizes) {
         const bool direct = bytes >= c.gatherMin && (c.gatherMax == 0 || bytes < c.gatherMax);
-        const std::regex line("AllGather: opCount [0-9]+ count [0-9]+ bytes " + std::to_string(bytes) +
-                              " .* algo ([A-Za-z]+) ");
-        std::smatch m;
-        ASSERT_TRUE(std::regex_search(child.output, m, line)) << bytes << "\n" << child.output;
-        EXPECT_EQ(m[1].str() == "DIRECT", direct) << "AllGather of " << bytes << " bytes took " << m[1] << "\n"
-                                                  << child.describe();
+        const std::string algo = algoOf("AllGather", bytes);
+        ASSERT_FALSE(algo.empty()) << bytes << "\n" << child.output;
+        EXPECT_EQ(algo == "DIRECT", direct) << "AllGather of " << bytes << " bytes took " << algo << "\n"
+                                            << child.describe();
         if (!c.alltoallMin) continue;
         const bool directA2a = bytes >= c.alltoallMin && (c.alltoallMax == 0 || bytes < c.alltoallMax);
         // (Sends and receives log as point-to-point operations, not as an AlltoAll.)
