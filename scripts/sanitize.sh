@@ -72,8 +72,8 @@ asan_skip=(
                                      base matrices, which run; the normal build runs every variant'
   '^perf_|perf-tool sweeps: the collectives of the Threads/ and Processes/ matrices, timed; the normal build
                                      runs them'
-  'MpMatrix\.Cases/.*_k4$|4 forked ranks of the process matrix: the code paths of its 2- and 3-rank rows, ~10 s each under
-                                     ASan; the normal build runs them'
+  'MpMatrix\.Cases/.*_k[48]$|4 and 8 forked ranks of the process matrix: the code paths of its 2- and 3-rank rows,
+                                     10-15 s each under ASan; the normal build runs them'
   'MpMatrix\.Cases/NetZeroCopy_.*_k3$|3 forked ranks over zero-copy sockets, direct copies and one-shot calls: the
                                      per-peer code of their 2-rank rows (~4 s each under ASan); their shm and
                                      socket rows run with 3 ranks, and the normal build runs every row'
@@ -150,15 +150,24 @@ tsan_skip=(
                                      DetThreads runs (TSan spends a minute clearing shadow pages of its
                                      buffers); run under ASan'
   '^DetProcesses\.|deterministic reductions between forked ranks; the thread variants run'
+  '^DetExchangeSteps\.|the exchange step each rank count chooses at init, 4 and 8 thread ranks with 1.2 MB
+                                     calls (a minute under TSan): the synchronisation of the DetThreads and
+                                     DetPipeline.Segmented runs, which run; run under ASan'
+  '^DetPipeline\.WholeOverTheNetworkUnlessSet$|the pipeline segments each transport chooses at init: as DetExchangeSteps'
+  'Doubling\..*/k[678]  #|recursive doubling and Bruck on 6 to 8 thread ranks: the synchronisation of their 2- to
+                                     5-rank runs (non-powers of two included) with more threads than cores
+                                     (two and a half minutes under TSan); run under ASan'
 )
 
 # The multi-threaded suites, the only ones built under TSan (the others run under ASan): ranks as threads of
 # one process (collectives, groups, send/recv, nonblocking and abort, call checks), the host executor and
-# waits, the primitives' stress test, bootstrap and net-socket threads, host streams, profilers, the device
-# runtime's streams, events and capture replay, one-sided windows and signals, collectives on symmetric
-# windows, growing a communicator, deterministic reductions.
+# waits, bootstrap and net-socket threads, host streams, profilers, the device runtime's streams, events and
+# capture replay, one-sided windows and signals, collectives on symmetric windows, growing a communicator,
+# deterministic reductions. Not the primitives' stress test (test_prims_tsan): the normal build compiles it and
+# the core sources it drives with -fsanitize=thread already (tests/unit/prims_stress), and its ctest runs it
+# under TSan; here it would be the same program a second time.
 tsan_targets=(test_collectives_matrix test_collectives_grouped test_collectives_variants test_sendrecv
-  test_reliability test_callcheck_threads test_host_wait test_prims_tsan test_bootstrap test_net_socket
+  test_reliability test_callcheck_threads test_host_wait test_bootstrap test_net_socket
   test_comm_registry test_host_streams test_profiler_events profiler_trace_test test_simulate all_reduce_perf
   test_device_runtime test_rma test_sym test_grow test_determinism)
 
