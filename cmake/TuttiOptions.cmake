@@ -26,9 +26,11 @@ endif()
 # to change the list. The C++ dialect is passed as -std=c++20 (CMake 3.25 does not know nvcc 13's CUDA20).
 set(TUTTI_CUDA_ARCHITECTURES "80-real;90" CACHE STRING "CUDA architectures of the kernels")
 # nvcc's fast-compile level for the kernels (-Ofc): 0 (the default: full optimisation, what a release and
-# every measurement uses), min, mid or max. The test command of the README builds with `min`: its tests check
-# the kernels' results, never their speed, and nvcc then takes about a fifth of its time on the kernel matrix
-# (int8 for sm_80 + sm_90: 112 s -> 22 s, ptxas 96 s -> 9 s). scripts/gpu-check.sh always builds with 0.
+# every measurement uses), min, mid or max. The test command of the README builds with `max`: its tests check
+# the kernels' results, never their speed, and nvcc then takes about a twelfth of its time on the kernel matrix
+# (int8 for sm_80 + sm_90 on a 2-core AMD EPYC VM: 136 s at 0, 26 s at min, 11 s at max; the kernel's
+# __launch_bounds__ keep its registers within a 640-thread block at every level). scripts/gpu-check.sh always
+# builds with 0.
 set(TUTTI_CUDA_FAST_COMPILE "0" CACHE STRING "nvcc fast-compile level of the kernels (-Ofc): 0 (off), min, mid or max")
 set_property(CACHE TUTTI_CUDA_FAST_COMPILE PROPERTY STRINGS 0 min mid max)
 set(TUTTI_CUDA_OPT_FLAGS -O3)
