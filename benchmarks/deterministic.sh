@@ -77,7 +77,7 @@ else
 fi
 
 # The fold alone, default order against the fixed order, in the same run: where a call's time is mostly the fold
-# (threads reading each other's inputs in place), this ratio is the floor of the call's.
+# (threads reading each other's inputs in place), the call's ratio tends to this one.
 fold=$raw/det-fold.txt
 if [ -x "$build/bin/fold_perf" ]; then
   "$build/bin/fold_perf" -b 16K -e 1M -f 4 -r "2 4 8" -d float > "$fold" 2>&1 || echo "fold_perf failed" >&2
