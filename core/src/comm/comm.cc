@@ -409,7 +409,18 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
     comm->directMinGather = otherProcess ? (pair ? size_t{128} : size_t{256}) << 10
                             : ownCores   ? size_t{16} << 10
                                          : size_t{4} << 20;
-    comm->directMinBcast = otherProcess ? size_t{128} << 10 : !ownCores ? size_t{64} << 10 : size_t{16} << 10;
+    // Processes that outnumber the cores read no Broadcast: without the root's share (directRootShareMin) each reader
+    // copies the whole buffer through the page pinning, n - 1 reads of it in all on cores the readers share, where the
+    // binomial tree and the ring pass it through FIFOs that stay in cache (2-core AMD EPYC VM, a read costing 3.75
+    // copies, processes over shm, in place, 50 to 100 calls after 10, three interleaved runs, us, reads -> tree or
+    // ring, Open MPI beside: 4 ranks 128 KiB 41/40/43 -> 16/14/13, 1 MiB 230/213/336 -> 90/113/113 (200/223/202), 4 MiB
+    // 913/860/880 -> 350/436/422 (770/829/773), 16 MiB 5922/5210/5991 -> 1982/2168/2496 (5629/6191/6783); 8 ranks 128
+    // KiB 77/105/129 -> 36/36/44, 1 MiB 310/297/525 -> 259/324/370 (655/462/443), 4 MiB 1391/1339/1764 ->
+    // 1177/1888/1290 (1988/1865/1636), 16 MiB 7803/9741/11097 -> 5434/6196/6396 (11667/11833/10754); 64 and 256 MiB
+    // even or ahead, 4 ranks 64 MiB 10435/10000 -> 9305/8973).
+    comm->directMinBcast = otherProcess ? (ownCores ? size_t{128} << 10 : 0)
+                           : !ownCores  ? size_t{64} << 10
+                                        : size_t{16} << 10;
     comm->directMinAlltoAll = otherProcess && pair    ? size_t{128} << 10
                               : pair && ownCores      ? size_t{64} << 10
                               : localRanks > cores    ? size_t{256} << 10
