@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Deterministic reductions against the default path, in one run: AllReduce (and ReduceScatter) of float from
-# 8 B to MAX bytes, 2/4/8 ranks (one process each over shm and over net-socket; threads of one process), each size
-# measured with the switch off and on back to back (TUTTI_DETERMINISTIC=0/1). Writes benchmarks/results/deterministic.md and
-# the raw outputs under benchmarks/results/raw/det-*.txt.
+# 8 B to MAX bytes, 2/4/8 ranks (one process each over shm and over net-socket; threads of one process). Each launch
+# of a perf tool measures both settings on the same ranks (--det-pairs: timed loops with the switch off and on in
+# turns, tuttiCommSetDeterministic), so that the two share the ranks' placement on the cores, the buffers and the
+# host's moment. Writes benchmarks/results/deterministic.md and the raw outputs under benchmarks/results/raw/det-*.txt.
 #
 # usage: benchmarks/deterministic.sh [BUILD_DIR]     (default: ./build; the perf tools must be built)
 #   RANKS="2 4 8" COLLS="all_reduce reduce_scatter" MAX=256M override the sweep.
@@ -22,19 +23,18 @@ done
 mkdir -p "$raw"
 rm -f "$raw"/det-*.txt
 
-# Sizes in segments, iterations shrinking as sizes grow; each segment runs five times (the largest three), the
-# switch off and on alternating, and the table keeps each size's fastest run: on 2 cores one rank losing its core
-# for a time slice spoils a run, and the same call's time varies up to twofold from run to run (4 processes over
-# sockets, AllReduce of 16 MiB, six runs of the default: 22.7 to 49.0 ms). Small calls average 500 iterations a run,
-# as benchmarks/side_by_side.sh: over 50, two paths sending the same messages (8 processes over shm, AllReduce of 8 B,
+# Sizes in segments, iterations shrinking as sizes grow. Each segment is launched several times per transport, and
+# each launch times every size in PAIRS rounds of two loops, one per setting, in turns (off-on, on-off); the table
+# keeps each setting's fastest loop. On 2 cores one rank losing its core for a time slice spoils a loop, and the
+# same call's time varies up to twofold from launch to launch (4 processes over sockets, AllReduce of 16 MiB, six
+# runs of the default: 22.7 to 49.0 ms), with where the scheduler puts the ranks: a launch's placement serves both
+# settings, where separate launches compared two placements. Small calls average 500 iterations a loop, as
+# benchmarks/side_by_side.sh: over 50, two paths sending the same messages (8 processes over shm, AllReduce of 8 B,
 # deterministic or not up the same tree) differed by a third from run to run, over 1000 by 7%.
-# From 16 MiB a run is 3 calls, so one disturbed call spoils it: with two runs a size, 8 threads' ReduceScatter of
-# 64 MiB read 1.55 against the default where paired runs and CPU profiles put them level (1.14, and 3.2 against
-# 3.2-3.8 s of samples); three runs a size since.
-#        min   max   factor iters warmup repeats limit
-segments=("8    64K   8 500 50 5  90"
-          "256K 4M    4  50  5 5 120"
-          "16M  $max  4   3  1 3 300")
+#        min   max   factor iters warmup launches pairs limit
+segments=("8    64K   8 500 50 3 2 120"
+          "256K 4M    4  50  5 3 2 180"
+          "16M  $max  4   3  1 2 3 400")
 
 run() {
   local out=$1; shift
@@ -53,15 +53,13 @@ for np in $ranks; do
   for c in $colls; do
     echo "== $c, $np ranks" >&2
     for seg in "${segments[@]}"; do
-      read -r b e f n w reps limit <<< "$seg"
-      sweep=(-b "$b" -e "$e" -f "$f" -n "$n" -w "$w" -c 0)
-      for ((rep = 0; rep < reps; ++rep)); do
-        for det in 0 1; do
-          run "$raw/det-$det-shm-$c-np$np.txt" TUTTI_DETERMINISTIC=$det -- "$build/bin/${c}_perf" -P "$np" "${sweep[@]}"
-          run "$raw/det-$det-socket-$c-np$np.txt" TUTTI_DETERMINISTIC=$det NCCL_SHM_DISABLE=1 NCCL_P2P_DISABLE=1 \
-            NCCL_SOCKET_IFNAME=lo -- "$build/bin/${c}_perf" -P "$np" "${sweep[@]}"
-          run "$raw/det-$det-threads-$c-np$np.txt" TUTTI_DETERMINISTIC=$det -- "$build/bin/${c}_perf" -g "$np" "${sweep[@]}"
-        done
+      read -r b e f n w launches pairs limit <<< "$seg"
+      sweep=(-b "$b" -e "$e" -f "$f" -n "$n" -w "$w" -c 0 --det-pairs "$pairs")
+      for ((rep = 0; rep < launches; ++rep)); do
+        run "$raw/det-shm-$c-np$np.txt" -- "$build/bin/${c}_perf" -P "$np" "${sweep[@]}"
+        run "$raw/det-socket-$c-np$np.txt" NCCL_SHM_DISABLE=1 NCCL_P2P_DISABLE=1 NCCL_SOCKET_IFNAME=lo -- \
+          "$build/bin/${c}_perf" -P "$np" "${sweep[@]}"
+        run "$raw/det-threads-$c-np$np.txt" -- "$build/bin/${c}_perf" -g "$np" "${sweep[@]}"
       done
     done
   done
@@ -93,21 +91,24 @@ raw, out, elapsed, load0, load1, commit, ranks, colls, maxb = sys.argv[1:]
 empty = set()  # sizes whose calls have no element per rank (a ReduceScatter of 8 B on 4 ranks): nothing to time
 
 def best(path):
-    """size -> fastest out-of-place time (us) over every run in the file."""
+    """size -> ([fastest loop off, fastest loop on] in us over every launch in the file, [each launch's median
+    ratio of its rounds])."""
     t = {}
     if not os.path.exists(path):
         return t
     for line in open(path):
         f = line.split()
-        if len(f) >= 6 and f[0].isdigit() and f[1].isdigit():
+        if len(f) >= 15 and f[0].isdigit() and f[1].isdigit():
             try:
-                us = float(f[5])
+                us = (float(f[5]), float(f[9]))
+                median = float(f[14])
             except ValueError:
                 continue
             size = int(f[0])
             if int(f[1]) == 0:
                 empty.add(size)
-            t[size] = min(us, t.get(size, us))
+            old = t.get(size, ([us[0], us[1]], []))
+            t[size] = ([min(old[0][0], us[0]), min(old[0][1], us[1])], old[1] + [median])
     return t
 
 def human(b):
@@ -119,34 +120,42 @@ def human(b):
 lines = ["# Deterministic reductions vs the default path", "",
          f"- command: `benchmarks/deterministic.sh` (RANKS=\"{ranks}\", COLLS=\"{colls}\", MAX={maxb}); run time {elapsed} s",
          f"- load average before: {load0}, after: {load1}; commit {commit}",
-         f"- machine: {os.cpu_count()} cores; perf tools with -P N (N processes; threads: -g N, N threads of one process), float sum, -c 0; each size the fastest of its runs",
+         f"- machine: {os.cpu_count()} cores; perf tools with -P N (N processes; threads: -g N, N threads of one process), float sum, -c 0",
+         "- each launch times both settings on the same ranks (`--det-pairs`: loops with the switch off and on in turns);",
+         "  a setting's time is its fastest loop over the launches",
          "- socket: NCCL_SHM_DISABLE=1 NCCL_P2P_DISABLE=1 NCCL_SOCKET_IFNAME=lo",
-         "- ratio = deterministic time / default time (targets: at most 1.15 on shm and threads, 1.3 on socket); an",
-         "  empty call (no element per rank: a ReduceScatter of fewer bytes than ranks x 4) has nothing to compare", ""]
+         "- ratio = deterministic time / default time (targets: at most 1.15 on shm and threads, 1.3 on socket); paired =",
+         "  the median over the launches of each launch's median ratio of its rounds (for reading the noise; not the",
+         "  ratio judged); an empty call (no element per rank: a ReduceScatter of fewer bytes than ranks x 4) has nothing",
+         "  to compare", ""]
 summary = []
 for c in colls.split():
     for tr in ("shm", "socket", "threads"):
         for np_ in ranks.split():
             empty.clear()
-            d0 = best(f"{raw}/det-0-{tr}-{c}-np{np_}.txt")
-            d1 = best(f"{raw}/det-1-{tr}-{c}-np{np_}.txt")
-            sizes = sorted(set(d0) & set(d1))
+            pairs = best(f"{raw}/det-{tr}-{c}-np{np_}.txt")
+            sizes = sorted(pairs)
             if not sizes:
                 continue
-            lines += [f"## {c}, {tr}, {np_} ranks", "", "| size | default us | deterministic us | ratio |", "|---:|---:|---:|---:|"]
+            lines += [f"## {c}, {tr}, {np_} ranks", "", "| size | default us | deterministic us | ratio | paired |",
+                      "|---:|---:|---:|---:|---:|"]
             worst, within = 0, 0
             target = 1.3 if tr == "socket" else 1.15
             for s in [s for s in sizes if s in empty]:
-                lines.append(f"| {human(s)} | {d0[s]:.2f} | {d1[s]:.2f} | empty call |")
+                (d0, d1), _ = pairs[s]
+                lines.append(f"| {human(s)} | {d0:.2f} | {d1:.2f} | empty call | |")
             sizes = [s for s in sizes if s not in empty]
             for s in sizes:
-                r = d1[s] / d0[s] if d0[s] > 0 else float("inf")
+                (d0, d1), medians = pairs[s]
+                r = d1 / d0 if d0 > 0 else float("inf")
                 worst = max(worst, r)
                 within += r <= target
-                lines.append(f"| {human(s)} | {d0[s]:.1f} | {d1[s]:.1f} | {r:.2f} |")
+                m = sorted(medians)
+                paired = m[len(m) // 2] if len(m) % 2 else (m[len(m) // 2 - 1] + m[len(m) // 2]) / 2
+                lines.append(f"| {human(s)} | {d0:.1f} | {d1:.1f} | {r:.2f} | {paired:.2f} |")
             lines.append("")
             summary.append(f"| {c} | {tr} | {np_} | {worst:.2f} | {within} of {len(sizes)} |")
-lines[8:8] = ["## Worst ratio per row", "", "| collective | transport | ranks | worst ratio | sizes within the target |",
+lines[13:13] = ["## Worst ratio per row", "", "| collective | transport | ranks | worst ratio | sizes within the target |",
               "|---|---|---:|---:|---:|"] + summary + [""]
 err = [l.rstrip() for l in open(f"{raw}/det-error.txt") if l.startswith("error n=")]
 lines += ["## Numerical error against the exactly rounded sum", "",

@@ -1,5 +1,6 @@
 #include "perf_common.h"
 
+#include <dlfcn.h>
 #include <getopt.h>
 #include <unistd.h>
 
@@ -39,7 +40,14 @@ struct Options {
   bool bind = false;     // --bind: each forked rank on one CPU (bindCpus[rank])
   std::vector<int> bindCpus;
   int reg = 0;           // -R: 0 plain memory, 1 ncclCommRegister, 2 ncclMemAlloc + symmetric window
+  int detPairs = 0;      // --det-pairs K: K rounds a size of the deterministic switch off, then on (0: not paired)
 };
+
+// tuttiCommSetDeterministic, looked up at run time so that the tools still run on a library without it.
+using SetDeterministicFn = ncclResult_t (*)(ncclComm_t, int);
+SetDeterministicFn setDeterministicFn() {
+  return reinterpret_cast<SetDeterministicFn>(dlsym(RTLD_DEFAULT, "tuttiCommSetDeterministic"));
+}
 
 #ifndef TUTTI_PLOT_SCRIPT
 #define TUTTI_PLOT_SCRIPT "benchmarks/plot.sh"
@@ -302,7 +310,7 @@ ncclResult_t predictOnce(Coll c, const Options& o, ncclComm_t comm, int r, size_
 void usage(const char* prog) {
   std::printf("usage: %s [-b minbytes] [-e maxbytes] [-f factor | -i increment] [-g|-t nranks] [-P nprocs]\n"
               "          [-n iters] [-w warmup] [-c check 0/1] [-d dtype] [-o op] [-r root]\n"
-              "          [-z blocking (host calls always block)] [-R 0/1/2] [--predict] [--plot OUT]\n"
+              "          [-z blocking (host calls always block)] [-R 0/1/2] [--predict] [--plot OUT] [--det-pairs K]\n"
               "  -R 1: buffers registered with ncclCommRegister; -R 2: both buffers in one ncclMemAlloc block\n"
               "  registered as a window with NCCL_WIN_COLL_SYMMETRIC (AllReduce, AllGather and ReduceScatter then\n"
               "  run on the peers' buffers directly), as nccl-tests' -R.\n"
@@ -314,7 +322,12 @@ void usage(const char* prog) {
               "  one rank each; under mpirun (OMPI_COMM_WORLD_* or PMI_*): one rank per process, the unique id\n"
               "  passed through the file TUTTI_PERF_ID_FILE (default /tmp/tutti-perf-id-<job>).\n"
               "  --bind (with -P): rank r runs on CPU r mod k of the k CPUs this process may use, as mpirun\n"
-              "  --bind-to core does; under mpirun, bind with mpirun's own option.\n", prog);
+              "  --bind-to core does; under mpirun, bind with mpirun's own option.\n"
+              "  --det-pairs K (AllReduce, ReduceScatter, Reduce): the cost of deterministic reductions. Each size\n"
+              "  runs K rounds of two timed loops (warm-up, -n calls), one with the switch off and one with it on\n"
+              "  (tuttiCommSetDeterministic), in turns (off-on, on-off, ...), out of place, on the same ranks and\n"
+              "  buffers; the columns give each setting's fastest loop (the slowest rank's time), then the ratio of\n"
+              "  the two and the median of the K rounds' ratios.\n", prog);
 }
 
 // Which ranks this process runs; process modes have exactly one, threads mode all of them.
@@ -412,6 +425,16 @@ void printHeader(const Options& o, const Run& run, const char* prog) {
     std::printf("# bind: rank:CPU %s\n", cpus.c_str());
   }
   std::printf("# env:%s\n", envSummary().c_str());
+  if (o.detPairs > 0) {
+    std::printf("# deterministic switch off and on in turns, %d round%s a size, out of place; ratio = on / off (fastest "
+                "loops), median = the rounds' median ratio\n", o.detPairs, o.detPairs > 1 ? "s" : "");
+    std::printf("#\n#%59s%s\n", "", "deterministic off                  deterministic on");
+    std::printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s %6s %6s\n", "size", "count", "type", "redop",
+                "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong", "ratio", "median");
+    std::printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s\n", "(B)", "(elements)", "", "", "", "(us)",
+                "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+    return;
+  }
   std::printf("#\n#%59s%s\n", "", "out-of-place                       in-place");
   std::printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s%s\n", "size", "count", "type", "redop", "root",
               "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong", o.predict ? "   predict" : "");
@@ -553,8 +576,82 @@ int sweep(Coll coll, const Options& o, const Run& run, const std::vector<ncclCom
       return 1;
     }
 
+  // --det-pairs: one size's rounds, the switch off and on in turns on the same communicators and buffers, so that
+  // both settings share the ranks' placement on the cores, the buffers' pages and the host's moment; prints the row.
+  const SetDeterministicFn setDet = o.detPairs > 0 ? setDeterministicFn() : nullptr;
+  auto pairedRow = [&](size_t bytes, size_t count) -> bool {
+    const int k = o.detPairs;
+    std::vector<double> loops(2 * k, 0);  // [setting * k + round]: the slowest local rank's time
+    uint64_t w[2] = {0, 0};
+    for (int round = 0; round < k; ++round) {
+      for (int turn = 0; turn < 2; ++turn) {
+        const int det = round % 2 == 0 ? turn : 1 - turn;
+        Options oo = o;
+        oo.check = round == k - 1 ? o.check : 0;  // each setting's last loop is checked
+        auto job = [&](int i, int rank, const auto& sync) {
+          if (ncclResult_t res = setDet(comms[i], det); res != ncclSuccess) {
+            samples[i] = Sample{};
+            samples[i].res = res;
+            return;
+          }
+          samples[i] = measure(coll, oo, comms[i], rank, count, bufs[i], false, sync);
+        };
+        if (run.mode == Mode::Threads) {
+          team->run([&](int i) { job(i, i, barrierSync); });
+        } else {
+          job(0, run.firstRank, commSync);
+        }
+        for (int i = 0; i < local; ++i) {
+          if (samples[i].res != ncclSuccess) {
+            std::fprintf(stderr, "rank %d: deterministic %s: %s: %s\n", run.firstRank + i, det ? "on" : "off",
+                         ncclGetErrorString(samples[i].res), ncclGetLastError(comms[i]));
+            return false;
+          }
+          loops[det * k + round] = std::max(loops[det * k + round], samples[i].us);
+          w[det] += samples[i].wrong;
+        }
+      }
+    }
+    if (run.mode != Mode::Threads) {
+      ncclResult_t res = ncclAllReduce(loops.data(), loops.data(), loops.size(), ncclFloat64, ncclMax, comms[0], nullptr);
+      if (res == ncclSuccess) res = ncclAllReduce(w, w, 2, ncclUint64, ncclSum, comms[0], nullptr);
+      if (res != ncclSuccess) {
+        std::fprintf(stderr, "rank %d: gathering the results failed: %s: %s\n", run.firstRank, ncclGetErrorString(res),
+                     ncclGetLastError(comms[0]));
+        return false;
+      }
+    }
+    totalWrong += w[0] + w[1];
+    if (!printer) return true;
+    double t[2];
+    std::vector<double> ratios(k);
+    for (int det = 0; det < 2; ++det) t[det] = *std::min_element(loops.begin() + det * k, loops.begin() + (det + 1) * k);
+    for (int round = 0; round < k; ++round) ratios[round] = loops[round] > 0 ? loops[k + round] / loops[round] : 0;
+    std::sort(ratios.begin(), ratios.end());
+    const double median = k % 2 ? ratios[k / 2] : (ratios[k / 2 - 1] + ratios[k / 2]) / 2;
+    std::string cols;
+    for (int det = 0; det < 2; ++det) {
+      const double algbw = t[det] > 0 ? double(bytes) / t[det] / 1e3 : 0;
+      const std::string wr = o.check && checkable(o.dtype) ? std::to_string(w[det]) : std::string("N/A");
+      char buf[96];
+      std::snprintf(buf, sizeof buf, " %9.2f %7.2f %7.2f %6s", t[det], algbw, algbw * busFactor(coll, n), wr.c_str());
+      cols += buf;
+    }
+    char row[320];
+    std::snprintf(row, sizeof row, "  %10zu %12zu %8s %6s %6d%s %6.3f %6.3f\n", bytes, count, typeName(o.dtype),
+                  kOps[o.op], hasRoot(coll) ? o.root : -1, cols.c_str(), t[0] > 0 ? t[1] / t[0] : 0, median);
+    std::fputs(row, stdout);
+    std::fflush(stdout);
+    rows += row;
+    return true;
+  };
+
   for (size_t bytes : sizes) {
     const size_t count = countOf(coll, bytes, ts, n);
+    if (o.detPairs > 0) {
+      if (!pairedRow(bytes, count)) return 1;
+      continue;
+    }
     double t[2] = {0, 0};
     uint64_t w[2] = {0, 0};
     float predicted = 0;  // rank 0's prediction (every rank decides identically)
@@ -656,10 +753,18 @@ int perfMain(Coll coll, int argc, char** argv) {
   int opt;
   const struct option longOpts[] = {{"predict", no_argument, nullptr, 'p'}, {"plot", required_argument, nullptr, 'x'},
                                     {"bind", no_argument, nullptr, 'B'}, {"help", no_argument, nullptr, 'h'},
+                                    {"det-pairs", required_argument, nullptr, 'D'},
                                     {nullptr, 0, nullptr, 0}};
   while ((opt = getopt_long(argc, argv, "b:e:f:i:g:t:P:n:w:c:d:o:r:z:m:a:R:h", longOpts, nullptr)) != -1) {
     switch (opt) {
       case 'p': o.predict = true; break;
+      case 'D':
+        o.detPairs = std::atoi(optarg);
+        if (o.detPairs < 1) {
+          std::fprintf(stderr, "--det-pairs takes a number of rounds, at least 1\n");
+          return 2;
+        }
+        break;
       case 'B': o.bind = true; break;
       case 'x': o.plot = optarg; break;
       case 'b': o.minBytes = parseSize(optarg); break;
@@ -711,6 +816,20 @@ int perfMain(Coll coll, int argc, char** argv) {
     return 2;
   }
 
+  if (o.detPairs > 0) {
+    if (!isReduction(coll)) {
+      std::fprintf(stderr, "--det-pairs compares deterministic reductions: AllReduce, ReduceScatter or Reduce\n");
+      return 2;
+    }
+    if (o.predict) {
+      std::fprintf(stderr, "--det-pairs and --predict do not go together (the paired table has no prediction column)\n");
+      return 2;
+    }
+    if (setDeterministicFn() == nullptr) {
+      std::fprintf(stderr, "--det-pairs: this library has no tuttiCommSetDeterministic\n");
+      return 2;
+    }
+  }
   if (o.bind && run.mode != Mode::Fork) {
     std::fprintf(stderr, "--bind binds forked ranks (-P N); ranks as threads are not bound, and under mpirun "
                  "its own --bind-to option binds\n");
