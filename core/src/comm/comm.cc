@@ -745,7 +745,8 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   // (measured while the sends cycled through all 8 slots, before kDetSlotRing halved that). 8 processes over shm,
   // 16 MiB ReduceScatter, the median of five interleaved runs, time against 64 KiB steps: 32 KiB 0.66 and 0.82 in
   // two series, 16 KiB 0.65 (the default's ring 0.61-0.68); 4 processes even with 16 or 32 KiB at 4 and 64 MiB.
-  // Over the network each step is a message and 64 KiB stays.
+  // Over the network each step is a message: a call's steps grow with its slices (det_coll.cc, stepGrows).
+  comm->det.stepGrows = paramInt("TUTTI_DET_STEP_BYTES") < 0 && comm->backend == Backend::Host && overNetwork;
   if (paramInt("TUTTI_DET_STEP_BYTES") < 0 && comm->backend == Backend::Host && !overNetwork && nRanks > 1) {
     const size_t fit = (size_t{2} << 20) / (size_t{TUTTI_STEPS} * static_cast<size_t>(nRanks - 1));
     size_t step = size_t{64} << 10;
@@ -761,7 +762,9 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   if (!paramIsSet("TUTTI_DET_PIPELINE_BYTES") && comm->backend == Backend::Host && overNetwork)
     comm->det.pipelineBytes = 0;
   if (comm->backend == Backend::Host)
-    TUTTI_INFO(NCCL_INIT, "rank {}: deterministic exchange steps of at most {} bytes, {}", rank, comm->det.stepBytes,
+    TUTTI_INFO(NCCL_INIT, "rank {}: deterministic exchange steps of {} bytes, {}", rank,
+               comm->det.stepGrows ? fmt::format("{} to a Simple slot's", comm->det.stepBytes)
+                                   : fmt::format("at most {}", comm->det.stepBytes),
                comm->det.pipelineBytes ? fmt::format("an AllReduce in segments of {} bytes", comm->det.pipelineBytes)
                                        : std::string("an AllReduce whole"));
   // Probed whatever the settings, so that ranks whose environments differ still make the same bootstrap calls.

@@ -290,6 +290,7 @@ struct ncclComm {
     size_t oneShotBytes = 0;    // TUTTI_DET_ONESHOT_BYTES
     bool fused = true;          // TUTTI_DET_FUSED
     size_t stepBytes = 1;       // TUTTI_DET_STEP_BYTES (at least 1)
+    bool stepGrows = false;     // over the network, unset: a call's steps grow with its slices (det_coll.cc)
     size_t oneThreadBytes = 0;  // TUTTI_DET_ONE_THREAD_BYTES
     size_t segmentBytes = 1;    // TUTTI_DET_SEGMENT_BYTES (at least 1)
     size_t pipelineBytes = 0;   // TUTTI_DET_PIPELINE_BYTES (0: off)

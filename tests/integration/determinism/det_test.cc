@@ -235,7 +235,10 @@ TEST(DetPipeline, WholeOverTheNetworkUnlessSet) {
   tutti::itest::ScopedEnv noOneShot("TUTTI_ONESHOT_MAX_BYTES", "0"), detOneShot("TUTTI_DET_ONESHOT_BYTES", "0");
   tutti::itest::ScopedEnv noTree("TUTTI_DET_TREE_REDUCESCATTER_MAX_BYTES", "0"),
       noDirect("TUTTI_DET_DIRECT_MIN_BYTES", "0");
-  auto run = [&](const char* what, const std::string& initWant, bool segmented) {
+  // Over the network the exchange's steps grow with the slices (TUTTI_DET_STEP_BYTES unset): from 64 KiB, doubled
+  // while a peer's slice takes at least 4 of them, so the ReduceScatter's 1.2 MB slices go in 256 KiB steps, the
+  // 3N+5 AllReduce's 900 KB slices in 128 KiB steps; within a node, or with the variable set, every step is 64 KiB.
+  auto run = [&](const char* what, const std::string& initWant, bool segmented, bool grown) {
     tutti::itest::LogFile log("INIT,COLL");
     for (auto& f : onThreads(n, [=](ncclComm_t comm, int r) -> std::string {
            return checkCase<float>(comm, r, n, ncclFloat32, ncclSum, 300007, nullptr);
@@ -245,12 +248,25 @@ TEST(DetPipeline, WholeOverTheNetworkUnlessSet) {
     EXPECT_EQ(log.count(initWant), size_t(n)) << what;
     if (segmented) EXPECT_GT(segments, size_t{0}) << what << ": no call ran in segments";
     else EXPECT_EQ(segments, size_t{0}) << what << ": a call ran in segments";
+    const size_t grownSteps = log.count("steps of 262144 bytes") + log.count("steps of 131072 bytes");
+    EXPECT_GT(log.count("steps of 65536 bytes"), size_t{0}) << what;
+    if (grown) {
+      EXPECT_GE(log.count("steps of 262144 bytes"), size_t(n)) << what << ": the ReduceScatter's steps did not grow";
+      if (!segmented)  // (512 KiB segments: 128 KiB slices, 64 KiB steps)
+        EXPECT_GE(log.count("steps of 131072 bytes"), size_t(n)) << what << ": the large AllReduce's steps did not grow";
+    } else {
+      EXPECT_EQ(grownSteps, size_t{0}) << what << ": steps grew";
+    }
   };
-  run("shm, unset", "AllReduce in segments of 524288 bytes", true);
+  run("shm, unset", "AllReduce in segments of 524288 bytes", true, false);
   tutti::itest::ScopedEnv p2p("NCCL_P2P_DISABLE", "1"), shm("NCCL_SHM_DISABLE", "1"), lo("NCCL_SOCKET_IFNAME", "lo");
-  run("sockets, unset", "an AllReduce whole", false);
+  run("sockets, unset", "an AllReduce whole", false, true);
+  {
+    tutti::itest::ScopedEnv step("TUTTI_DET_STEP_BYTES", "65536");
+    run("sockets, 64 KiB steps", "steps of at most 65536 bytes", false, false);
+  }
   tutti::itest::ScopedEnv pipeline("TUTTI_DET_PIPELINE_BYTES", "524288");
-  run("sockets, 512 KiB", "AllReduce in segments of 524288 bytes", true);
+  run("sockets, 512 KiB", "AllReduce in segments of 524288 bytes", true, true);
 }
 
 // The fused exchange's steps shrink with the rank count where no rank talks over the network (TUTTI_DET_STEP_BYTES

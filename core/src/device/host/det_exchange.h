@@ -36,6 +36,10 @@ inline constexpr uint32_t kDetSlotRing = TUTTI_STEPS / 2;
 // once the steps before them were consumed.
 inline constexpr uint64_t kDetOneThreadSteps = kDetSlotRing;
 
+// Over the network (ncclComm::DetTuning::stepGrows) a call's steps grow from 64 KiB to a slot while a peer's slice
+// still takes at least this many of them.
+inline constexpr size_t kDetNetMinSteps = 4;
+
 struct DetExchange {
   int rank = 0, nRanks = 1;
   size_t esize = 1;
