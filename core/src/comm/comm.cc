@@ -659,7 +659,8 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
                          : overNetwork      ? (nRanks >= 4 ? size_t{128} << 10 : 0)
                                             : (nRanks >= 8 ? size_t{64} << 10 : 0);
   // Since a deterministic call goes up in one hop (runTreeAllReduce: raw rows to rank 0, no accumulator), further:
-  // over the network to 128 KiB, within a node from 6 ranks to 128 KiB (exchange -> tree, the median of five runs:
+  // over the network to 128 KiB (512 KiB since, below), within a node from 6 ranks to 128 KiB (exchange -> tree, the
+  // median of five runs:
   // sockets 8 ranks 128 KiB 1056 -> 506 us, 4 ranks 128 KiB 400 -> 279, 256 KiB 449 -> 588; shm 8 ranks 64 KiB 192
   // -> 125, 128 KiB 308 -> 249).
   // On 4 and 5 ranks within a node, from 16 KiB and 4 KiB, up to 32 KiB, where the one-shot gather's
@@ -668,8 +669,13 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   // 64 KiB 36.8 -> 36.6; 5 ranks 2 KiB 9.1 -> 8.9, 4 KiB 12.4 -> 9.4, 16 KiB 27.4 -> 14.8, 32 KiB 41.6 -> 26.5,
   // 64 KiB 57.0 -> 58.5; below, the one-shot stays ahead: 5 ranks 8 B 4.2 -> 6.5).
   const int64_t detTMin = paramInt("TUTTI_DET_TREE_ALLREDUCE_MIN_BYTES");
+  // Over the network, since the exchange's steps grow with its slices, timed on the same ranks (--det-pairs, two
+  // rounds a launch, two launches, the deterministic call's time, tree to 128 KiB -> to 512 KiB, us): 8 ranks 256 KiB
+  // 1460 and 1553 -> 707 and 790, 512 KiB 2147 and 2559 -> 1304 and 1538; 6 ranks 256 KiB 1013 and 846 -> 443 and
+  // 413; 4 ranks 256 KiB 310, 311, 392 -> 206, 324, 198, 512 KiB 908 and 901 -> 681 and 702. 512 KiB is a Simple
+  // slot, the most a one-shot step carries.
   const size_t detTreeMax = detTMax >= 0    ? static_cast<size_t>(detTMax)
-                            : overNetwork   ? (nRanks >= 4 ? size_t{128} << 10 : 0)
+                            : overNetwork   ? (nRanks >= 4 ? size_t{512} << 10 : 0)
                             : nRanks >= 6   ? size_t{128} << 10
                             : nRanks >= 4   ? size_t{32} << 10
                                             : 0;

@@ -5,9 +5,11 @@
 #include <nccl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <initializer_list>
 #include <string>
 
 namespace tutti::itest {
@@ -31,11 +33,14 @@ class LogFile {
   LogFile& operator=(const LogFile&) = delete;
 
   // Lines that contain `what`.
-  size_t count(const std::string& what) const {
+  size_t count(const std::string& what) const { return countAll({what}); }
+  // Lines that contain every one of `parts`.
+  size_t countAll(std::initializer_list<std::string> parts) const {
     std::ifstream in(path_);
     std::string line;
     size_t k = 0;
-    while (std::getline(in, line)) k += line.find(what) != std::string::npos;
+    while (std::getline(in, line))
+      k += std::all_of(parts.begin(), parts.end(), [&](const std::string& p) { return line.find(p) != std::string::npos; });
     return k;
   }
 

@@ -252,8 +252,9 @@ TEST(DetPipeline, WholeOverTheNetworkUnlessSet) {
     EXPECT_GT(log.count("steps of 65536 bytes"), size_t{0}) << what;
     if (grown) {
       EXPECT_GE(log.count("steps of 262144 bytes"), size_t(n)) << what << ": the ReduceScatter's steps did not grow";
-      if (!segmented)  // (512 KiB segments: 128 KiB slices, 64 KiB steps)
+      if (!segmented) {  // (512 KiB segments: 128 KiB slices, 64 KiB steps)
         EXPECT_GE(log.count("steps of 131072 bytes"), size_t(n)) << what << ": the large AllReduce's steps did not grow";
+      }
     } else {
       EXPECT_EQ(grownSteps, size_t{0}) << what << ": steps grew";
     }
@@ -267,6 +268,32 @@ TEST(DetPipeline, WholeOverTheNetworkUnlessSet) {
   }
   tutti::itest::ScopedEnv pipeline("TUTTI_DET_PIPELINE_BYTES", "524288");
   run("sockets, 512 KiB", "AllReduce in segments of 524288 bytes", true, true);
+}
+
+// Over the network an AllReduce of up to a Simple slot (512 KiB) goes to rank 0 in one hop, is folded there in the
+// fixed order and comes back down the binomial tree (TUTTI_DET_TREE_ALLREDUCE_MAX_BYTES unset): ranks as threads over
+// net-socket, 4 and 6 of them, calls of 400 KB that cross the FIFOs in several steps each way, fp32 Sum and bf16 Avg,
+// every variant of checkCase: the bits against the reference, and the COLL log shows the calls on the tree.
+TEST(DetNetworkTree, LargeAllReducesFoldAtRankZero) {
+  const char* dev = std::getenv("TUTTI_DEVICE");
+  if (dev && std::string(dev) != "host") GTEST_SKIP() << "the host backend's tree";
+  if (std::getenv("TUTTI_DET_TREE_ALLREDUCE_MAX_BYTES") || std::getenv("NCCL_ALGO") || std::getenv("NCCL_PROTO"))
+    GTEST_SKIP() << "the tree's bounds or the algorithm are set";
+  tutti::itest::ScopedEnv p2p("NCCL_P2P_DISABLE", "1"), shm("NCCL_SHM_DISABLE", "1"), lo("NCCL_SOCKET_IFNAME", "lo");
+  for (int n : {4, 6}) {
+    tutti::itest::LogFile log("COLL");
+    auto failed = onThreads(n, [n](ncclComm_t comm, int r) -> std::string {
+      std::string e = checkCase<float>(comm, r, n, ncclFloat32, ncclSum, 100003, nullptr);
+      if (e.empty()) e = checkCase<tutti::BFloat16>(comm, r, n, ncclBfloat16, ncclAvg, 200003, nullptr);
+      return e;
+    });
+    for (auto& f : failed) ADD_FAILURE() << n << " ranks: " << f;
+    // Each rank's AllReduce of the count itself, in place and at odd addresses, at least, on the tree.
+    EXPECT_GE(log.countAll({"AllReduce: opCount", "count 100003 bytes 400012 datatype ncclFloat32", "algo Tree"}),
+              size_t(3 * n)) << n << " ranks";
+    EXPECT_GE(log.countAll({"AllReduce: opCount", "count 200003 bytes 400006 datatype ncclBfloat16", "algo Tree"}),
+              size_t(3 * n)) << n << " ranks";
+  }
 }
 
 // The fused exchange's steps shrink with the rank count where no rank talks over the network (TUTTI_DET_STEP_BYTES
