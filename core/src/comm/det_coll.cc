@@ -329,9 +329,9 @@ ncclResult_t buildFused(DetCall* c, bool whole) {
   // Processes over sockets, 2 cores, two launches of `--det-pairs 2`, the deterministic call's time, 64 KiB steps ->
   // grown: AllReduce on 4 ranks 16 MiB 26.9 and 27.6 -> 18.8 and 21.0 ms, 64 MiB 105 and 111 -> 90 and 86; on 8 ranks
   // 16 MiB 71.3 and 61.5 -> 58.7 and 58.7; ReduceScatter on 4 ranks 16 MiB 13.4 and 13.8 -> 11.0 and 10.8, 64 MiB 55.7
-  // and 55.9 -> 42.3 and 41.7; on 8 ranks 16 MiB 31.9 -> 26.3, 64 MiB 147 -> 117 (64 KiB steps: 8 times the default
-  // ring's sendmsg calls). A whole slot a step (512 KiB) lost where a slice is one step (AllReduce on 8 ranks, 4 MiB:
-  // 21.2 and 17.1 ms against 16.4 and 15.4 with 64 KiB steps).
+  // and 55.9 -> 42.3 and 41.7; on 8 ranks 16 MiB 31.9 -> 26.3, 64 MiB 147 -> 117 (64 KiB steps: 9 times the default
+  // ring's sendmsg calls at 16 MiB on 4 ranks). A whole slot a step (512 KiB) lost where a slice is one step
+  // (AllReduce on 8 ranks, 4 MiB: 21.2 and 17.1 ms against 16.4 and 15.4 with 64 KiB steps).
   if (t.comm->det.stepGrows)
     while (stepBytes < slot && 2 * stepBytes * kDetNetMinSteps <= q * es) stepBytes *= 2;
   const size_t per = std::max<size_t>(1, std::min(slot, stepBytes) / es);
