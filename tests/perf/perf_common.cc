@@ -589,12 +589,10 @@ int sweep(Coll coll, const Options& o, const Run& run, const std::vector<ncclCom
         Options oo = o;
         oo.check = round == k - 1 ? o.check : 0;  // each setting's last loop is checked
         auto job = [&](int i, int rank, const auto& sync) {
-          if (ncclResult_t res = setDet(comms[i], det); res != ncclSuccess) {
-            samples[i] = Sample{};
-            samples[i].res = res;
-            return;
-          }
+          // A failed switch is reported after the loop, which every rank still runs: its peers wait at its barriers.
+          const ncclResult_t set = setDet(comms[i], det);
           samples[i] = measure(coll, oo, comms[i], rank, count, bufs[i], false, sync);
+          if (set != ncclSuccess) samples[i].res = set;
         };
         if (run.mode == Mode::Threads) {
           team->run([&](int i) { job(i, i, barrierSync); });
