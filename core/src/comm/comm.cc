@@ -444,7 +444,7 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
     comm->directReadCostGate = otherProcess;
   }
   // Deterministic AllReduce across processes: from 256 KiB, once the fold of n rows ran in one pass (reduce_copy.cc,
-  // det_sum_avx2.cc); shm, 2 cores, the median of five runs, exchange -> direct, us: 4 ranks 256 KiB 242 -> 150,
+  // det_sum_simd.cc); shm, 2 cores, the median of five runs, exchange -> direct, us: 4 ranks 256 KiB 242 -> 150,
   // 1 MiB 753 -> 686, 4 MiB 3184 -> 2761; 8 ranks 256 KiB 454 -> 398, 1 MiB 1602 -> 1106, 4 MiB 7448 -> 6428; even
   // at 16 MiB; below 256 KiB the exchange (4 ranks 64 KiB 57 against 74). A ReduceScatter's exchange moves only the
   // blocks each rank needs: the direct path lost there at every size (4 ranks 256 KiB 78 -> 95, 8 ranks 1 MiB 710 ->

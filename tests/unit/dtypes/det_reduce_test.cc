@@ -2,6 +2,7 @@
 // single rounding, each op, and the host reference against a separately written recursive model.
 #include "device/common/det_reduce.h"
 #include "device/host/det_reduce_copy.h"
+#include "device/host/det_sum_simd.h"
 
 #include <gtest/gtest.h>
 
@@ -321,7 +322,7 @@ TEST(DetReduce, TwoFloatSumsMatchTheReferenceOnEveryBitPattern) {
   }
 }
 
-// fp32 sums of 3 to 8 rows (written out with AVX2 where the CPU has it) against the reference's widen-add-round,
+// fp32 sums of 3 to 8 rows (written out with AVX-512 or AVX2 where the CPU has them, each width checked) against the reference's widen-add-round,
 // over every kind of bit pattern: any words (NaNs with payloads, infinities, subnormals, both zeros), rows near
 // FLT_MAX that overflow, rows that cancel; Sum, Avg and a PreMulSum with a scalar per rank; a count that leaves a
 // remainder past the last full vector, rows off alignment.
@@ -362,6 +363,18 @@ TEST(DetReduce, FloatSumsOfThreeToEightRowsMatchTheReferenceOnEveryBitPattern) {
       for (size_t i = 0; i < kCount; ++i)
         ASSERT_TRUE(sameBits(got[i], want[i])) << "n=" << n << " op " << o << " element " << i << ": got " << got[i]
                                                << ", want " << want[i];
+      // Each vector width the CPU has, not only the widest one the host form picks.
+      std::vector<double> wide(n);
+      for (int k = 0; k < n; ++k) wide[k] = scalars[k];
+      for (int lanes : {4, 8}) {
+        if (lanes > detSumFloatLanes()) continue;
+        std::vector<float> part(kCount);
+        const size_t done = detSumFloatSimd(n, o == 2, o == 1, in.data(), part.data(), kCount, wide.data(), lanes);
+        ASSERT_EQ(done, kCount / lanes * lanes) << "lanes " << lanes;
+        for (size_t i = 0; i < done; ++i)
+          ASSERT_TRUE(sameBits(part[i], want[i])) << "n=" << n << " op " << o << " lanes " << lanes << " element " << i
+                                                  << ": got " << part[i] << ", want " << want[i];
+      }
     }
   }
 }

@@ -1,7 +1,7 @@
 #include "device/host/det_reduce_copy.h"
 
 #include "device/common/det_reduce.h"
-#include "device/host/det_sum_avx2.h"
+#include "device/host/det_sum_simd.h"
 #include "device/host/fold16_avx2.h"
 #include "util/simd.h"
 
@@ -226,7 +226,7 @@ bool detSumFixedOp(const DetOp<T>& op, const void* const* in, void* const* out, 
                    const void* rankScalars) {
   using A = DetAcc<T>;
   if constexpr (std::is_same_v<T, float> && N >= 3 && !kTwoOut) {
-    // Written out for AVX2 (det_sum_avx2.h) where the CPU has it; the last count % 4 elements here.
+    // Written out for AVX-512 or AVX2 (det_sum_simd.h) where the CPU has it; the last count % 8 or 4 elements here.
     const double* sc = nullptr;
     A scalars[N];
     if (op.kind == RedOpKind::PreMulSum) {
@@ -235,7 +235,7 @@ bool detSumFixedOp(const DetOp<T>& op, const void* const* in, void* const* out, 
     }
     const bool sum = op.kind == RedOpKind::Sum;
     if (sum || op.kind == RedOpKind::PreMulSum) {
-      const size_t done = detSumFloatAvx2(N, !sum, sum && op.average, in, out[0], count, sc);
+      const size_t done = detSumFloatSimd(N, !sum, sum && op.average, in, out[0], count, sc);
       if (done > 0) {
         if (done == count) return true;
         const void* rest[N];

@@ -124,7 +124,7 @@ size_t sumRowsOf(int nSrcs, const void* const* srcs, int nDsts, void* const* dst
   });
 }
 
-// det_reduce.h's tree over N vectors of eight floats (as det_sum_avx2.cc's over doubles).
+// det_reduce.h's tree over N vectors of eight floats (as det_sum_simd.cc's over doubles).
 template <int Lo, int Size>
 __attribute__((target("avx2,f16c"), always_inline)) inline __m256 perfectSum8(const __m256* x) {
   if constexpr (Size == 1) return x[Lo];

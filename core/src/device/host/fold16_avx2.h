@@ -4,7 +4,7 @@
 // The portable loops convert each element in software (Half::toFloat / fromFloat): 4 rows of 16K fp16 elements took
 // about 160 us on the default path and 80 us on the fixed order. Half::fromFloat rounds to nearest even exactly as
 // vcvtps2ph does (checked on all 2^32 floats), and every result below goes through at least one float addition, which
-// quiets a signalling NaN either way: the same bits as the portable loops. Their own file, as det_sum_avx2.cc: a
+// quiets a signalling NaN either way: the same bits as the portable loops. Their own file, as det_sum_simd.cc: a
 // translation unit that includes <immintrin.h> gets its target_clones loops left unvectorised by GCC 12.
 #pragma once
 

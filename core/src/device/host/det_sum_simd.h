@@ -1,0 +1,22 @@
+// The deterministic fp32 sum written out with x86 vector instructions (det_reduce_copy.cc's fast path). Its own
+// file: a translation unit that includes <immintrin.h> gets its target_clones loops left unvectorised by GCC 12
+// (det_reduce_copy.cc's fp64 and bf16 sums ran one element at a time once it did).
+#pragma once
+
+#include <cstddef>
+
+namespace tutti {
+
+// The widest form detSumFloatSimd runs on this CPU: 8 lanes (AVX-512F with AVX-512VL), 4 (AVX2) or 0 (neither,
+// or another architecture).
+int detSumFloatLanes();
+
+// out[i] = the fixed-order tree (det_reduce.h) over n = 3 to 8 fp32 rows, for i below the returned count: widened to
+// double, each row times scalars[r] when `scaled`, the sum divided by n when `average`, rounded once to fp32, a NaN as
+// detNan. The same bits as detSumFixed, `lanes` elements a step: 0 for detSumFloatLanes(), else 4 or 8 (a test's
+// choice). Returns count rounded down to a multiple of the lanes, or 0 where it does not apply (another n, lanes the
+// CPU lacks): the caller does the rest.
+size_t detSumFloatSimd(int n, bool scaled, bool average, const void* const* in, void* out, size_t count,
+                       const double* scalars, int lanes = 0);
+
+}  // namespace tutti
