@@ -764,8 +764,13 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   // AllGather's n - 1 hops of latency and the data passes the kernel's socket buffers anyway (processes over
   // sockets, 2 cores, the median of five interleaved runs, deterministic time / the default's, 512 KiB -> whole: 8
   // ranks 1 MiB 1.28 -> 1.11, 4 MiB 1.26 -> 1.09, 16 MiB 1.36 -> 0.99, 64 MiB 1.32 -> 0.98 (three runs); 4 ranks
-  // 1 MiB 1.03 -> 1.00, 4 MiB 0.89 -> 0.93, 16 MiB 1.04 -> 1.06).
-  if (!paramIsSet("TUTTI_DET_PIPELINE_BYTES") && comm->backend == Backend::Host && overNetwork)
+  // 1 MiB 1.03 -> 1.00, 4 MiB 0.89 -> 0.93, 16 MiB 1.04 -> 1.06). Within a node from 5 ranks too, where each
+  // segment's exchange and AllGather cost every rank a round of wake-ups (processes over shm, 2-core AMD EPYC (Zen 4)
+  // VM, deterministic time / the default's in the same launch, three launches, 512 KiB -> whole: 8 ranks 1 MiB
+  // 0.94-1.00 -> 0.90-0.95, 4 MiB 0.97-1.02 -> 0.84-0.94, 16 MiB 1.04-1.15 -> 0.88-0.93; 6 ranks, two launches, 1 MiB
+  // 0.84/0.96 -> 0.77/0.89, 4 MiB 0.90/0.95 -> 0.80/0.86, 16 MiB 0.95/0.96 -> 0.84/0.98), while 4 ranks keep the
+  // segments (2 and 4 MiB 0.63-0.65 -> 0.63-0.84, 16 MiB 0.78/0.86 -> 0.71/0.81).
+  if (!paramIsSet("TUTTI_DET_PIPELINE_BYTES") && comm->backend == Backend::Host && (overNetwork || nRanks > 4))
     comm->det.pipelineBytes = 0;
   if (comm->backend == Backend::Host)
     TUTTI_INFO(NCCL_INIT, "rank {}: deterministic exchange steps of {} bytes, {}", rank,

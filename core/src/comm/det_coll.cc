@@ -445,8 +445,8 @@ ncclResult_t buildCall(const Task& t, DetCall* c) {
 // of n, or 0 when the call runs whole (the pipeline is off, the call fits one segment or takes the one-shot path).
 // The exchange reduces every slice before its AllGather starts; in segments, each one's reduced slices are still in
 // cache when they are gathered. 4 and 8 processes over shm on 2 cores, 2 to 32 MiB: 10-40% faster with 512 KiB
-// segments than whole, while 256 KiB and 1 MiB segments gained less. Over the network the call runs whole unless
-// TUTTI_DET_PIPELINE_BYTES is set (comm.cc).
+// segments than whole, while 256 KiB and 1 MiB segments gained less (a later VM: whole ahead from 6 ranks). Over the
+// network, and from 5 ranks within a node, the call runs whole unless TUTTI_DET_PIPELINE_BYTES is set (comm.cc).
 size_t pipelineElems(const Task& t) {
   const ncclComm* comm = t.comm;
   const size_t n = static_cast<size_t>(comm->nRanks), es = dataTypeSize(t.datatype);

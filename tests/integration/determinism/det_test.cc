@@ -223,14 +223,27 @@ TEST(DetPipeline, SegmentedAllReducesMatchTheReference) {
   }
 }
 
-// TUTTI_DET_PIPELINE_BYTES unset: 512 KiB segments within a node, the call whole over the network; set, segments
-// over the network too. Ranks as threads over net-socket, kept off the one-shot and tree paths, an AllReduce of
-// 300007 floats (1.2 MB, three segments of 512 KiB): the bits against the reference, the INIT log names each rank's
-// choice and the COLL log shows segments only where they were asked for.
+// TUTTI_DET_PIPELINE_BYTES unset: 512 KiB segments within a node on up to 4 ranks, the call whole on more and over
+// the network; set, segments over the network too. Ranks as threads over shm and net-socket, kept off the one-shot
+// and tree paths, an AllReduce of 300007 floats (1.2 MB, three segments of 512 KiB): the bits against the reference,
+// the INIT log names each rank's choice and the COLL log shows segments only where they were asked for.
 TEST(DetPipeline, WholeOverTheNetworkUnlessSet) {
   const char* dev = std::getenv("TUTTI_DEVICE");
   if (dev && std::string(dev) != "host") GTEST_SKIP() << "the host backend's pipeline";
   if (std::getenv("TUTTI_DET_PIPELINE_BYTES")) GTEST_SKIP() << "TUTTI_DET_PIPELINE_BYTES is set";
+  {
+    constexpr int six = 6;
+    tutti::itest::ScopedEnv noOneShot("TUTTI_ONESHOT_MAX_BYTES", "0"), detOneShot("TUTTI_DET_ONESHOT_BYTES", "0");
+    tutti::itest::ScopedEnv noDirect("TUTTI_DET_DIRECT_MIN_BYTES", "0");
+    tutti::itest::LogFile log("INIT,COLL");
+    for (auto& f : onThreads(six, [=](ncclComm_t comm, int r) -> std::string {
+           return checkCase<float>(comm, r, six, ncclFloat32, ncclSum, 300007, nullptr);
+         }))
+      ADD_FAILURE() << "shm, 6 ranks: " << f;
+    EXPECT_EQ(log.count("an AllReduce whole"), size_t(six)) << "shm, 6 ranks";
+    EXPECT_GT(log.count("deterministic exchange"), size_t{0}) << "shm, 6 ranks: no call took the exchange";
+    EXPECT_EQ(log.count(", segment 2 of "), size_t{0}) << "shm, 6 ranks: a call ran in segments";
+  }
   constexpr int n = 4;
   tutti::itest::ScopedEnv noOneShot("TUTTI_ONESHOT_MAX_BYTES", "0"), detOneShot("TUTTI_DET_ONESHOT_BYTES", "0");
   tutti::itest::ScopedEnv noTree("TUTTI_DET_TREE_REDUCESCATTER_MAX_BYTES", "0"),
