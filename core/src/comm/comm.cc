@@ -463,7 +463,14 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
                              : detDirect >= 0 ? static_cast<size_t>(detDirect)
                              : otherProcess   ? size_t{256} << 10
                                               : 1;
-  comm->directMinDetReduceScatter = forced ? 0 : detDirect >= 0 ? static_cast<size_t>(detDirect) : otherProcess ? 0 : 1;
+  // A ReduceScatter of threads reads the peers' blocks from 128 KiB, as the default path's does; below, the exchange
+  // (threads of one process, 2-core AMD EPYC (Zen 4) VM, deterministic time / the default's in the same launch, three
+  // launches, direct -> exchange: 4 ranks 32 KiB 1.37/1.24/1.10 -> 1.05/0.72/0.86, 64 KiB 0.80/1.40/0.91 ->
+  // 0.71/0.71/0.67; 8 ranks 32 KiB 0.90/1.16/0.94 -> 1.07/1.11/1.01, 64 KiB 1.57/1.61/1.76 -> 0.93/1.23/0.99).
+  comm->directMinDetReduceScatter = forced           ? 0
+                                    : detDirect >= 0 ? static_cast<size_t>(detDirect)
+                                    : otherProcess   ? 0
+                                                     : size_t{128} << 10;
   // Where a read costs 2.5 copies or more (directProbe), the exchange beat those reads on 4 ranks at every size (2-core
   // AMD EPYC VM, a read of 256 KiB costing 3.5 copies, processes over shm, the median of five runs, direct ->
   // exchange, us: 256 KiB 167 -> 135, 1 MiB 588 -> 530, 4 MiB 3518 -> 2785, 16 MiB 15475 -> 13093) and ran even on 8
