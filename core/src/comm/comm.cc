@@ -753,15 +753,19 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
     comm->det.oneShotBytes = size_t{64} << 10;
   // The fused exchange's steps (device/host/det_exchange.h) where no rank talks over the network: each rank's sends
   // cycle through slots of every peer's connection, all of it written and then read by another process. Unset, a
-  // step is the largest power of two from 16 to 64 KiB with (n - 1) * 8 steps within 2 MiB per rank, so that what
-  // the n ranks cycle through stays in the caches: 64 KiB up to 5 ranks, 32 KiB from 6 to 9, 16 KiB from 10
-  // (measured while the sends cycled through all 8 slots, before kDetSlotRing halved that). 8 processes over shm,
-  // 16 MiB ReduceScatter, the median of five interleaved runs, time against 64 KiB steps: 32 KiB 0.66 and 0.82 in
-  // two series, 16 KiB 0.65 (the default's ring 0.61-0.68); 4 processes even with 16 or 32 KiB at 4 and 64 MiB.
+  // step is the largest power of two from 16 to 64 KiB with (n - 1) * 8 steps within 4 MiB per rank, so that what
+  // the n ranks cycle through stays in the caches: 64 KiB up to 9 ranks, 32 KiB from 10 to 17, 16 KiB from 18. With
+  // 2 MiB (32 KiB from 6 ranks), measured while the sends cycled through all 8 slots, before kDetSlotRing halved
+  // that: 8 processes over shm, 16 MiB ReduceScatter, the median of five interleaved runs, time against 64 KiB steps:
+  // 32 KiB 0.66 and 0.82 in two series, 16 KiB 0.65. Since then (half the slots, AllReduce whole from 5 ranks) 64 KiB
+  // is ahead (2-core AMD EPYC (Zen 4) VM, processes over shm, deterministic time / the default's in the same launch,
+  // 32 -> 64 KiB: 8 ranks ReduceScatter 1 MiB 0.93/0.71 -> 0.61/0.57, 16 MiB 1.01/0.95 -> 0.82/0.72, AllReduce 4 MiB
+  // 0.94/1.07/0.86/0.98 -> 0.85/0.96/0.86/0.88, 16 MiB 1.01/0.97/0.79/0.96 -> 0.73/0.77/0.69/0.73; 6 ranks
+  // ReduceScatter 1 MiB 1.21 -> 0.52, 16 MiB 1.17 -> 0.78, AllReduce 16 MiB 1.08 -> 0.89).
   // Over the network each step is a message: a call's steps grow with its slices (det_coll.cc, stepGrows).
   comm->det.stepGrows = paramInt("TUTTI_DET_STEP_BYTES") < 0 && comm->backend == Backend::Host && overNetwork;
   if (paramInt("TUTTI_DET_STEP_BYTES") < 0 && comm->backend == Backend::Host && !overNetwork && nRanks > 1) {
-    const size_t fit = (size_t{2} << 20) / (size_t{TUTTI_STEPS} * static_cast<size_t>(nRanks - 1));
+    const size_t fit = (size_t{4} << 20) / (size_t{TUTTI_STEPS} * static_cast<size_t>(nRanks - 1));
     size_t step = size_t{64} << 10;
     while (step > (size_t{16} << 10) && step > fit) step /= 2;
     comm->det.stepBytes = step;

@@ -310,7 +310,7 @@ TEST(DetNetworkTree, LargeAllReducesFoldAtRankZero) {
 }
 
 // The fused exchange's steps shrink with the rank count where no rank talks over the network (TUTTI_DET_STEP_BYTES
-// unset): 64 KiB on 4 ranks, 32 KiB on 8. Ranks as threads kept off the one-shot and direct paths, whole calls (no
+// unset): 64 KiB on 4 and 8 ranks, 32 KiB on 10. Ranks as threads kept off the one-shot and direct paths, whole calls (no
 // pipeline segments), counts of several steps per peer and a ragged last one: the bits against the reference, and the
 // INIT log names each rank's step.
 TEST(DetExchangeSteps, StepsFollowTheRankCount) {
@@ -319,16 +319,17 @@ TEST(DetExchangeSteps, StepsFollowTheRankCount) {
   if (std::getenv("TUTTI_DET_STEP_BYTES")) GTEST_SKIP() << "TUTTI_DET_STEP_BYTES is set";
   tutti::itest::ScopedEnv noOneShot("TUTTI_ONESHOT_MAX_BYTES", "0"), noDirect("TUTTI_DET_DIRECT_MIN_BYTES", "0");
   tutti::itest::ScopedEnv detOneShot("TUTTI_DET_ONESHOT_BYTES", "0"), whole("TUTTI_DET_PIPELINE_BYTES", "0");
-  for (int n : {4, 8}) {
+  for (int n : {4, 8, 10}) {
     tutti::itest::LogFile log("INIT");
     auto failed = onThreads(n, [n](ncclComm_t comm, int r) -> std::string {
-      // 300007 floats: a slice of 75001 (4 ranks, 5 steps of 64 KiB) or 37500 (8 ranks, 5 steps of 32 KiB) per peer.
+      // 300007 floats: a slice of 75001 (4 ranks, 5 steps of 64 KiB), 37500 (8 ranks, 3 steps of 64 KiB) or 30000
+      // (10 ranks, 4 steps of 32 KiB) per peer.
       std::string e = checkCase<float>(comm, r, n, ncclFloat32, ncclSum, 300007, nullptr);
       if (e.empty()) e = checkCase<tutti::BFloat16>(comm, r, n, ncclBfloat16, ncclAvg, 300007, nullptr);
       return e;
     });
     for (auto& f : failed) ADD_FAILURE() << n << " ranks: " << f;
-    const std::string want = n == 4 ? "65536" : "32768";
+    const std::string want = n <= 9 ? "65536" : "32768";
     EXPECT_EQ(log.count("deterministic exchange steps of at most " + want + " bytes"), size_t(n)) << n << " ranks";
   }
 }
