@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -703,6 +704,19 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
                                    : !overNetwork && nRanks == 4 ? size_t{16} << 10
                                    : !overNetwork && nRanks == 5 ? size_t{4} << 10
                                                                  : 1;
+  // A deterministic AllReduce as a one-shot ReduceScatter (block p of every row to rank p, folded there in the fixed
+  // order) then a one-shot AllGather of the blocks: 2(n - 1) messages of a block each per rank in two hops, where the
+  // tree sends rank 0 n - 1 whole rows and takes 1 + log2 n hops, and the exchange pipelines its slices in steps.
+  // Unset: from 8 KiB a rank within a node, 128 KiB a rank over the network, up to a Simple slot a rank (timed on the
+  // same ranks, --det-pairs, the deterministic call's time, tree or exchange -> scatter-gather, us: shm 4 ranks 32 KiB
+  // 25.5 and 26.2 -> 24.8 and 25.7, 64 KiB 43 -> 31, 256 KiB 79 -> 66, 1 MiB 256 -> 193, 2 MiB 519 -> 399; 8 ranks
+  // 16 KiB 81 -> 90 (below the minimum), 64 KiB 114 -> 104, 256 KiB 310 -> 185, 512 KiB 411 -> 288, 2 MiB 1301 ->
+  // 1441, 4 MiB 3038 -> 2825; sockets 4 ranks 256 KiB 292 -> 294, 512 KiB 486 -> 414, 1 MiB 1024 -> 865, 2 MiB 1871
+  // -> 1665; 8 ranks 512 KiB 1276 -> 1446 (below), 1 MiB 3325 -> 2216, 2 MiB 6191 -> 5044, 4 MiB 11134 -> 10072).
+  const int64_t sgMax = paramInt("TUTTI_DET_SCATTER_GATHER_MAX_BYTES"), sgMin = paramInt("TUTTI_DET_SCATTER_GATHER_MIN_BYTES");
+  comm->detScatterGatherMaxBytes = !comm->oneShotMaxBytes ? 0 : sgMax >= 0 ? static_cast<size_t>(sgMax) : SIZE_MAX;
+  comm->detScatterGatherMinBytes = sgMin >= 0 ? static_cast<size_t>(sgMin)
+                                   : static_cast<size_t>(nRanks) * (overNetwork ? size_t{128} << 10 : size_t{8} << 10);
   // Within a node, recursive doubling stays ahead of the tree below 32 KiB: its log2 n steps run side by side where
   // the tree's 2 log2 n wake one rank after another (8 ranks as processes, 2 cores, the median of five runs, tree ->
   // doubling, us: 8 B 30.9 -> 22.8, 512 B 33.4 -> 23.2, 4 KiB 40.5 -> 30.8, 8 KiB 43.9 -> 33.4, 16 KiB 51.8 -> 49.1,

@@ -192,6 +192,10 @@ struct ncclComm {
   // TUTTI_DET_TREE_ALLREDUCE_MIN_BYTES).
   size_t treeAllReduceMaxBytes = 0, detTreeAllReduceMaxBytes = 0, treeAllReduceMinBytes = 0;
   size_t detTreeAllReduceMinBytes = 0;
+  // A deterministic AllReduce from detScatterGatherMinBytes to detScatterGatherMaxBytes, 3 to 8 ranks, takes a
+  // one-shot ReduceScatter then a one-shot AllGather, ahead of the tree (TUTTI_DET_SCATTER_GATHER_MIN_BYTES /
+  // TUTTI_DET_SCATTER_GATHER_MAX_BYTES; max 0: never).
+  size_t detScatterGatherMinBytes = 0, detScatterGatherMaxBytes = 0;
   // A non-deterministic AllReduce of up to this many bytes takes the tree with its way up in one hop, every rank's
   // row to rank 0 (TUTTI_TREE_ALLREDUCE_ONE_HOP_MAX_BYTES; 0: never; a deterministic one always goes so).
   size_t oneHopTreeAllReduceMaxBytes = 0;

@@ -80,12 +80,16 @@ void logColl(const Task& t, uint64_t opCount, size_t nBytes, int algorithm, int 
              std::string_view decider) {
   if (!logEnabled(NCCL_LOG_INFO, NCCL_COLL)) [[likely]] return;
   // A one-shot plan's binomial tree (an AllReduce's or ReduceScatter's to rank 0 and back, a Broadcast's) shows as
-  // TREE: kAlgoDoubling covers every path of log2 n or fewer messages a rank.
+  // TREE: kAlgoDoubling covers every path of log2 n or fewer messages a rank; a deterministic AllReduce's one-shot
+  // ReduceScatter then AllGather, as SCATTERGATHER.
   if (algorithm == kAlgoDoubling &&
       (t.func == ncclFuncBroadcast ||
        (t.func == ncclFuncAllReduce && logAllReduce(t.comm, nBytes, detReduces(t)) == LogAllReduce::kTree) ||
        (t.func == ncclFuncReduceScatter && treeReduceScatterWanted(t.comm, nBytes, detReduces(t)))))
     algorithm = NCCL_ALGO_TREE;
+  if (algorithm == kAlgoDoubling && t.func == ncclFuncAllReduce &&
+      logAllReduce(t.comm, nBytes, detReduces(t)) == LogAllReduce::kScatterGather)
+    algorithm = kAlgoScatterGather;
   TUTTI_INFO(NCCL_COLL, "{}: opCount {} count {} bytes {} datatype {} op {} root {} comm {} [nranks={}] algo {} "
              "proto {} channels {} tuner {}{}", funcName(t.func), opCount, t.count, nBytes, dataTypeName(t.datatype),
              static_cast<int>(t.op), t.root, static_cast<void*>(t.comm), t.comm->nRanks, tunedAlgoName(algorithm),

@@ -53,6 +53,7 @@ const char* tunedAlgoName(int a) {
   if (a == kAlgoDirect) return "DIRECT";
   if (a == kAlgoOneShot) return "ONESHOT";
   if (a == kAlgoDoubling) return "DOUBLING";
+  if (a == kAlgoScatterGather) return "SCATTERGATHER";
   return a >= 0 && a < kA ? kAlgoNames[a] : "?";
 }
 const char* tunedProtoName(int p) { return p >= 0 && p < kP ? kProtoNames[p] : "?"; }

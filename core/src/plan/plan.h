@@ -32,6 +32,9 @@ inline constexpr int kAlgoOneShot = 103;
 // A small AllReduce on the host backend by recursive doubling (device/host/oneshot.h, OneShot::doubling): log2 n
 // exchanges of the whole buffer with one peer each. One channel.
 inline constexpr int kAlgoDoubling = 104;
+// How the logs name a deterministic AllReduce that the one-shot plan runs as a one-shot ReduceScatter then a one-shot
+// AllGather (device/host/oneshot.h, LogAllReduce::kScatterGather); plans carry kAlgoDoubling.
+inline constexpr int kAlgoScatterGather = 105;
 
 struct DetExchange;
 struct DirectCopy;

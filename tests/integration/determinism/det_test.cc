@@ -309,6 +309,40 @@ TEST(DetNetworkTree, LargeAllReducesFoldAtRankZero) {
   }
 }
 
+// An AllReduce of a multiple of 8 bytes a rank within the scatter-gather bounds (TUTTI_DET_SCATTER_GATHER_MIN_BYTES,
+// _MAX_BYTES) runs as a one-shot ReduceScatter, each rank folding its block of every row in the fixed order, then a
+// one-shot AllGather of the blocks: ranks as threads (3, 4 and 8, the direct path off), as processes over shm (4) and
+// over net-socket (4), every type and op, 6720 elements (a multiple of 8n elements for every n here, so blocks of every datatype), in place, out
+// of place and at odd byte addresses: the bits against the reference, and the COLL log shows the calls on that path.
+TEST(DetScatterGather, EveryTypeAndOpMatchesTheReference) {
+  const char* dev = std::getenv("TUTTI_DEVICE");
+  if (dev && std::string(dev) != "host") GTEST_SKIP() << "the host backend's one-shot plan";
+  if (std::getenv("NCCL_ALGO") || std::getenv("NCCL_PROTO") || std::getenv("TUTTI_ONESHOT_MAX_BYTES") ||
+      std::getenv("TUTTI_DET_ONESHOT_BYTES"))
+    GTEST_SKIP() << "the algorithm or the one-shot bounds are set";
+  tutti::itest::ScopedEnv min("TUTTI_DET_SCATTER_GATHER_MIN_BYTES", "1"), max("TUTTI_DET_SCATTER_GATHER_MAX_BYTES", "-1");
+  tutti::itest::ScopedEnv noDirect("TUTTI_DET_DIRECT_MIN_BYTES", "0"), noDoubling("TUTTI_DET_DOUBLING_MAX_BYTES", "0");
+  constexpr size_t count = 6720;
+  auto check = [](const char* where, int n) {
+    tutti::itest::LogFile log("COLL");
+    for (auto& f : onThreads(n, [n](ncclComm_t comm, int r) { return checkAll(comm, r, n, {count}, nullptr); }))
+      ADD_FAILURE() << where << ", " << n << " ranks: " << f;
+    // Per type and op but Min and Max (not folded in the fixed order): the out-of-place, in-place and odd-address
+    // calls at least, on every rank.
+    EXPECT_GE(log.countAll({"AllReduce: opCount", "count 6720 ", "algo SCATTERGATHER", "(deterministic)"}),
+              size_t(3 * 6 * 4 * n)) << where << ", " << n << " ranks";
+  };
+  for (int n : {3, 4, 8}) check("threads", n);
+  // 4 processes over shm (the bounds above reach them through the environment), Sum and Avg: the bits.
+  auto body = [](ncclComm_t comm, int r) -> std::string {
+    DET_OK(tuttiCommSetDeterministic(comm, 1));
+    return checkAll(comm, r, 4, {count}, nullptr, false);
+  };
+  for (auto& f : tutti::itest::onForkedRanks(4, body)) ADD_FAILURE() << "processes, 4 ranks: " << f;
+  tutti::itest::ScopedEnv p2p("NCCL_P2P_DISABLE", "1"), shm("NCCL_SHM_DISABLE", "1"), lo("NCCL_SOCKET_IFNAME", "lo");
+  check("sockets", 4);
+}
+
 // The fused exchange's steps shrink with the rank count where no rank talks over the network (TUTTI_DET_STEP_BYTES
 // unset): 64 KiB on 4 and 8 ranks, 32 KiB on 10. Ranks as threads kept off the one-shot and direct paths, whole calls (no
 // pipeline segments), counts of several steps per peer and a ragged last one: the bits against the reference, and the

@@ -44,6 +44,9 @@ LogAllReduce logAllReduce(const ncclComm* comm, size_t bytes, bool det) {
     // folded by rank 0 in the fixed order for any n).
     if (pow2 && doublingRanks && doublingBytes && bytes <= comm->detDoublingMaxBytes && 4 * bytes <= slot)
       return LogAllReduce::kDoubling;
+    if (treeRanks && bytes >= comm->detScatterGatherMinBytes && bytes <= comm->detScatterGatherMaxBytes &&
+        bytes % (8 * static_cast<size_t>(n)) == 0 && bytes / n <= slot)
+      return LogAllReduce::kScatterGather;
     const bool treeBytes = bytes >= comm->detTreeAllReduceMinBytes && bytes <= comm->detTreeAllReduceMaxBytes;
     return treeRanks && treeBytes && bytes <= slot ? LogAllReduce::kTree : LogAllReduce::kNone;
   }
@@ -944,6 +947,26 @@ ncclResult_t runOneShot(ncclComm* comm, const OneShot& s, const WaitContext& wai
       return s.det ? runDetHalving(comm, s, wait, label) : runHalving(comm, s, wait, label);
     const LogAllReduce how = logAllReduce(comm, s.count * s.esize, s.det);
     if (how == LogAllReduce::kTree) return runTreeAllReduce(comm, s, wait, label);
+    if (how == LogAllReduce::kScatterGather) {
+      // Block p of every row to rank p, folded there in the fixed order into block p of the output (in place, block
+      // p of the input is read by this rank alone); then every block to every rank. Both one message per peer.
+      const int n = comm->nRanks, r = comm->rank;
+      const size_t block = s.count / n * s.esize;
+      OneShot scatter = s;
+      scatter.func = ncclFuncReduceScatter;
+      scatter.count = s.count / n;
+      scatter.output = s.output + r * block;
+      scatter.doubling = false;
+      TUTTI_CHECK(runOneShot(comm, scatter, wait, label));
+      OneShot gather{};
+      gather.func = ncclFuncAllGather;
+      gather.input = scatter.output;  // in place
+      gather.output = s.output;
+      gather.count = block;
+      gather.esize = 1;
+      gather.op = byteCopy();
+      return runOneShot(comm, gather, wait, label);
+    }
     if (how == LogAllReduce::kHalvingDoubling) {
       const int n = comm->nRanks, r = comm->rank;
       const size_t block = s.count / n * s.esize;

@@ -73,7 +73,10 @@ bool doublingWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes, bool de
 //   (a deterministic call: a power of two of ranks, up to comm->detDoublingMaxBytes, taken before the tree);
 // - kHalvingDoubling: past that, on 4 or 8 ranks, recursive halving then doubling, up to
 //   comm->halvingDoublingMaxBytes (not deterministic).
-enum class LogAllReduce { kNone, kTree, kDoubling, kHalvingDoubling };
+// - kScatterGather: a deterministic call from comm->detScatterGatherMinBytes to comm->detScatterGatherMaxBytes, 3 to
+//   8 ranks, a multiple of 8n bytes (every datatype's count divides by n): a one-shot ReduceScatter, rank p folding
+//   block p of every row in the fixed order, then a one-shot AllGather of the blocks (taken before the tree).
+enum class LogAllReduce { kNone, kTree, kDoubling, kHalvingDoubling, kScatterGather };
 LogAllReduce logAllReduce(const ncclComm* comm, size_t bytes, bool det);
 
 // Whether a ReduceScatter of `bytes` of input on the one-shot plan goes up and down the binomial tree (doublingWanted
