@@ -234,7 +234,28 @@ NCCL_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datat
 
 NCCL_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount,
          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  return apiGuard("ncclAllGather", [&] {
+  return apiGuard("ncclAllGather", [&]() -> ncclResult_t {
+    // Over the network from comm->allGatherSendsMinBytes of output (comm.cc): every block to every peer at once, as
+    // grouped sends and receives, where the ring's n - 1 steps wake the ranks one after another. Checked as a whole
+    // first, as AlltoAll's; every rank decides alike (the same count everywhere).
+    if (sendcount > 0 && sendcount < (size_t{1} << 40) && dataTypeValid(datatype) && commIsValid(comm) &&
+        comm->state.load(std::memory_order_acquire) == CommState::Ready && comm->allGatherSendsMinBytes &&
+        sendcount * dataTypeSize(datatype) * static_cast<size_t>(comm->nRanks) >= comm->allGatherSendsMinBytes) {
+      if (!plainCallPasses(ncclFuncAllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, comm, stream))
+        TUTTI_CHECK(checkWhole("ncclAllGather", ncclFuncAllGather, sendbuff, recvbuff, sendcount, datatype, 0, comm));
+      const size_t block = sendcount * dataTypeSize(datatype);
+      const char* mine = static_cast<const char*>(recvbuff) + static_cast<size_t>(comm->rank) * block;
+      return asGroup([&]() -> ncclResult_t {
+        for (int r = 0; r < comm->nRanks; ++r) {
+          if (r == comm->rank && sendbuff == mine) continue;  // in place: this rank's block is already there
+          TUTTI_CHECK(enqueue("ncclAllGather", ncclFuncSend, sendbuff, nullptr, sendcount, datatype, ncclSum, r, comm,
+                              stream));
+          TUTTI_CHECK(enqueue("ncclAllGather", ncclFuncRecv, nullptr, static_cast<char*>(recvbuff) + r * block,
+                              sendcount, datatype, ncclSum, r, comm, stream));
+        }
+        return ncclSuccess;
+      });
+    }
     return enqueue("ncclAllGather", ncclFuncAllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, comm,
                    stream);
   });

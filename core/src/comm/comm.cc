@@ -847,6 +847,29 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   } else {
     comm->corePaths = true;
   }
+  // Over the network from 6 ranks the deterministic paths beat the ring and the tree at nearly every size (2 cores, 8
+  // processes over sockets, the same launch, float sum, default -> deterministic, us: AllReduce 8 B 210 -> 153, 4 KiB
+  // 249 -> 193, 256 KiB 861 -> 672, 1 MiB 2555 -> 2467, 4 MiB 13801 -> 10992, 16 MiB 64696 -> 51177, 256 MiB 1.24 ->
+  // 1.00 s; ReduceScatter 64 B 223 -> 165, 256 KiB 744 -> 630, 4 MiB 7456 -> 6278, 16 MiB 28305 -> 19649, 256 MiB 556
+  // -> 416 ms; benchmarks/results/deterministic.md at 49ea1c8): each rank sends its slices to every peer at once,
+  // where the ring's 2(n - 1) steps wake the ranks one after another. 6 ranks, the same way: AllReduce 512 B 134 ->
+  // 112, 8 KiB 149 -> 123, 512 KiB 1290 -> 1005, 2 MiB 4579 -> 4565, 8 MiB 16403 -> 17139; ReduceScatter 6 KiB 140 ->
+  // 121, 384 KiB 574 -> 474, 6 MiB 8495 -> 6100. On 4 ranks the ring stays ahead from 1 MiB.
+  const int64_t foMin = paramInt("TUTTI_FIXED_ORDER_NET_MIN_RANKS");
+  const int fixedOrderMin = foMin >= 0 ? static_cast<int>(std::min<int64_t>(foMin, INT32_MAX)) : 6;
+  comm->fixedOrderPaths = comm->backend == Backend::Host && overNetwork && comm->corePaths && !forced &&
+                          fixedOrderMin > 0 && nRanks >= fixedOrderMin;
+  // AllGather over the network as grouped sends, every block to every peer at once, past the recursive doubling's
+  // 1 MiB, from 4 ranks (2 cores, processes over sockets, ring -> sends, us, three pairs of runs: 8 ranks 2 MiB 2918,
+  // 2983, 5020 -> 1854, 2046, 1923; 4 MiB 6290, 5345, 7156 -> 3465, 3726, 3892; 16 MiB 27992, 29429, 31117 -> 20505,
+  // 20483, 21179; two pairs: 64 MiB 118298, 123051 -> 101324, 92907; 4 ranks 4 MiB 2852, 2506 -> 2327, 1850, 16 MiB
+  // 11916, 11454 -> 12939, 10050, 64 MiB 50056, 54189 -> 39822, 38852; at 1 MiB even with the doubling on 8 ranks).
+  const int64_t agSends = paramInt("TUTTI_ALLGATHER_SENDS_MIN_BYTES");
+  comm->allGatherSendsMinBytes = agSends >= 0 ? static_cast<size_t>(agSends)
+                                 : comm->backend == Backend::Host && overNetwork && comm->corePaths && !forced &&
+                                           nRanks >= 4
+                                     ? size_t{2} << 20
+                                     : 0;
   TUTTI_CHECK(profilerCommInit(comm));
 
   {

@@ -212,6 +212,13 @@ struct ncclComm {
   size_t detHalvingMaxBytes = 0;
   // The default tuner alone decides, so the core may take the paths above (comm.cc).
   bool corePaths = false;
+  // AllReduce and ReduceScatter of floating types take the deterministic paths (comm/det_coll.h) even when the
+  // communicator is not deterministic: host backend, a peer over the network, corePaths, no forced algorithm or
+  // protocol, from TUTTI_FIXED_ORDER_NET_MIN_RANKS ranks (comm.cc).
+  bool fixedOrderPaths = false;
+  // An AllGather of at least this many bytes of output runs as grouped sends and receives, every block to every peer
+  // at once (api/coll_api.cc; TUTTI_ALLGATHER_SENDS_MIN_BYTES; by default over the network from 4 ranks; 0: never).
+  size_t allGatherSendsMinBytes = 0;
   int64_t p2pLLThreshold = -1;  // send/recv of at most this many bytes use LL (NCCL_P2P_LL_THRESHOLD); -1: none
 
   // (channel, connIndex, peer, isSend) -> connection, created lazily on first use.

@@ -591,8 +591,12 @@ ncclResult_t startRound(std::vector<std::shared_ptr<DetCall>>& calls, const DetL
 
 bool detReduces(const Task& t) {
   // A call of no element has no arithmetic to order: it takes the usual (cheaper) path.
-  return (t.func == ncclFuncAllReduce || t.func == ncclFuncReduceScatter || t.func == ncclFuncReduce) &&
-         t.count > 0 && t.comm->deterministic.load(std::memory_order_relaxed) && dataTypeIsFloat(t.datatype);
+  if ((t.func != ncclFuncAllReduce && t.func != ncclFuncReduceScatter && t.func != ncclFuncReduce) || t.count == 0 ||
+      !dataTypeIsFloat(t.datatype))
+    return false;
+  if (t.comm->deterministic.load(std::memory_order_relaxed)) return true;
+  // Where these paths are the fastest (ncclComm::fixedOrderPaths), an AllReduce or ReduceScatter of any communicator.
+  return t.comm->fixedOrderPaths && t.func != ncclFuncReduce;
 }
 
 bool detOnCorePath(const Task& t) {

@@ -93,7 +93,9 @@ void logColl(const Task& t, uint64_t opCount, size_t nBytes, int algorithm, int 
   TUTTI_INFO(NCCL_COLL, "{}: opCount {} count {} bytes {} datatype {} op {} root {} comm {} [nranks={}] algo {} "
              "proto {} channels {} tuner {}{}", funcName(t.func), opCount, t.count, nBytes, dataTypeName(t.datatype),
              static_cast<int>(t.op), t.root, static_cast<void*>(t.comm), t.comm->nRanks, tunedAlgoName(algorithm),
-             tunedProtoName(protocol), channels, decider, detReduces(t) ? " (deterministic)" : "");
+             tunedProtoName(protocol), channels, decider,
+             !detReduces(t) ? "" : t.comm->deterministic.load(std::memory_order_relaxed) ? " (deterministic)"
+                                                                                          : " (fixed order)");
 }
 
 // Runs a lone call on the one-shot path (tryLoneOneShot) with the path's answer and the op as it applies.

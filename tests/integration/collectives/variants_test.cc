@@ -3,6 +3,7 @@
 // for the buffers non-root ranks do not use.
 #include "coll_case.h"
 #include "dtypes.h"
+#include "log_file.h"
 
 #include <gtest/gtest.h>
 
@@ -534,6 +535,41 @@ TEST_P(Configured, PatFourChannelsSmallBuffer) {
   ScopedEnv maxCh("NCCL_MAX_NCHANNELS", "4");
   ScopedEnv buff("NCCL_BUFFSIZE", "65536");
   runSlice(GetParam(), {13, 100003});
+}
+
+// AllGather as grouped sends and receives (TUTTI_ALLGATHER_SENDS_MIN_BYTES; by default over the network from 6 ranks
+// and 2 MiB, here from the first byte on any transport): blocks of 1 to 30001 elements of three sizes, unaligned, in
+// place and not, the data checked; no call runs as an AllGather collective (the COLL log has none). On 8 ranks of the
+// host backend, the default over net-socket too.
+TEST_P(Configured, AllGatherAsGroupedSends) {
+  const int k = GetParam();
+  ScopedEnv sends("TUTTI_ALLGATHER_SENDS_MIN_BYTES", "1");
+  LogFile log("COLL");
+  CaseList cases;
+  uint32_t index = 0;
+  for (ncclDataType_t type : {ncclInt8, ncclFloat16, ncclFloat64})
+    for (size_t count : {size_t{1}, size_t{13}, size_t{4099}, size_t{30001}})
+      for (int twice = 0; twice < 2; ++twice)  // in place and not
+        cases.push_back(std::make_unique<CollCase>(variedSpec(Coll::kAllGather, type, count, 0, 8100, index++), k));
+  runThreadCases(k, std::move(cases));
+  EXPECT_EQ(log.count("AllGather: opCount"), 0u);
+  // The same call with the setting off is an AllGather collective on every rank.
+  ScopedEnv off("TUTTI_ALLGATHER_SENDS_MIN_BYTES", "0");
+  CaseList one;
+  one.push_back(std::make_unique<CollCase>(variedSpec(Coll::kAllGather, ncclInt8, 4099, 0, 8200, 0), k));
+  runThreadCases(k, std::move(one));
+  EXPECT_EQ(log.count("AllGather: opCount"), static_cast<size_t>(k));
+  const char* device = std::getenv("TUTTI_DEVICE");
+  if (k < 8 || (device && std::string(device) != "host")) return;
+  // Over net-socket the host backend's default takes it from 4 ranks and 2 MiB of output: 8 blocks of 75001 int32, in
+  // place and not.
+  ScopedEnv unset("TUTTI_ALLGATHER_SENDS_MIN_BYTES", "-1");
+  ScopedEnv p2p("NCCL_P2P_DISABLE", "1"), shm("NCCL_SHM_DISABLE", "1"), lo("NCCL_SOCKET_IFNAME", "lo");
+  CaseList net;
+  for (uint32_t i = 0; i < 2; ++i)
+    net.push_back(std::make_unique<CollCase>(variedSpec(Coll::kAllGather, ncclInt32, 75001, 0, 8300, i), k));
+  runThreadCases(k, std::move(net));
+  EXPECT_EQ(log.count("AllGather: opCount"), static_cast<size_t>(k));
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, Configured, testing::Values(2, 3, 8),

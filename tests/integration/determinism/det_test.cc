@@ -343,6 +343,74 @@ TEST(DetScatterGather, EveryTypeAndOpMatchesTheReference) {
   check("sockets", 4);
 }
 
+// Over the network from 6 ranks (TUTTI_FIXED_ORDER_NET_MIN_RANKS unset) an AllReduce or ReduceScatter of a floating
+// type takes the deterministic paths on any communicator, where they are the fastest: 6 ranks as threads over
+// net-socket, the switch off, fp32 and bf16 Sum at sizes of the one-hop tree, the scatter-gather and the exchange:
+// the bits are the reference's, and the COLL log marks the calls "(fixed order)"; an int32 AllReduce and a Reduce
+// keep the usual paths. With TUTTI_FIXED_ORDER_NET_MIN_RANKS=0, or on 4 ranks, no call is marked.
+TEST(DetFixedOrderNet, FloatReductionsTakeTheFixedOrderFromSixRanks) {
+  const char* dev = std::getenv("TUTTI_DEVICE");
+  if (dev && std::string(dev) != "host") GTEST_SKIP() << "the host backend's paths";
+  if (std::getenv("NCCL_ALGO") || std::getenv("NCCL_PROTO") || std::getenv("TUTTI_FIXED_ORDER_NET_MIN_RANKS"))
+    GTEST_SKIP() << "the algorithm or the threshold is set";
+  tutti::itest::ScopedEnv p2p("NCCL_P2P_DISABLE", "1"), shm("NCCL_SHM_DISABLE", "1"), lo("NCCL_SOCKET_IFNAME", "lo");
+  // 6 * 2^17 floats: 3 MiB, a block of 512 KiB a rank (scatter-gather); 100003 (the tree); 1000003 (the exchange).
+  const std::vector<size_t> counts{100003, 786432, 1000003};
+  auto body = [&counts](ncclComm_t comm, int r, int n) -> std::string {
+    for (size_t count : counts) {
+      const Inputs<float> in(n, count * n, 7);
+      std::vector<float> want, wantBlock, out(count), block(count);
+      in.reference(0, count, ncclFloat32, ncclSum, &want);
+      in.reference(size_t(r) * count, count, ncclFloat32, ncclSum, &wantBlock);
+      DET_OK(ncclAllReduce(in.rank[r].data(), out.data(), count, ncclFloat32, ncclSum, comm, nullptr));
+      DET_OK(ncclReduceScatter(in.rank[r].data(), block.data(), count, ncclFloat32, ncclSum, comm, nullptr));
+      if (std::string e = firstDiff(out.data(), want.data(), count, "AllReduce"); !e.empty())
+        return "count " + std::to_string(count) + ": " + e;
+      if (std::string e = firstDiff(block.data(), wantBlock.data(), count, "ReduceScatter"); !e.empty())
+        return "count " + std::to_string(count) + ": " + e;
+    }
+    const Inputs<tutti::BFloat16> bf(n, 100003, 9);
+    std::vector<tutti::BFloat16> want, out(100003);
+    bf.reference(0, 100003, ncclBfloat16, ncclSum, &want);
+    DET_OK(ncclAllReduce(bf.rank[r].data(), out.data(), 100003, ncclBfloat16, ncclSum, comm, nullptr));
+    if (std::string e = firstDiff(out.data(), want.data(), 100003, "bf16 AllReduce"); !e.empty()) return e;
+    std::vector<int32_t> ints(4096, r + 1), intsOut(4096);
+    DET_OK(ncclAllReduce(ints.data(), intsOut.data(), ints.size(), ncclInt32, ncclSum, comm, nullptr));
+    DET_OK(ncclReduce(ints.data(), intsOut.data(), ints.size(), ncclInt32, ncclSum, 0, comm, nullptr));
+    if (intsOut[4095] != n * (n + 1) / 2) return "int32 AllReduce or Reduce";  // the Reduce rewrote rank 0's
+    std::vector<float> f(4096, 1.0f), fOut(4096);
+    DET_OK(ncclReduce(f.data(), fOut.data(), f.size(), ncclFloat32, ncclSum, 0, comm, nullptr));
+    if (r == 0 && fOut[17] != float(n)) return "Reduce";
+    return {};
+  };
+  {
+    constexpr int n = 6;
+    tutti::itest::LogFile log("COLL");
+    for (auto& f : onThreads(n, [&](ncclComm_t comm, int r) { return body(comm, r, n); }, /*det=*/0))
+      ADD_FAILURE() << n << " ranks: " << f;
+    // Every float AllReduce and ReduceScatter of every rank (4 counts, 7 calls), none of the others.
+    EXPECT_EQ(log.count("(fixed order)"), size_t(7 * n));
+    EXPECT_EQ(log.count("(deterministic)"), size_t(0));
+    EXPECT_EQ(log.countAll({"datatype ncclInt32", "(fixed order)"}), size_t(0));
+    EXPECT_EQ(log.countAll({"Reduce: opCount", "count 4096 ", "(fixed order)"}), size_t(0));
+    EXPECT_GE(log.countAll({"AllReduce: opCount", "count 786432 ", "algo SCATTERGATHER", "(fixed order)"}), size_t(n));
+  }
+  auto unmarked = [&](int n, const char* what) {
+    tutti::itest::LogFile log("COLL");
+    for (auto& f : onThreads(n, [&](ncclComm_t comm, int r) -> std::string {
+           std::vector<float> in(100003, float(r)), out(100003);
+           DET_OK(ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat32, ncclSum, comm, nullptr));
+           return out[5] == float(n * (n - 1) / 2) ? std::string() : std::string("AllReduce");
+         }, /*det=*/0))
+      ADD_FAILURE() << what << ": " << f;
+    EXPECT_EQ(log.count("(fixed order)"), size_t(0)) << what;
+    EXPECT_EQ(log.count("AllReduce: opCount"), size_t(n)) << what;
+  };
+  unmarked(4, "4 ranks");
+  tutti::itest::ScopedEnv off("TUTTI_FIXED_ORDER_NET_MIN_RANKS", "0");
+  unmarked(6, "6 ranks, TUTTI_FIXED_ORDER_NET_MIN_RANKS=0");
+}
+
 // The fused exchange's steps shrink with the rank count where no rank talks over the network (TUTTI_DET_STEP_BYTES
 // unset): 64 KiB on 4 and 8 ranks, 32 KiB on 10. Ranks as threads kept off the one-shot and direct paths, whole calls (no
 // pipeline segments), counts of several steps per peer and a ragged last one: the bits against the reference, and the
