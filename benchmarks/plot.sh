@@ -68,10 +68,12 @@ for arg in "$@"; do
   fi
   n=$((n + 1))
   data=$work/$n.dat
-  # Data rows: a size first, at least `col` columns, and a number (not N/A) in the chosen column.
+  # Data rows: a size first, at least `col` columns, and a number (not N/A) in the chosen column. A row of no
+  # element (count 0: an AllGather, ReduceScatter or AlltoAll of fewer bytes than ranks x the type's size) moves
+  # nothing: its bandwidth is an artefact of dividing by a near-zero time, left out.
   awk -v col="$col" -v metric="$metric" '
     /^#/ || NF < col { next }
-    $1 ~ /^[0-9]+$/ && $col ~ /^[0-9.]+$/ {
+    $1 ~ /^[0-9]+$/ && $2 != "0" && $col ~ /^[0-9.]+$/ {
       v = $col + 0
       if (!($1 in best) || (metric == "time" ? v < best[$1] : v > best[$1])) best[$1] = v
     }
