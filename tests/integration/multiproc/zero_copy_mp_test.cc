@@ -563,13 +563,19 @@ TEST(DirectReadCost, RanksSettleOnTheMedianCost) {
     size_t alltoallMax;  // 0: no bound
     size_t detMin;       // deterministic AllReduce (0: never, the exchange)
     size_t reduceMin;    // AllReduce (0: never, the ring)
+    const char* logged;  // more of the init line, or null: the AlltoAll threshold of costly reads
+    size_t bcastMin;     // 2 ranks with a core each: the Broadcast threshold (0: not checked)
   };
   const Case cases[] = {
-      {{400, 100, 300}, "3.00", size_t{2} << 20, size_t{16} << 20, 0, 0, 0, 0},
-      {{100, 400, 200}, "2.00", size_t{256} << 10, 0, 0, 0, size_t{256} << 10, size_t{256} << 10},
-      {{260, 90}, "2.60", size_t{1} << 20, size_t{16} << 20, size_t{128} << 10, size_t{32} << 20, 0, 0},  // the larger
-      // AlltoAll keeps its own; 2 ranks' AllReduce the ring
-      {{120, 240}, "2.40", size_t{128} << 10, 0, size_t{128} << 10, 0, size_t{256} << 10, 0},
+      {{400, 100, 300}, "3.00", size_t{2} << 20, size_t{16} << 20, 0, 0, 0, 0, "AlltoAll from 0 bytes,", 0},
+      {{100, 400, 200}, "2.00", size_t{256} << 10, 0, 0, 0, size_t{256} << 10, size_t{256} << 10, nullptr, 0},
+      // Costly on 2 ranks: AlltoAll sends and receives at every size, Broadcast reads from 512 KiB, AllReduce the ring.
+      {{260, 90}, "2.60", size_t{1} << 20, size_t{16} << 20, 0, 0, 0, 0, "AlltoAll from 0 bytes,", size_t{512} << 10},
+      {{120, 240}, "2.40", size_t{128} << 10, 0, size_t{128} << 10, 0, size_t{256} << 10, 0, nullptr,
+       size_t{128} << 10},
+      // 8 ranks: AlltoAll reads from 128 MiB (not called here: the log says it).
+      {{300, 300, 300, 300, 300, 300, 300, 300}, "3.00", size_t{2} << 20, size_t{16} << 20, 0, 0, 0, 0,
+       "AlltoAll from 134217728 bytes,", 0},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE("costs " + std::to_string(c.costs[0]) + "," + std::to_string(c.costs[1]));
@@ -657,6 +663,13 @@ TEST(DirectReadCost, RanksSettleOnTheMedianCost) {
         EXPECT_NE(child.output.find(wantA2a), std::string::npos) << child.describe() << "\n" << child.output;
       }
       EXPECT_NE(child.output.find(wantCost), std::string::npos) << child.describe() << "\n" << child.output;
+      if (c.logged) {
+        EXPECT_NE(child.output.find(c.logged), std::string::npos) << child.describe() << "\n" << child.output;
+      }
+      if (c.bcastMin && std::thread::hardware_concurrency() >= 2) {
+        const std::string wantBcast = "Broadcast from " + std::to_string(c.bcastMin) + " bytes,";
+        EXPECT_NE(child.output.find(wantBcast), std::string::npos) << child.describe() << "\n" << child.output;
+      }
       EXPECT_NE(child.output.find(wantDet), std::string::npos) << child.describe() << "\n" << child.output;
       EXPECT_NE(child.output.find(wantReduce), std::string::npos) << child.describe() << "\n" << child.output;
       // The algorithm of the first call of `func` over `bytes` in the call lines of NCCL_DEBUG_SUBSYS=COLL ("" where

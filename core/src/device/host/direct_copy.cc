@@ -92,10 +92,23 @@ constexpr int kCostlyReadPercent = 250;
 // 11771-12870 -> 13878-14919, 64 MiB even (54375-59601 -> 57093-65299). On 4 and 8 ranks the ring's worst loss
 // across the two sets is the smaller from 16 MiB, the reads' below; 2 ranks keep the 16 MiB of the first set.
 constexpr size_t kCostlyReadMaxGather = size_t{16} << 20;
-// The same for a 2-rank AlltoAll from 32 MiB of output, its sends and receives through the FIFOs (medians of three to
-// five interleaved runs, us, reads -> sends: 32 MiB 5634 -> 3247, 64 MiB 10821 -> 8484, 256 MiB 32765 -> 27757; 16
-// MiB even, 2008 -> 2326 and 1413 -> 1142 in two sets). On 4 and 8 ranks the two ran even from 16 MiB.
-size_t costlyReadMaxAlltoAll(int nRanks) { return nRanks == 2 ? size_t{32} << 20 : 0; }
+// AlltoAll where reads cost that much: sends and receives through the FIFOs, but on 8 ranks or more from 128 MiB of
+// output. Processes over shm, 2-core AMD EPYC VM, a read costing 4.16 copies, three interleaved runs each, us, reads
+// -> sends (Open MPI beside): 2 ranks 128 KiB 10.8/10.8/12.2 -> 5.8/6.3/5.6 (8.8/10.7/10.2), 256 KiB 13.6/14.4/16.7 ->
+// 9.9/11.0/10.5 (11.3/12.3/14.3), 1 MiB 64/66/63 -> 51/53/49 (52/56/53), 4 MiB 244/239/225 -> 207/191/196
+// (171/198/221), 16 MiB 1606/1720/1664 -> 1464/1653/1247 (1458/1543/1640); 4 ranks 512 KiB 123/136/143 -> 81/82/75,
+// 4 MiB 783/775/713 -> 674/670/578, 16 MiB 5490/4850/4869 -> 3888/4003/2965 (5106/5014/3859), 64 MiB
+// 20563/19182/21623 -> 16365/15322/15822, 256 MiB 66321/61518/63838 -> 51924/49929/47166; 8 ranks 1 MiB 617/642/562
+// -> 446/486/482, 16 MiB 10588/10365/9969 -> 7056/6989/10713, 64 MiB 27773/33176/36554 -> 29395/29542/26217, 128 MiB
+// even (59933/60130/62383 -> 66581/57118/53068), 256 MiB 105221/102606/129037 -> 130921/144441/129161. An earlier set
+// on a VM whose reads cost 3.5 copies had the 2-rank sends behind at 1 MiB in one run of two (169 against 84 us).
+// Returns the smallest AlltoAll that reads (0: none).
+size_t costlyReadMinAlltoAll(int nRanks) { return nRanks >= 8 ? size_t{128} << 20 : 0; }
+// A 2-rank Broadcast where reads cost that much reads from 512 KiB; below, its one send through the FIFO (same VM,
+// three interleaved runs, us, reads -> send, Open MPI beside): 128 KiB 9.8/9.4/9.7 -> 4.4/4.9/4.5 (9.2/12.2/8.1), 256
+// KiB 11.4/11.4/11.2 -> 8.4/8.1/8.6 (12.8/12.4/12.5); from 512 KiB the reads win (16/16/16 -> 24/21/21, 1 MiB 28/30/29
+// -> 41/42/36).
+constexpr size_t kCostlyReadMinPairBcast = size_t{512} << 10;
 
 }  // namespace
 
@@ -169,7 +182,9 @@ ncclResult_t directProbe(ncclComm* comm) {
     if (comm->directReadCost >= kCostlyReadPercent && comm->directReadCostGate) {
       comm->directMinGather = std::max(comm->directMinGather, (n == 2 ? size_t{1} : size_t{2}) << 20);
       if (maxGather < 0) comm->directMaxGather = kCostlyReadMaxGather;
-      if (maxAlltoAll < 0) comm->directMaxAlltoAll = costlyReadMaxAlltoAll(n);
+      if (maxAlltoAll < 0) comm->directMinAlltoAll = costlyReadMinAlltoAll(n);
+      if (n == 2 && comm->directMinBcast > 0)
+        comm->directMinBcast = std::max(comm->directMinBcast, kCostlyReadMinPairBcast);
       comm->directMinReduce = 0;  // the ring's copies in cache (comm.cc)
     }
     if (comm->directReadCost >= kCostlyReadPercent && comm->directDetReadCostGate) comm->directMinDetReduce = 0;
