@@ -6,7 +6,9 @@ sweeps in nccl-tests' format; a size swept more than once keeps its fastest row 
 and a rank descheduled for a time slice can spoil one sweep). The out-of-place columns are compared (time = column 6,
 busbw = column 8), as the MPI program passes separate buffers; but Broadcast, whose MPI call has one buffer: there
 Tutti's in-place columns (time = column 10, busbw = column 12; out of place, the root also copies its input to its
-output, a copy MPI_Bcast does not make).
+output, a copy MPI_Bcast does not make). A last section lists every row below 1.0 with the fastest and slowest sweep of
+each side and, within a node, the single-copy floor that the host's measured limits (host-limits.txt) put under
+Open MPI's time.
 usage: tabulate.py RAW_DIR HEADER_FILE OUT_MD
 """
 import os
@@ -18,8 +20,9 @@ PAIRS = [("shm", "tutti", "shm", "ompi", "shm"), ("net", "tutti", "socket", "omp
 KEY_SIZES = [8, 64 << 10, 1 << 20, 16 << 20, 256 << 20]
 
 
-def parse(path, in_place=False):
-    """size -> (time_us, busbw, count) of the out-of-place (or in-place) columns; {} when the file is missing."""
+def parse(path, in_place=False, spread=None):
+    """size -> (time_us, busbw, count) of the out-of-place (or in-place) columns; {} when the file is missing.
+    With `spread` (a dict), also size -> (fastest, slowest) time over the sweeps."""
     t_col, bw_col = (9, 11) if in_place else (5, 7)
     rows = {}
     if not os.path.exists(path):
@@ -36,6 +39,9 @@ def parse(path, in_place=False):
             # A size measured by several sweeps (repeats) keeps its fastest one.
             if size not in rows or row[0] < rows[size][0]:
                 rows[size] = row
+            if spread is not None:
+                lo, hi = spread.get(size, (row[0], row[0]))
+                spread[size] = (min(lo, row[0]), max(hi, row[0]))
     return rows
 
 
@@ -65,14 +71,95 @@ def ratio(a, b):
     return f"{b[0] / a[0]:.2f}"
 
 
+def limits(raw):
+    """name -> value of the host's limits measured before the sweep (host-limits.txt: "limit: NAME VALUE UNIT")."""
+    out = {}
+    path = os.path.join(raw, "host-limits.txt")
+    if os.path.exists(path):
+        for line in open(path):
+            f = line.split()
+            if len(f) >= 3 and f[0] == "limit:":
+                try:
+                    out[f[1]] = float(f[2])
+                except ValueError:
+                    pass
+    return out
+
+
+# Inside a node Open MPI's vader moves a message past its 4 KiB eager limit as a first fragment of up to 32 KiB
+# through its FIFO (btl_vader_rndv_eager_limit) and the rest with one copy out of the peer's buffer
+# (process_vm_readv); Tutti reads the peers' buffers where its init log says "single-copy" (thresholds that depend on
+# what a read costs on the host), and elsewhere copies twice through FIFOs that stay in cache. The messages a rank
+# receives from other processes for a call of `size` bytes (nccl-tests' size: AllGather the output, AlltoAll a rank's
+# input, Broadcast the buffer): (count, bytes each).
+SINGLE_COPY = {"allgather": lambda s, n: (n - 1, s // n), "alltoall": lambda s, n: (n - 1, s // n),
+               "broadcast": lambda s, n: (1, s)}
+VADER_FIRST_FRAGMENT = 32 << 10
+
+
+def copy_floor(coll, size, np, lim, cores):
+    """The time the ranks' reads from one another take at the host's measured cross-memory-attach rate, each message
+    less its first fragment, the readers sharing the cores: a floor Open MPI's vader does not go below (us), or None."""
+    if coll not in SINGLE_COPY:
+        return None
+    count, each = SINGLE_COPY[coll](size, np)
+    read = count * max(0, each - VADER_FIRST_FRAGMENT)
+    rate = lim.get("cma_read_1MiB_one_core" if read <= 4 << 20 else "cma_read_16MiB_one_core")
+    if not read or not rate:
+        return None
+    readers = np - 1 if coll == "broadcast" else np
+    return readers * read / (min(readers, cores) * rate * 1e9) * 1e6
+
+
+def below(data, spreads, lim, nps):
+    """The section listing every compared row where Tutti is slower, with the spread of each side's sweeps and, where
+    it applies, the copy floor both are bound by."""
+    cores = os.cpu_count() or 1
+    rows, overlap = [], 0
+    for coll, title in COLLS:
+        for np in nps:
+            for _, timpl, ttr, oimpl, otr in PAIRS:
+                tk, ok = f"{timpl}-{ttr}-{coll}-np{np}", f"{oimpl}-{otr}-{coll}-np{np}"
+                t, o = data.get(tk, {}), data.get(ok, {})
+                for s in sorted(set(t) & set(o)):
+                    a, b = t[s], o[s]
+                    r = ratio(a, b)
+                    if r in ("empty", "-") or float(r) >= 1.0:
+                        continue
+                    (tlo, thi), (olo, ohi) = spreads[tk][s], spreads[ok][s]
+                    within = tlo <= ohi
+                    overlap += within
+                    floor = copy_floor(coll, s, np, lim, cores) if ttr == "shm" else None
+                    bound = (f"{floor:.0f} us: Tutti {tlo / floor:.2f}x, Open MPI {olo / floor:.2f}x"
+                             if floor else "-")
+                    rows.append(f"| {title} | {np} | {ttr} / {otr} | {human(s)} | {tlo:.1f} / {thi:.1f} | "
+                                f"{olo:.1f} / {ohi:.1f} | {r} | {'yes' if within else 'no'} | {bound} |")
+    lines = ["## Rows below Open MPI", ""]
+    if not rows:
+        return lines + ["None: every compared row is at or above 1.0.", ""]
+    lines += [f"{len(rows)} rows below 1.0. In {overlap} of them the two sides' sweeps overlap: Tutti's fastest sweep "
+              "is no slower than Open MPI's slowest, so this run does not separate the two there. Single-copy floor: "
+              "the bytes every rank reads from the other processes, each message less its first 32 KiB, at the "
+              "cross-memory-attach rate measured before the sweep (cma_read_1MiB_one_core up to 4 MiB a rank, "
+              "cma_read_16MiB_one_core past it), the readers sharing the cores. Open MPI's vader moves those bytes "
+              "that way (the first 32 KiB of a message through its FIFO), so it does not go below the floor; Tutti reads them only where its init log says single-copy, and elsewhere "
+              "copies twice through FIFOs in cache, which may. The multiples show how far above the floor each ran.",
+              "",
+              "| collective | ranks | path | size | Tutti us, fastest / slowest sweep | Open MPI us, fastest / slowest "
+              "| ratio | sweeps overlap | single-copy floor |",
+              "|---|---:|---|---:|---:|---:|---:|---|---|"]
+    return lines + rows + [""]
+
+
 def main():
     raw, header, out = sys.argv[1:4]
-    data = {}
+    data, spreads = {}, {}
     for name in os.listdir(raw):
-        if name.endswith(".txt"):
+        if name.endswith(".txt") and (name.startswith("tutti-") or name.startswith("ompi-")):
             # MPI_Bcast's one buffer against Tutti's in-place Broadcast (the module docstring).
             in_place = name.startswith("tutti-") and "-broadcast-" in name
-            data[name[:-4]] = parse(os.path.join(raw, name), in_place)
+            spreads[name[:-4]] = {}
+            data[name[:-4]] = parse(os.path.join(raw, name), in_place, spreads[name[:-4]])
     nps = sorted({int(k.rsplit("np", 1)[1]) for k in data if "np" in k})
     lines = [open(header).read().rstrip(), ""]
 
@@ -98,6 +185,7 @@ def main():
                         cells.append(f"{a[1]:.2f} / {b[1]:.2f} GB/s ({ratio(a, b)})" if a and b else "-")
                 lines.append(f"| {title} | {np} | Tutti {ttr} / OMPI {otr} | " + " | ".join(cells) + " |")
     lines += ["", "(8 B: time Tutti / Open MPI; other sizes: busbw Tutti / Open MPI, ratio in parentheses.)", ""]
+    lines += below(data, spreads, limits(raw), nps)
 
     for coll, title in COLLS:
         for np in nps:
