@@ -4,11 +4,11 @@
  *   - a futex wake-up between two processes: half the round trip of two processes that each sleep until the
  *     other wakes them (what a waiting rank pays once it has stopped spinning);
  *   - memcpy bandwidth of one core, 1 MiB blocks, warm (the copy a FIFO step or a single-copy read costs);
- *   - a cache line handed between two processes through shared memory, both spinning: half the round trip (what
- *     one small message between two ranks on their own cores costs at least, Tutti's and Open MPI's alike);
+ *   - a cache line handed between two processes through shared memory, both spinning: half the round trip (the
+ *     latency of one small message between two ranks on their own cores; calls issued back to back overlap theirs);
  *   - cross memory attach: process_vm_readv of 1 MiB and of 16 MiB from another process's warm buffer into a warm
- *     one, one core (the single copy both Tutti and Open MPI's vader use inside a node: the kernel pins the peer's
- *     pages and copies them).
+ *     one, one core (the single copy Open MPI's vader uses inside a node, and Tutti where its init log says
+ *     single-copy: the kernel pins the peer's pages and copies them).
  * Prints one "limit: <name> <value> <unit>" line per measurement. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -82,29 +82,30 @@ static double tcpOneWay(int polling, int iters) {
 static void futexWait(uint32_t* w, uint32_t v) { syscall(SYS_futex, w, FUTEX_WAIT, v, NULL, NULL, 0); }
 static void futexWake(uint32_t* w) { syscall(SYS_futex, w, FUTEX_WAKE, 1, NULL, NULL, 0); }
 
-/* Half the round trip of two processes waking each other through a shared futex word, in microseconds. */
-static double futexOneWay(int iters) {
+/* Half the round trip of two processes handing a counter back and forth in shared memory, in microseconds: each
+ * waits for its turn (the counter's parity) sleeping on the futex word (`sleeping`) or spinning on it. */
+static double handOffOneWay(int iters, int sleeping) {
   uint32_t* turn = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (turn == MAP_FAILED) exit(1);
   *turn = 0;
-  const int warm = iters / 10;
+  const uint32_t warm = (uint32_t)iters / 10, total = 2 * ((uint32_t)iters + warm);
   pid_t child = fork();
   const uint32_t me = child == 0 ? 1 : 0;
   double t0 = 0;
-  for (int i = 0; i < 2 * (iters + warm); ++i) {
-    if (me == 0 && i == 2 * warm) t0 = now();
-    const uint32_t v = __atomic_load_n(turn, __ATOMIC_ACQUIRE);
-    if (v % 2 != me) {
-      futexWait(turn, v);
-      --i;
-      continue;
-    }
-    __atomic_store_n(turn, v + 1, __ATOMIC_RELEASE);
-    futexWake(turn);
+  uint32_t v;
+  for (uint32_t mine = me; mine < total; mine += 2) {  /* this process's hand-offs: the counter at `mine` */
+    if (me == 0 && mine == 2 * warm) t0 = now();
+    while ((v = __atomic_load_n(turn, __ATOMIC_ACQUIRE)) != mine)
+      if (sleeping) futexWait(turn, v);
+    __atomic_store_n(turn, mine + 1, __ATOMIC_RELEASE);
+    if (sleeping) futexWake(turn);
   }
   if (child == 0) _exit(0);
+  while ((v = __atomic_load_n(turn, __ATOMIC_ACQUIRE)) != total)  /* the child's last hand-off */
+    if (sleeping) futexWait(turn, v);
   const double us = (now() - t0) / iters / 2 * 1e6;
   waitpid(child, NULL, 0);
+  munmap(turn, 4096);
   return us;
 }
 
@@ -126,31 +127,6 @@ static double copyGBs(void) {
   free(a);
   free(b);
   return gbs;
-}
-
-/* Half the round trip of a counter two spinning processes hand each other in shared memory, in microseconds. */
-static double shmOneWay(int iters) {
-  uint32_t* turn = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (turn == MAP_FAILED) exit(1);
-  *turn = 0;
-  const int warm = iters / 10;
-  pid_t child = fork();
-  const uint32_t me = child == 0 ? 1 : 0;
-  double t0 = 0;
-  for (uint32_t i = 0; i < 2u * (uint32_t)(iters + warm); ++i) {
-    if (me == 0 && i == 2u * (uint32_t)warm) t0 = now();
-    if (i % 2 != me) continue;
-    while (__atomic_load_n(turn, __ATOMIC_ACQUIRE) != i) {
-    }
-    __atomic_store_n(turn, i + 1, __ATOMIC_RELEASE);
-  }
-  if (child == 0) _exit(0);
-  while (__atomic_load_n(turn, __ATOMIC_ACQUIRE) != 2u * (uint32_t)(iters + warm)) {
-  }
-  const double us = (now() - t0) / iters / 2 * 1e6;
-  waitpid(child, NULL, 0);
-  munmap(turn, 4096);
-  return us;
 }
 
 /* process_vm_readv of `n` bytes from a child's buffer (allocated and written after the fork, so not shared
@@ -198,9 +174,9 @@ static double cmaReadGBs(size_t n, int iters) {
 int main(void) {
   printf("limit: tcp_loopback_one_way_polling %.2f us\n", tcpOneWay(1, 20000));
   printf("limit: tcp_loopback_one_way_blocking %.2f us\n", tcpOneWay(0, 5000));
-  printf("limit: futex_wakeup_one_way %.2f us\n", futexOneWay(5000));
+  printf("limit: futex_wakeup_one_way %.2f us\n", handOffOneWay(5000, 1));
   printf("limit: memcpy_1MiB_one_core %.2f GB/s\n", copyGBs());
-  printf("limit: shm_cacheline_one_way %.3f us\n", shmOneWay(200000));
+  printf("limit: shm_cacheline_one_way %.3f us\n", handOffOneWay(200000, 0));
   printf("limit: cma_read_1MiB_one_core %.2f GB/s\n", cmaReadGBs((size_t)1 << 20, 200));
   printf("limit: cma_read_16MiB_one_core %.2f GB/s\n", cmaReadGBs((size_t)16 << 20, 20));
   return 0;
