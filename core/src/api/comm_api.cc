@@ -436,6 +436,9 @@ NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asy
   return apiGuard("ncclCommGetAsyncError", [&]() -> ncclResult_t {
     TUTTI_CHECK(checkComm(comm, "ncclCommGetAsyncError"));
     TUTTI_CHECK(argCheckPtr(asyncError, "asyncError", "ncclCommGetAsyncError"));
+    // A launch whose kernels failed reports it now, not when the watcher looks (not while the communicator or a
+    // nonblocking group is still in progress: its device state may be in the making).
+    if (comm->asyncError.load() != ncclInProgress) device::commDeviceRetire(comm);
     *asyncError = comm->asyncError.load();
     return ncclSuccess;
   });

@@ -21,6 +21,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <map>
 #include <mutex>
@@ -170,6 +171,7 @@ struct DeviceLaunch {
   std::unique_ptr<CommOpsGuard> running;  // the communicator stays alive while the launch runs
   bool failed = false;
   int deadPeer = -1;
+  rt::Event ended = nullptr;  // recorded after the kernel where the launch ends by event (retireEnded), else null
 
   ~DeviceLaunch() {
     for (auto [p, bytes] : pinned) pinnedPoolOf(rt).put(p, bytes);
@@ -209,6 +211,11 @@ struct CommDevice {
   int queued = 0;
   int64_t depth = 16;
   std::condition_variable ended;
+  // Launches that end by an event on the stream rather than a host function (queueKernels), oldest first, and the
+  // events of those that ended, for reuse. retireMutex: one thread at a time ends them, in order.
+  std::deque<DeviceLaunch*> evented;
+  std::vector<rt::Event> spareEvents;
+  std::mutex retireMutex;
 };
 
 namespace {
@@ -482,6 +489,8 @@ void watchLaunch(DeviceLaunch& l) {
   }
 }
 
+void retireEnded(CommDevice& d);
+
 void watcherLoop(CommDevice* d, ncclComm* comm) {
   logSetThreadRank(comm->rank);
   std::unique_lock<std::mutex> lock(d->mutex);
@@ -493,17 +502,22 @@ void watcherLoop(CommDevice* d, ncclComm* comm) {
       watchLaunch(*l);
       proxied |= l->proxied;
     }
-    d->cv.wait_for(lock, proxied ? std::chrono::microseconds(50) : std::chrono::microseconds(1000));
+    const bool evented = !d->evented.empty();
+    if (evented) {
+      lock.unlock();
+      retireEnded(*d);
+      lock.lock();
+      if (d->stop) return;
+    }
+    d->cv.wait_for(lock, proxied || evented ? std::chrono::microseconds(50) : std::chrono::microseconds(1000));
   }
 }
 
 // ---- Host functions on the internal stream ----------------------------------------------------------------
 
-void beginLaunch(void* arg) {
-  auto& l = *static_cast<DeviceLaunch*>(arg);
+void startLaunch(DeviceLaunch& l) {
   ncclComm* comm = l.comm;
   CommDevice& d = *comm->device;
-  logSetThreadRank(comm->rank);
   if (!l.running) l.running = std::make_unique<CommOpsGuard>(comm);
   l.failed = false;
   l.deadPeer = -1;
@@ -547,6 +561,12 @@ void beginLaunch(void* arg) {
   d.cv.notify_all();
 }
 
+void beginLaunch(void* arg) {
+  auto& l = *static_cast<DeviceLaunch*>(arg);
+  logSetThreadRank(l.comm->rank);
+  startLaunch(l);
+}
+
 void checkKernel(void* arg) {
   auto& k = *static_cast<KernelRun*>(arg);
   DeviceLaunch& l = *k.launch;
@@ -571,6 +591,7 @@ void checkKernel(void* arg) {
 void endLaunch(void* arg) {
   auto* l = static_cast<DeviceLaunch*>(arg);
   CommDevice& d = *l->comm->device;
+  if (!l->kernels.empty()) checkKernel(l->kernels.back().get());  // the last kernel's check (queueKernels)
   {
     std::lock_guard<std::mutex> lock(d.mutex);
     d.active.erase(std::find(d.active.begin(), d.active.end(), l));
@@ -581,11 +602,46 @@ void endLaunch(void* arg) {
   if (!l->captured) delete l;  // a graph keeps its launches (keepWithCapture)
 }
 
+// Ends the launches whose end is an event (CommDevice::evented) once their kernels have run, oldest first: the
+// kernel's stop is checked, the launch leaves the watcher and is freed, as endLaunch does on the stream. They run in
+// order on the internal stream, so the first one still running ends the pass.
+void retireEnded(CommDevice& d) {
+  std::lock_guard<std::mutex> one(d.retireMutex);
+  while (true) {
+    DeviceLaunch* l = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(d.mutex);
+      if (d.evented.empty()) return;
+      l = d.evented.front();
+    }
+    const ncclResult_t q = d.rt->eventQuery(l->ended);
+    if (q == ncclInProgress) return;
+    if (q != ncclSuccess) failLaunch(*l, q);
+    {
+      std::lock_guard<std::mutex> lock(d.mutex);
+      d.evented.pop_front();
+      d.spareEvents.push_back(l->ended);
+    }
+    endLaunch(l);
+  }
+}
+
 // Waits until the communicator has fewer than its depth of uncaptured launches queued (CommDevice::queued).
-// Each of them ends: its kernels finish, time out (TUTTI_TIMEOUT) or stop on abort.
+// Each of them ends: its kernels finish, time out (TUTTI_TIMEOUT) or stop on abort. Launches that end by an event
+// are ended here too, as soon as they have run (the watcher looks every 50 us).
 void waitLaunchRoom(CommDevice& d) {
+  retireEnded(d);
   std::unique_lock<std::mutex> lock(d.mutex);
-  d.ended.wait(lock, [&] { return d.queued < d.depth; });
+  while (d.queued >= d.depth) {
+    if (d.evented.empty()) {
+      d.ended.wait(lock);
+      continue;
+    }
+    lock.unlock();
+    retireEnded(d);
+    lock.lock();
+    if (d.queued >= d.depth) d.ended.wait_for(lock, std::chrono::microseconds(20));
+  }
 }
 
 void deleteLaunch(void* arg) { delete static_cast<DeviceLaunch*>(arg); }
@@ -852,6 +908,8 @@ void commDeviceFree(ncclComm* comm) {
   }
   d->cv.notify_all();
   d->watcher.join();
+  retireEnded(*d);  // the stream has run dry: every launch that ends by an event has ended
+  for (rt::Event e : d->spareEvents) d->rt->eventDestroy(e);
   for (rt::Event e : d->fanIn) d->rt->eventDestroy(e);
   d->rt->eventDestroy(d->done);
   if (d->serial) d->rt->eventDestroy(d->serial);
@@ -871,7 +929,18 @@ ncclResult_t queueKernels(ncclComm* comm, rt::Runtime* rt, CommDevice& d, std::u
     // Counted busy from now until its end (commFree waits for it).
     raw->running = std::make_unique<CommOpsGuard>(comm);
   }
-  TUTTI_CHECK(rt->launchHostFunc(d.stream, beginLaunch, raw));
+  // Every host function on the stream holds its next kernel back by a round trip to a CUDA callback thread, which
+  // costs more than a small collective. A launch that is not captured, moves nothing through the network proxy and
+  // is not profiled starts here: its own memory is fresh, and what the stream-ordered start does besides (posting
+  // network receives, profiler ProxyOps, abort checks) it does not need or gets from the watcher, which sets the
+  // abort word of every active launch. The others start in stream order (a graph replays its launches; a proxy
+  // must learn about steps in the order the kernels take them).
+  const ncclResult_t pending = comm->asyncError.load();
+  const bool startNow = !raw->captured && !raw->proxied && !comm->profiler &&
+                        !comm->abortFlag.load(std::memory_order_acquire) &&
+                        (pending == ncclSuccess || pending == ncclInProgress);
+  if (startNow) startLaunch(*raw);
+  else TUTTI_CHECK(rt->launchHostFunc(d.stream, beginLaunch, raw));
   if (!raw->captured) {
     std::lock_guard<std::mutex> lock(d.mutex);
     ++d.queued;  // endLaunch, queued below whatever happens, takes it off
@@ -879,7 +948,11 @@ ncclResult_t queueKernels(ncclComm* comm, rt::Runtime* rt, CommDevice& d, std::u
   l.release();  // queued: endLaunch deletes it (uncaptured), the graph does (captured)
   const int threads = rt == rt::simRuntime() ? static_cast<int>(paramInt("TUTTI_SIM_NTHREADS")) : kCudaThreads;
   ncclResult_t res = ncclSuccess;
-  for (auto& k : raw->kernels) {
+  for (size_t i = 0; i < raw->kernels.size(); ++i) {
+    // Each kernel's stop is checked before the next one runs (an error aborts the rest); the last one's in endLaunch.
+    if (i > 0) res = rt->launchHostFunc(d.stream, checkKernel, raw->kernels[i - 1].get());
+    if (res != ncclSuccess) break;
+    const auto& k = raw->kernels[i];
     rt::KernelLaunch kl;
     kl.fn = k->fn;
     kl.grid = k->grid;
@@ -888,11 +961,34 @@ ncclResult_t queueKernels(ncclComm* comm, rt::Runtime* rt, CommDevice& d, std::u
     kl.args = &k->args;
     kl.argBytes = sizeof(KernelArgs);
     res = rt->launchKernel(kl, d.stream);
-    if (res == ncclSuccess) res = rt->launchHostFunc(d.stream, checkKernel, k.get());
     if (res != ncclSuccess) break;
   }
-  // The end always follows the begin: it takes the launch off the watcher and releases the run lock.
-  ncclResult_t endRes = rt->launchHostFunc(d.stream, endLaunch, raw);
+  // The end always follows the begin: it takes the launch off the watcher and releases the run lock. A launch that
+  // started at once with one kernel ends by an event that the watcher (or the next call) looks at, so the stream
+  // goes on to the next kernel at once; the others by a host function.
+  ncclResult_t endRes = ncclSuccess;
+  bool byEvent = false;  // once in d.evented the launch may end (and be freed) at any moment: not read after that
+  if (startNow && raw->kernels.size() == 1 && res == ncclSuccess) {
+    {
+      std::lock_guard<std::mutex> lock(d.mutex);
+      if (!d.spareEvents.empty()) {
+        raw->ended = d.spareEvents.back();
+        d.spareEvents.pop_back();
+      }
+    }
+    if (!raw->ended) endRes = rt->eventCreate(&raw->ended);
+    if (endRes == ncclSuccess) endRes = rt->eventRecord(raw->ended, d.stream);
+    if (endRes == ncclSuccess) {
+      byEvent = true;
+      std::lock_guard<std::mutex> lock(d.mutex);
+      d.evented.push_back(raw);
+      d.cv.notify_all();
+    } else {
+      if (raw->ended) rt->eventDestroy(raw->ended);
+      raw->ended = nullptr;
+    }
+  }
+  if (!byEvent) endRes = rt->launchHostFunc(d.stream, endLaunch, raw);
   if (endRes == ncclSuccess && d.serial) endRes = rt->eventRecordExternal(d.serial, d.stream);
   if (res == ncclSuccess) res = endRes;
   if (res != ncclSuccess) {
@@ -969,16 +1065,20 @@ ncclResult_t enqueue(host::CommLaunch& launch) {
   return ncclSuccess;
 }
 
+void commDeviceRetire(ncclComm* comm) {
+  if (comm->device) retireEnded(*comm->device);
+}
+
 ncclResult_t finish(host::CommLaunch& launch) {
   ncclComm* comm = launch.comm;
   if (!launch.streams.empty() || comm->backend != Backend::Sim) return ncclSuccess;
-  // The sim backend's calls without a stream return when done, with the work's error.
+  // The sim backend's calls without a stream return when done, with the work's error (a launch that ends by an event
+  // records it when it is ended here).
   const ncclResult_t res = comm->device->rt->streamSynchronize(comm->device->stream);
-  if (res != ncclSuccess) {
-    const ncclResult_t pending = comm->asyncError.load();
-    return pending != ncclSuccess && pending != ncclInProgress ? pending : res;
-  }
-  return ncclSuccess;
+  retireEnded(*comm->device);
+  const ncclResult_t pending = comm->asyncError.load();
+  if (pending != ncclSuccess && pending != ncclInProgress) return pending;
+  return res;
 }
 
 }  // namespace tutti::device

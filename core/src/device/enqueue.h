@@ -38,6 +38,8 @@ struct CommDevice;
 ncclResult_t commDeviceInit(ncclComm* comm);
 // After every queued launch has ended (commQuiesce): stops the watcher, frees the stream and events.
 void commDeviceFree(ncclComm* comm);
+// Ends the launches whose kernels have run and that end by an event (their errors reach asyncError).
+void commDeviceRetire(ncclComm* comm);
 
 // Makes a connection's host memory (its FIFOs, landing area, control block and step counter) reachable by
 // the device: registered with the runtime (cudaHostRegister on cuda), page runs shared between connections
