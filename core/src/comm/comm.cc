@@ -543,10 +543,16 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
     TUTTI_INFO(NCCL_INIT, "rank {}: ring {} steps of at most {} bytes", rank,
                comm->ringStepReduceScatter ? "AllReduce and ReduceScatter" : "AllReduce",
                comm->ringStepMaxBytes & ~size_t{63});
+  // One-shot AllReduce on 4 ranks within a node: n - 1 times the input's bytes to every rank, in one step where recursive
+  // doubling takes two and the ring six. Unset: up to 128 KiB (processes over shm, 2 cores, the median of three
+  // interleaved runs, doubling or ring -> one-shot, us: 16 KiB 18.3 -> 16.2, 32 KiB 24.4 -> 21.0, 128 KiB 88 -> 55;
+  // 64 KiB even; 256 KiB 127 -> 130, where processes take the fixed-order paths from 128 KiB anyway, below). On 8
+  // ranks, whose one-shot folds 8 rows, the ring keeps 256 KiB and 512 KiB (498 -> 638 us, 687 -> 1298).
   const int64_t oneShot = paramInt("TUTTI_ONESHOT_MAX_BYTES");
   const size_t oneShotMax = oneShot >= 0                    ? static_cast<size_t>(oneShot)
                             : nRanks == 2                  ? size_t{256} << 10
                             : nRanks == 3 || overNetwork ? size_t{8} << 10
+                            : nRanks == 4                  ? size_t{128} << 10
                                                            : size_t{16} << 10;
   comm->oneShotMaxBytes =
       comm->backend == Backend::Host && !paramIsSet("NCCL_ALGO") && !paramIsSet("NCCL_PROTO") ? oneShotMax : 0;
@@ -565,6 +571,18 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   const int64_t a2aMax = paramInt("TUTTI_ONESHOT_ALLTOALL_MAX_BYTES");
   comm->oneShotAlltoAllMaxBytes =
       comm->oneShotMaxBytes ? (a2aMax >= 0 ? static_cast<size_t>(a2aMax) : size_t{256} << 10) : 0;
+  // An AllGather's or ReduceScatter's one-shot sends each peer its block, the ring's bytes, in one step where the ring
+  // takes n - 1 and every step waits for a peer to be scheduled. Unset: up to 256 KiB on 4 to 8 ranks within a node
+  // (processes over shm, 2 cores, the median of three interleaved runs, ring, doubling, halving or tree -> one-shot,
+  // us: ReduceScatter 4 ranks 32 KiB 22.8 -> 13.5, 64 KiB 30.9 -> 16.1, 256 KiB 61 -> 35; 6 ranks 24 KiB 66 -> 29,
+  // 96 KiB 88 -> 40; 8 ranks 32 KiB 62-83 -> 42-53, 128 KiB 181 -> 73, 256 KiB 215 -> 106; AllGather 4 ranks 32 KiB
+  // 23.2 -> 18.2, 256 KiB 55 -> 45; 6 ranks 24 KiB 73 -> 39, 96 KiB 85 -> 46; 8 ranks 64 KiB 100 -> 74, 256 KiB
+  // 216 -> 128). Deterministic ReduceScatters alike (8 ranks 32 KiB 70-98 -> 42-54 us).
+  const int64_t gatherOneShot = paramInt("TUTTI_ONESHOT_GATHER_MAX_BYTES");
+  const size_t gatherOneShotMax = gatherOneShot >= 0                ? static_cast<size_t>(gatherOneShot)
+                                  : !overNetwork && nRanks >= 4 ? size_t{256} << 10
+                                                                 : 0;
+  comm->oneShotGatherMaxBytes = comm->oneShotMaxBytes ? gatherOneShotMax : 0;
   // Recursive doubling AllReduce: log2 n exchanges with one peer each, n - 1 fewer messages than the one-shot's
   // n - 1 at once for more steps in a row. Unset: over the network, where each message costs system calls on both
   // sides, from 3 ranks and 1 byte to 128 KiB; elsewhere from 4 ranks, 4 KiB to 64 KiB (2 cores, the median of three
@@ -601,16 +619,22 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   // one-shot: 64 B 27.6 -> 18.9, 4 KiB 31.4 -> 21.9, 16 KiB 48.9 -> 40.8, 32 KiB 65.0 -> 83.5). Deterministic calls
   // alike (of five: AllReduce doubling -> one-shot gather 8 B 33.6 -> 22.9, 512 B 38.9 -> 27.5, 4 KiB 40.6 -> 65.8;
   // ReduceScatter tree -> one-shot 4 KiB 33.4 -> 22.2, 16 KiB 43.3 -> 35.6).
+  // On 4 ranks within a node, the one-shot's single step is ahead of doubling's two from 4 KiB to 32 KiB and of the
+  // one-hop tree below (the median of three interleaved runs, us: 4 KiB 14.2 -> 10.7, 16 KiB 15.8 -> 13.5, deterministic
+  // 16 KiB tree -> one-shot 20.1 -> 14.0, 32 KiB scatter-gather -> one-shot 29.4 -> 23.5), and an AllGather's or
+  // ReduceScatter's one-shot ahead of doubling and halving up to its maximum (above).
   const int64_t firstMax = paramInt("TUTTI_ONESHOT_FIRST_MAX_BYTES");
   const bool firstByDefault = !overNetwork && nRanks >= 8;
-  comm->oneShotFirstAllReduceBytes = !comm->oneShotMaxBytes ? 0
-                                     : firstMax >= 0      ? static_cast<size_t>(firstMax)
-                                     : firstByDefault     ? comm->oneShotLLMaxBytes
-                                                          : 0;
+  comm->oneShotFirstAllReduceBytes = !comm->oneShotMaxBytes            ? 0
+                                     : firstMax >= 0                    ? static_cast<size_t>(firstMax)
+                                     : firstByDefault                   ? comm->oneShotLLMaxBytes
+                                     : !overNetwork && nRanks == 4 ? size_t{32} << 10
+                                                                        : 0;
   comm->oneShotFirstBytes = !comm->oneShotMaxBytes ? 0
                             : firstMax >= 0      ? static_cast<size_t>(firstMax)
-                            : firstByDefault     ? comm->oneShotMaxBytes
-                                                 : 0;
+                            : !overNetwork && nRanks >= 4
+                                ? std::max(comm->oneShotMaxBytes, comm->oneShotGatherMaxBytes)
+                                : 0;
   // AllReduce by recursive halving then doubling: the ring's bytes in 2 log2 n messages instead of 2(n - 1). Unset: up
   // to 1 MiB (the largest whose halves fit a slot) over the network, never elsewhere (the ring -> halving and
   // doubling, the median of three runs, us: sockets 4 ranks 512 KiB 1079 -> 937, 1 MiB 2023 -> 1643; 8 ranks 256 KiB
@@ -873,6 +897,23 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   const int fixedOrderMin = foMin >= 0 ? static_cast<int>(std::min<int64_t>(foMin, INT32_MAX)) : 6;
   comm->fixedOrderPaths = comm->backend == Backend::Host && overNetwork && comm->corePaths && !forced &&
                           fixedOrderMin > 0 && nRanks >= fixedOrderMin;
+  // Within a node, 4 to 8 ranks each in its own process, the same from 128 KiB of input: the one-shot ReduceScatter
+  // then AllGather, the direct reads and the fused exchange send every peer its slice at once where the ring's 2(n - 1)
+  // steps wait on the ranks in turn (2 cores, processes over shm, the same launch, float sum, default ->
+  // deterministic, us: AllReduce 4 ranks 128 KiB 55 -> 46, 256 KiB 120 -> 75, 1 MiB 380 -> 206, 16 MiB 5675 -> 5030,
+  // 256 MiB 103 -> 86 ms; 6 ranks 96 KiB 181 -> 120, 1.5 MiB 1120 -> 924, 6 MiB 5001 -> 5515; 8 ranks 256 KiB 371 ->
+  // 229, 16 MiB 18736 -> 11763, 256 MiB 279 -> 229 ms; ReduceScatter 4 ranks 1 MiB 179 -> 124, 256 MiB 71 -> 54 ms;
+  // 6 ranks 1.5 MiB 502 -> 350; 8 ranks 1 MiB 504 -> 288, 256 MiB 146 -> 99 ms; benchmarks/results/deterministic.md
+  // at 73d97e6). Ranks as threads read one another's inputs in place on either path: no gain there.
+  std::set<uint64_t> processes;
+  for (const tuttiPeerInfo_t& p : comm->peers) processes.insert(p.pidHash);
+  const int64_t foShm = paramInt("TUTTI_FIXED_ORDER_SHM_MIN_BYTES");
+  const size_t fixedOrderShmMin = foShm >= 0 ? static_cast<size_t>(foShm) : size_t{128} << 10;
+  if (!comm->fixedOrderPaths && comm->backend == Backend::Host && !overNetwork && comm->corePaths && !forced &&
+      fixedOrderShmMin > 0 && nRanks >= 4 && nRanks <= 8 && processes.size() == static_cast<size_t>(nRanks)) {
+    comm->fixedOrderPaths = true;
+    comm->fixedOrderMinBytes = fixedOrderShmMin;
+  }
   // AllGather over the network as grouped sends, every block to every peer at once, past the recursive doubling's
   // 1 MiB, from 4 ranks (2 cores, processes over sockets, ring -> sends, us, three pairs of runs: 8 ranks 2 MiB 2918,
   // 2983, 5020 -> 1854, 2046, 1923; 4 MiB 6290, 5345, 7156 -> 3465, 3726, 3892; 16 MiB 27992, 29429, 31117 -> 20505,

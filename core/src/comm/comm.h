@@ -167,6 +167,8 @@ struct ncclComm {
   size_t oneShotMaxBytes = 0;
   // The same for AlltoAll where larger (TUTTI_ONESHOT_ALLTOALL_MAX_BYTES): off with oneShotMaxBytes.
   size_t oneShotAlltoAllMaxBytes = 0;
+  // The same for AllGather and ReduceScatter where larger (TUTTI_ONESHOT_GATHER_MAX_BYTES): off with oneShotMaxBytes.
+  size_t oneShotGatherMaxBytes = 0;
   // One-shot messages of up to this many bytes between ranks of a node travel as LL lines, which the receiver
   // polls, rather than in a Simple slot behind tail (TUTTI_ONESHOT_LL_MAX_BYTES; 0: never).
   size_t oneShotLLMaxBytes = 0;
@@ -214,8 +216,10 @@ struct ncclComm {
   bool corePaths = false;
   // AllReduce and ReduceScatter of floating types take the deterministic paths (comm/det_coll.h) even when the
   // communicator is not deterministic: host backend, a peer over the network, corePaths, no forced algorithm or
-  // protocol, from TUTTI_FIXED_ORDER_NET_MIN_RANKS ranks (comm.cc).
+  // protocol, from TUTTI_FIXED_ORDER_NET_MIN_RANKS ranks; or within a node, 4 to 8 ranks each in its own process, from
+  // fixedOrderMinBytes of input (TUTTI_FIXED_ORDER_SHM_MIN_BYTES; comm.cc).
   bool fixedOrderPaths = false;
+  size_t fixedOrderMinBytes = 0;
   // An AllGather of at least this many bytes of output runs as grouped sends and receives, every block to every peer
   // at once (api/coll_api.cc; TUTTI_ALLGATHER_SENDS_MIN_BYTES; by default over the network from 4 ranks; 0: never).
   size_t allGatherSendsMinBytes = 0;

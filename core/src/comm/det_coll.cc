@@ -595,8 +595,12 @@ bool detReduces(const Task& t) {
       !dataTypeIsFloat(t.datatype))
     return false;
   if (t.comm->deterministic.load(std::memory_order_relaxed)) return true;
-  // Where these paths are the fastest (ncclComm::fixedOrderPaths), an AllReduce or ReduceScatter of any communicator.
-  return t.comm->fixedOrderPaths && t.func != ncclFuncReduce;
+  // Where these paths are the fastest (ncclComm::fixedOrderPaths), an AllReduce or ReduceScatter of any communicator,
+  // from fixedOrderMinBytes of input.
+  if (!t.comm->fixedOrderPaths || t.func == ncclFuncReduce) return false;
+  const size_t input = t.count * dataTypeSize(t.datatype) *
+                       (t.func == ncclFuncReduceScatter ? static_cast<size_t>(t.comm->nRanks) : 1);
+  return input >= t.comm->fixedOrderMinBytes;
 }
 
 bool detOnCorePath(const Task& t) {

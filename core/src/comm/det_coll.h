@@ -30,7 +30,8 @@ namespace tutti {
 
 // Whether `t` reduces in the fixed order: an AllReduce, ReduceScatter or Reduce of a floating type, of at least one
 // element, on a deterministic communicator; or an AllReduce or ReduceScatter of a floating type on a communicator
-// whose fastest paths these are (ncclComm::fixedOrderPaths: over the network, from 6 ranks).
+// whose fastest paths these are (ncclComm::fixedOrderPaths: over the network, from 6 ranks; within a node, 4 to 8
+// processes, from 128 KiB of input).
 bool detReduces(const Task& t);
 
 // Whether such a task takes a path of the core that folds in the fixed order itself (host backend, default tuner):

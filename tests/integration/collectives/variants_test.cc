@@ -284,6 +284,8 @@ class Doubling : public testing::TestWithParam<int> {
   // The binomial trees, which come ahead of doubling and halving where their defaults reach, only where a test asks.
   ScopedEnv tree_{"TUTTI_TREE_ALLREDUCE_MAX_BYTES", "0"};
   ScopedEnv treeRs_{"TUTTI_TREE_REDUCESCATTER_MAX_BYTES", "0"};
+  // Nor the one-shot, which comes ahead of them within a node on 4 and 8 ranks for small calls.
+  ScopedEnv first_{"TUTTI_ONESHOT_FIRST_MAX_BYTES", "0"};
 };
 
 // Case `index` of a list: in place every other case, buffers off their alignment by up to 7 bytes.

@@ -27,7 +27,11 @@ bool oneShotWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes) {
   // AlltoAll: each peer's block once, as the grouped sends would send it, all at once from one thread.
   if (func == ncclFuncAlltoAll)
     return bytes <= std::max(comm->oneShotMaxBytes, comm->oneShotAlltoAllMaxBytes) && bytes / comm->nRanks <= slot;
-  return bytes <= comm->oneShotMaxBytes && bytes <= slot;
+  // AllGather, ReduceScatter: each peer's block, the ring's bytes, up to comm->oneShotGatherMaxBytes if that is larger.
+  const size_t max = func == ncclFuncAllGather || func == ncclFuncReduceScatter
+                         ? std::max(comm->oneShotMaxBytes, comm->oneShotGatherMaxBytes)
+                         : comm->oneShotMaxBytes;
+  return bytes <= max && bytes <= slot;
 }
 
 LogAllReduce logAllReduce(const ncclComm* comm, size_t bytes, bool det) {

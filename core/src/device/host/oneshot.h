@@ -4,10 +4,13 @@
 // peer, then the n rows reduced in rank order, 0 to n-1; ReduceScatter: block p of the input to rank p, then the n
 // rows of this rank's block reduced in rank order; AllGather: the block to every peer; Broadcast: the root's buffer
 // to every peer; AlltoAll: block p to rank p. One step on the critical path where the ring takes n-1 or 2(n-1) and the tree two per level, for up
-// to n - 1 times the ring's bytes per rank: worth it only for a few KiB (TUTTI_ONESHOT_MAX_BYTES), or on 2 ranks,
-// where the bytes are the ring's. Every rank folds the same rows in the same order, so every rank gets the same
-// bits. On network ends that take user buffers (TUTTI_NET_ZERO_COPY_MIN_BYTES) a message that needs no scalar leaves
-// from the input, and an AllGather, Broadcast or AlltoAll message lands in the output, as a ring step does.
+// to n - 1 times the ring's bytes per rank (AllReduce, Broadcast): worth it for a few KiB (TUTTI_ONESHOT_MAX_BYTES),
+// or on 2 ranks, where the bytes are the ring's, as they are for AllGather, ReduceScatter and AlltoAll on any number
+// of ranks (TUTTI_ONESHOT_GATHER_MAX_BYTES, TUTTI_ONESHOT_ALLTOALL_MAX_BYTES: up to hundreds of KiB where the ranks
+// outnumber the cores and each of the ring's steps waits for a peer's turn). Every rank folds the same rows in the
+// same order, so every rank gets the same bits. On network ends that take user buffers (TUTTI_NET_ZERO_COPY_MIN_BYTES)
+// a message that needs no scalar leaves from the input, and an AllGather, Broadcast or AlltoAll message lands in the
+// output, as a ring step does.
 // An AllReduce may take the same plan by recursive doubling instead (plan kAlgoDoubling, OneShot::doubling): log2 n
 // steps of one message each way, folded as a balanced tree over rank order (every rank the same bits again). It
 // sends (n - 1) / log2 n times fewer messages, which is what a call costs where each message is system calls on
@@ -44,7 +47,8 @@ struct OneShot {
 // Whether a collective of `bytes` in all (AllGather: the output; ReduceScatter, AlltoAll: the input) takes the one-shot
 // path:
 // host backend, the default tuner alone in the chain (comm->corePaths), 2 to kOneShotMaxRanks ranks, 1 byte to
-// comm->oneShotMaxBytes, and within one Simple slot.
+// comm->oneShotMaxBytes (AllGather, ReduceScatter: or comm->oneShotGatherMaxBytes if that is larger), and within one
+// Simple slot.
 // An AlltoAll, whose messages are the peers' blocks (no more bytes than the grouped sends), up to
 // comm->oneShotAlltoAllMaxBytes if that is larger, its blocks within a slot.
 bool oneShotWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes);
