@@ -563,6 +563,100 @@ TEST(DetProcesses, TwoRanksTakeTheDefaultPaths) {
   }
 }
 
+// Within a node, 4 to 8 ranks each in its own process (TUTTI_FIXED_ORDER_SHM_MIN_BYTES unset: 128 KiB), the switch
+// off: a float AllReduce or ReduceScatter of 128 KiB of input or more takes the fixed-order paths (the COLL log marks
+// it "(fixed order)") and gives the reference's bits; a smaller one, an int32 one and a Reduce do not. Ranks as
+// threads read one another's inputs in place on either path: none of their calls is marked. With the threshold 0 the
+// processes' calls are not marked either. Each process logs its calls to a file of its own.
+TEST(DetFixedOrderShm, ProcessesTakeTheFixedOrderFrom128KiB) {
+  const char* dev = std::getenv("TUTTI_DEVICE");
+  if (dev && std::string(dev) != "host") GTEST_SKIP() << "the host backend's paths";
+  for (const char* v : {"NCCL_ALGO", "NCCL_PROTO", "TUTTI_FIXED_ORDER_SHM_MIN_BYTES", "NCCL_SHM_DISABLE",
+                        "TUTTI_DETERMINISTIC"})
+    if (std::getenv(v)) GTEST_SKIP() << v << " is set";
+  // On n ranks: AllReduce of 32768 floats (128 KiB: marked), 100003 (marked) and 32767 (not); ReduceScatter of
+  // 32768 / n floats a rank (128 KiB of input: marked) and one fewer (not). Where the calls are marked (`fixed`), the
+  // marked ones' bits against the reference.
+  auto body = [](ncclComm_t comm, int r, int n, bool fixed) -> std::string {
+    const size_t rsCount = 32768 / size_t(n);
+    for (size_t count : {size_t{32768}, size_t{100003}, size_t{32767}}) {
+      const Inputs<float> in(n, count, 11);
+      std::vector<float> want, out(count);
+      in.reference(0, count, ncclFloat32, ncclSum, &want);
+      DET_OK(ncclAllReduce(in.rank[r].data(), out.data(), count, ncclFloat32, ncclSum, comm, nullptr));
+      if (!fixed || count == 32767) continue;
+      if (std::string e = firstDiff(out.data(), want.data(), count, "AllReduce"); !e.empty())
+        return "count " + std::to_string(count) + ": " + e;
+    }
+    for (size_t count : {rsCount, rsCount - 1}) {
+      const Inputs<float> in(n, count * n, 13);
+      std::vector<float> want, block(count);
+      in.reference(size_t(r) * count, count, ncclFloat32, ncclSum, &want);
+      DET_OK(ncclReduceScatter(in.rank[r].data(), block.data(), count, ncclFloat32, ncclSum, comm, nullptr));
+      if (!fixed || count != rsCount) continue;
+      if (std::string e = firstDiff(block.data(), want.data(), count, "ReduceScatter"); !e.empty())
+        return "count " + std::to_string(count) + ": " + e;
+    }
+    std::vector<int32_t> ints(65536, r + 1), intsOut(65536);
+    DET_OK(ncclAllReduce(ints.data(), intsOut.data(), ints.size(), ncclInt32, ncclSum, comm, nullptr));
+    if (intsOut[65535] != n * (n + 1) / 2) return "int32 AllReduce";
+    std::vector<float> f(65536, 1.0f), fOut(65536);
+    DET_OK(ncclReduce(f.data(), fOut.data(), f.size(), ncclFloat32, ncclSum, 0, comm, nullptr));
+    if (r == 0 && fOut[17] != float(n)) return "Reduce";
+    return {};
+  };
+  const std::string base = "/tmp/tutti-det-fixed-shm-" + std::to_string(getpid()) + ".";
+  auto logTo = [&base](int r) {
+    setenv("NCCL_DEBUG", "INFO", 1);
+    setenv("NCCL_DEBUG_SUBSYS", "COLL", 1);
+    setenv("NCCL_DEBUG_FILE", (base + std::to_string(r)).c_str(), 1);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    ncclResetDebugInit();  // the parent may have read the settings before the fork
+#pragma GCC diagnostic pop
+  };
+  // Lines of rank r's log that contain every one of `parts`.
+  auto countIn = [&base](int r, std::initializer_list<std::string> parts) {
+    std::ifstream in(base + std::to_string(r));
+    std::string line;
+    size_t k = 0;
+    while (std::getline(in, line))
+      k += std::all_of(parts.begin(), parts.end(), [&](const std::string& p) { return line.find(p) != std::string::npos; });
+    return k;
+  };
+  for (int n : {4, 8}) {
+    for (auto& f : tutti::itest::onForkedRanks(n, [&](ncclComm_t comm, int r) { return body(comm, r, n, true); }, logTo))
+      ADD_FAILURE() << n << " processes: " << f;
+    const std::string rsMarked = "count " + std::to_string(32768 / n) + " ";
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(countIn(r, {"AllReduce: opCount"}), size_t(4)) << n << " processes, rank " << r;
+      EXPECT_EQ(countIn(r, {"(fixed order)"}), size_t(3)) << n << " processes, rank " << r;
+      EXPECT_EQ(countIn(r, {"AllReduce: opCount", "count 32768 ", "(fixed order)"}), size_t(1)) << n << ", " << r;
+      EXPECT_EQ(countIn(r, {"AllReduce: opCount", "count 100003 ", "(fixed order)"}), size_t(1)) << n << ", " << r;
+      EXPECT_EQ(countIn(r, {"ReduceScatter: opCount", rsMarked, "(fixed order)"}), size_t(1)) << n << ", " << r;
+      EXPECT_EQ(countIn(r, {"(deterministic)"}), size_t(0)) << n << " processes, rank " << r;
+      std::remove((base + std::to_string(r)).c_str());
+    }
+  }
+  {
+    tutti::itest::ScopedEnv off("TUTTI_FIXED_ORDER_SHM_MIN_BYTES", "0");
+    constexpr int n = 4;
+    for (auto& f : tutti::itest::onForkedRanks(n, [&](ncclComm_t comm, int r) { return body(comm, r, n, false); }, logTo))
+      ADD_FAILURE() << "TUTTI_FIXED_ORDER_SHM_MIN_BYTES=0: " << f;
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(countIn(r, {"AllReduce: opCount"}), size_t(4)) << "threshold 0, rank " << r;
+      EXPECT_EQ(countIn(r, {"(fixed order)"}), size_t(0)) << "threshold 0, rank " << r;
+      std::remove((base + std::to_string(r)).c_str());
+    }
+  }
+  constexpr int n = 4;
+  tutti::itest::LogFile log("COLL");
+  for (auto& f : onThreads(n, [&](ncclComm_t comm, int r) { return body(comm, r, n, false); }, /*det=*/0))
+    ADD_FAILURE() << n << " threads: " << f;
+  EXPECT_EQ(log.count("AllReduce: opCount"), size_t(4 * n));
+  EXPECT_EQ(log.count("(fixed order)"), size_t(0));
+}
+
 // The table, 4 ranks, 1M elements: elements that differ between calls that must agree, with the switch
 // on (asserted 0) and off (printed: what the default path gives).
 template <typename T>
