@@ -57,9 +57,15 @@ __attribute__((target("avx2"))) size_t sumRows4(const void* const* in, void* out
 
 // The same eight doubles a step (AVX-512F; VL for the eight-float mask move). Zen 4, 4 rows of 64K floats in L2:
 // 20.9 us with AVX2's four lanes, 13.1 with eight (the widening converts bound both; the fp32 sum takes 12.3).
+// The tree's first level adds each pair as a * 1.0 + b in one fused multiply-add: a * 1.0 is exact, so the one
+// rounding is the add's (the same bits, a NaN made detNan after), and the pairs go to the multiply-add units while
+// the widening converts and the other levels' adds take the add units (Zen 4, fold_perf, three interleaved rounds,
+// us: 8 rows of 4K floats 1.54-1.57 -> 1.28-1.45, of 16K 5.95-6.36 -> 5.05-5.60; 4 rows of 4K 0.76-0.78 -> 0.65-0.71,
+// of 16K 2.91-3.05 -> 2.47-2.77; from 64K floats a row, in L3 or memory, a few percent; benchmarks/results/fold.md).
 template <int Lo, int Size>
 __attribute__((target("avx512f,avx512vl"), always_inline)) inline __m512d perfectSum8(const __m512d* x) {
   if constexpr (Size == 1) return x[Lo];
+  else if constexpr (Size == 2) return _mm512_fmadd_pd(x[Lo], _mm512_set1_pd(1.0), x[Lo + 1]);
   else return _mm512_add_pd(perfectSum8<Lo, Size / 2>(x), perfectSum8<Lo + Size / 2, Size / 2>(x));
 }
 template <int Lo, int Rem>
