@@ -14,24 +14,40 @@ namespace {
 
 // det_reduce.h's tree over N vectors of four doubles: perfectSum4<Lo, Size> the perfect subtree over rows
 // [Lo, Lo + Size), blockSum4<Lo, Rem> the blocks of Rem's binary digits from row Lo, largest first, combined from the
-// last backwards (B0 + (B1 + B2)).
-template <int Lo, int Size>
+// last backwards (B0 + (B1 + B2)). With kFma the first level adds each pair as a * 1.0 + b in one vfmadd213pd, written
+// in assembly so that the functions keep target("avx2") and the compiler itself emits no FMA (the CPU must have it):
+// a * 1.0 is exact, so the one rounding is the add's (the same bits, a NaN made detNan after), and the pairs go to
+// the multiply-add units while the converts and the other adds take the add units (Zen 4, `fold_perf -l 4 -F 0|1`,
+// three interleaved rounds, us: 4 rows of 4K floats 1.47-1.48 -> 1.17-1.22, of 16K 5.65-5.84 -> 4.65-4.72; 8 rows of
+// 4K 2.61-2.64 -> 2.14-2.18, of 16K 10.4-10.7 -> 8.56-8.60; benchmarks/results/fold.md).
+template <bool kFma>
+__attribute__((target("avx2"), always_inline)) inline __m256d pairSum4(__m256d a, __m256d b) {
+  if constexpr (kFma) {
+    const __m256d one = _mm256_set1_pd(1.0);
+    asm("vfmadd213pd %2, %1, %0" : "+x"(a) : "x"(one), "x"(b));  // a = one * a + b
+    return a;
+  } else {
+    return _mm256_add_pd(a, b);
+  }
+}
+template <int Lo, int Size, bool kFma>
 __attribute__((target("avx2"), always_inline)) inline __m256d perfectSum4(const __m256d* x) {
   if constexpr (Size == 1) return x[Lo];
-  else return _mm256_add_pd(perfectSum4<Lo, Size / 2>(x), perfectSum4<Lo + Size / 2, Size / 2>(x));
+  else if constexpr (Size == 2) return pairSum4<kFma>(x[Lo], x[Lo + 1]);
+  else return _mm256_add_pd(perfectSum4<Lo, Size / 2, kFma>(x), perfectSum4<Lo + Size / 2, Size / 2, kFma>(x));
 }
-template <int Lo, int Rem>
+template <int Lo, int Rem, bool kFma>
 __attribute__((target("avx2"), always_inline)) inline __m256d blockSum4(const __m256d* x) {
   constexpr int kBlock = 1 << (31 - __builtin_clz(unsigned(Rem)));
-  if constexpr (kBlock == Rem) return perfectSum4<Lo, kBlock>(x);
-  else return _mm256_add_pd(perfectSum4<Lo, kBlock>(x), blockSum4<Lo + kBlock, Rem - kBlock>(x));
+  if constexpr (kBlock == Rem) return perfectSum4<Lo, kBlock, kFma>(x);
+  else return _mm256_add_pd(perfectSum4<Lo, kBlock, kFma>(x), blockSum4<Lo + kBlock, Rem - kBlock, kFma>(x));
 }
 
 // Each row widened by one vcvtps2pd (the compiler's vectorisation of detSumFixed splits the widening loads and
 // reassembles them: 4 rows of 16K floats in cache took 15.9 us, this 6.9; 8 rows 26.7 and 13.3). IEEE double adds,
-// multiplies and divides in the tree's order, no fused multiply-add, and vcvtpd2ps rounds to nearest even as a cast
-// does: the bits of the scalar form.
-template <int N, bool kScaled, bool kAverage>
+// multiplies and divides in the tree's order (the fused first level above rounds as they do), and vcvtpd2ps rounds
+// to nearest even as a cast does: the bits of the scalar form.
+template <int N, bool kScaled, bool kAverage, bool kFma>
 __attribute__((target("avx2"))) size_t sumRows4(const void* const* in, void* out, size_t count, const double* scalars) {
   const float* src[N];
   for (int k = 0; k < N; ++k) src[k] = static_cast<const float*>(in[k]);
@@ -47,7 +63,7 @@ __attribute__((target("avx2"))) size_t sumRows4(const void* const* in, void* out
       x[r] = _mm256_cvtps_pd(_mm_loadu_ps(src[r] + i));
       if constexpr (kScaled) x[r] = _mm256_mul_pd(x[r], scale[r]);
     }
-    __m256d sum = blockSum4<0, N>(x);
+    __m256d sum = blockSum4<0, N, kFma>(x);
     if constexpr (kAverage) sum = _mm256_div_pd(sum, _mm256_set1_pd(double(N)));
     const __m128 f = _mm256_cvtpd_ps(sum);
     _mm_storeu_ps(dst + i, _mm_blendv_ps(f, nan, _mm_cmpunord_ps(f, f)));
@@ -100,17 +116,24 @@ __attribute__((target("avx512f,avx512vl"))) size_t sumRows8(const void* const* i
   return i;
 }
 
+template <int N, bool kFma>
+size_t sumRowsOf4(bool scaled, bool average, const void* const* in, void* out, size_t count, const double* scalars) {
+  if (scaled) return sumRows4<N, true, false, kFma>(in, out, count, scalars);
+  if (average) return sumRows4<N, false, true, kFma>(in, out, count, scalars);
+  return sumRows4<N, false, false, kFma>(in, out, count, scalars);
+}
+
 template <int N>
-size_t sumRowsOf(int lanes, bool scaled, bool average, const void* const* in, void* out, size_t count,
+size_t sumRowsOf(int lanes, bool fma, bool scaled, bool average, const void* const* in, void* out, size_t count,
                  const double* scalars) {
   if (lanes == 8) {
     if (scaled) return sumRows8<N, true, false>(in, out, count, scalars);
     if (average) return sumRows8<N, false, true>(in, out, count, scalars);
     return sumRows8<N, false, false>(in, out, count, scalars);
   }
-  if (scaled) return sumRows4<N, true, false>(in, out, count, scalars);
-  if (average) return sumRows4<N, false, true>(in, out, count, scalars);
-  return sumRows4<N, false, false>(in, out, count, scalars);
+  static const bool cpuFma = __builtin_cpu_supports("fma");
+  return fma && cpuFma ? sumRowsOf4<N, true>(scaled, average, in, out, count, scalars)
+                       : sumRowsOf4<N, false>(scaled, average, in, out, count, scalars);
 }
 
 }  // namespace
@@ -123,17 +146,17 @@ int detSumFloatLanes() {
 }
 
 size_t detSumFloatSimd(int n, bool scaled, bool average, const void* const* in, void* out, size_t count,
-                       const double* scalars, int lanes) {
+                       const double* scalars, int lanes, bool fma) {
   const int best = detSumFloatLanes();
   if (lanes == 0) lanes = best;
   if ((lanes != 4 && lanes != 8) || lanes > best || count < size_t(lanes)) return 0;
   switch (n) {
-    case 3: return sumRowsOf<3>(lanes, scaled, average, in, out, count, scalars);
-    case 4: return sumRowsOf<4>(lanes, scaled, average, in, out, count, scalars);
-    case 5: return sumRowsOf<5>(lanes, scaled, average, in, out, count, scalars);
-    case 6: return sumRowsOf<6>(lanes, scaled, average, in, out, count, scalars);
-    case 7: return sumRowsOf<7>(lanes, scaled, average, in, out, count, scalars);
-    case 8: return sumRowsOf<8>(lanes, scaled, average, in, out, count, scalars);
+    case 3: return sumRowsOf<3>(lanes, fma, scaled, average, in, out, count, scalars);
+    case 4: return sumRowsOf<4>(lanes, fma, scaled, average, in, out, count, scalars);
+    case 5: return sumRowsOf<5>(lanes, fma, scaled, average, in, out, count, scalars);
+    case 6: return sumRowsOf<6>(lanes, fma, scaled, average, in, out, count, scalars);
+    case 7: return sumRowsOf<7>(lanes, fma, scaled, average, in, out, count, scalars);
+    case 8: return sumRowsOf<8>(lanes, fma, scaled, average, in, out, count, scalars);
     default: return 0;
   }
 }
@@ -142,7 +165,7 @@ size_t detSumFloatSimd(int n, bool scaled, bool average, const void* const* in, 
 
 int detSumFloatLanes() { return 0; }
 
-size_t detSumFloatSimd(int, bool, bool, const void* const*, void*, size_t, const double*, int) { return 0; }
+size_t detSumFloatSimd(int, bool, bool, const void* const*, void*, size_t, const double*, int, bool) { return 0; }
 
 #endif
 

@@ -14,9 +14,10 @@ int detSumFloatLanes();
 // out[i] = the fixed-order tree (det_reduce.h) over n = 3 to 8 fp32 rows, for i below the returned count: widened to
 // double, each row times scalars[r] when `scaled`, the sum divided by n when `average`, rounded once to fp32, a NaN as
 // detNan. The same bits as detSumFixed, `lanes` elements a step: 0 for detSumFloatLanes(), else 4 or 8 (a test's
-// choice). Returns count rounded down to a multiple of the lanes, or 0 where it does not apply (another n, lanes the
-// CPU lacks): the caller does the rest.
+// choice). With 4 lanes the tree's first level runs on fused multiply-adds where the CPU has FMA and `fma` is set
+// (false: plain adds, the form of CPUs without FMA; a test's choice). Returns count rounded down to a multiple of the
+// lanes, or 0 where it does not apply (another n, lanes the CPU lacks): the caller does the rest.
 size_t detSumFloatSimd(int n, bool scaled, bool average, const void* const* in, void* out, size_t count,
-                       const double* scalars, int lanes = 0);
+                       const double* scalars, int lanes = 0, bool fma = true);
 
 }  // namespace tutti
