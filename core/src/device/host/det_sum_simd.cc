@@ -24,7 +24,7 @@ template <bool kFma>
 __attribute__((target("avx2"), always_inline)) inline __m256d pairSum4(__m256d a, __m256d b) {
   if constexpr (kFma) {
     const __m256d one = _mm256_set1_pd(1.0);
-    asm("vfmadd213pd %2, %1, %0" : "+x"(a) : "x"(one), "x"(b));  // a = one * a + b
+    asm("vfmadd213pd {%2, %1, %0|%0, %1, %2}" : "+x"(a) : "x"(one), "x"(b));  // a = one * a + b (AT&T|Intel)
     return a;
   } else {
     return _mm256_add_pd(a, b);
