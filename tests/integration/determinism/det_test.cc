@@ -519,6 +519,19 @@ TEST(DetProcesses, SocketNetworkBetweenHosts) {
   for (auto& f : tutti::itest::onForkedRanks(n, body, ownHost)) ADD_FAILURE() << f;
 }
 
+// For onForkedRanks: each forked rank r logs its COLL lines to base + r.
+std::function<void(int)> collLogPerRank(const std::string& base) {
+  return [base](int r) {
+    setenv("NCCL_DEBUG", "INFO", 1);
+    setenv("NCCL_DEBUG_SUBSYS", "COLL", 1);
+    setenv("NCCL_DEBUG_FILE", (base + std::to_string(r)).c_str(), 1);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    ncclResetDebugInit();  // the parent may have read the settings before the fork
+#pragma GCC diagnostic pop
+  };
+}
+
 // Two processes over shm, Sum and Avg (detPairPath): from 256 KiB a deterministic AllReduce takes the default's
 // ring, not the direct path, and gives the reference's bits; where TUTTI_DET_DIRECT_MIN_BYTES is set (the `direct`
 // variant), the direct path. Each rank logs its calls to a file of its own.
@@ -531,15 +544,7 @@ TEST(DetProcesses, TwoRanksTakeTheDefaultPaths) {
     DET_OK(tuttiCommSetDeterministic(comm, 1));
     return checkAll(comm, r, n, {1001, 70001}, nullptr, false);
   };
-  auto logTo = [&base](int r) {
-    setenv("NCCL_DEBUG", "INFO", 1);
-    setenv("NCCL_DEBUG_SUBSYS", "COLL", 1);
-    setenv("NCCL_DEBUG_FILE", (base + std::to_string(r)).c_str(), 1);
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-    ncclResetDebugInit();  // the parent may have read the settings before the fork
-#pragma GCC diagnostic pop
-  };
+  const auto logTo = collLogPerRank(base);
   const char* directMin = std::getenv("TUTTI_DET_DIRECT_MIN_BYTES");
   const bool directSet = directMin && std::strtoll(directMin, nullptr, 10) > 0;
   for (auto& f : tutti::itest::onForkedRanks(n, body, logTo)) ADD_FAILURE() << f;
@@ -606,15 +611,7 @@ TEST(DetFixedOrderShm, ProcessesTakeTheFixedOrderFrom128KiB) {
     return {};
   };
   const std::string base = "/tmp/tutti-det-fixed-shm-" + std::to_string(getpid()) + ".";
-  auto logTo = [&base](int r) {
-    setenv("NCCL_DEBUG", "INFO", 1);
-    setenv("NCCL_DEBUG_SUBSYS", "COLL", 1);
-    setenv("NCCL_DEBUG_FILE", (base + std::to_string(r)).c_str(), 1);
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-    ncclResetDebugInit();  // the parent may have read the settings before the fork
-#pragma GCC diagnostic pop
-  };
+  const auto logTo = collLogPerRank(base);
   // Lines of rank r's log that contain every one of `parts`.
   auto countIn = [&base](int r, std::initializer_list<std::string> parts) {
     std::ifstream in(base + std::to_string(r));
