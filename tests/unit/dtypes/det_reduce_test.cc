@@ -383,6 +383,68 @@ TEST(DetReduce, FloatSumsOfThreeToEightRowsMatchTheReferenceOnEveryBitPattern) {
   }
 }
 
+// fp32 sums of 2 rows (AVX-512 where the CPU has it, 32 floats a step) against the reference's widen-add-round, over
+// every kind of bit pattern (any words with NaN payloads, overflow near FLT_MAX, cancellation, exponents far apart):
+// into one output and into two (a ring step's), out of place and in place over either row, a remainder past the
+// last full step, rows off alignment.
+TEST(DetReduce, FloatSumsOfTwoRowsMatchTheReferenceOnEveryBitPattern) {
+  std::mt19937_64 rng(2030);
+  constexpr size_t kCount = (1 << 14) + 29;
+  auto bits = [](uint32_t u) { return __builtin_bit_cast(float, u); };
+  std::vector<std::vector<char>> rows(2, std::vector<char>((kCount + 1) * sizeof(float)));
+  size_t nans = 0;
+  for (size_t i = 0; i < kCount; ++i) {
+    for (int k = 0; k < 2; ++k) {
+      const uint32_t u = uint32_t(rng());
+      float v;
+      switch (i % 4) {
+        case 0: v = bits(u); break;
+        case 1: v = bits((u & 0x80000000u) | 0x7f000000u | (u & 0x7fffff)); break;
+        case 2: v = k ? -bits(0x3f800000u | (u & 0x7fffff)) : bits(0x3f800000u | (u & 0x7fffff)); break;
+        default: v = bits((u & 0x807fffffu) | ((1 + (u >> 8) % 254) << 23));
+      }
+      nans += v != v;
+      std::memcpy(rows[k].data() + 1 + i * sizeof(float), &v, sizeof v);
+    }
+  }
+  ASSERT_GT(nans, 0u);
+  const void* in[2] = {rows[0].data() + 1, rows[1].data() + 1};
+  const ResolvedRedOp r = builtin(ncclSum, ncclFloat32, 2);
+  std::vector<float> want(kCount);
+  ASSERT_EQ(detReduceReference(in, 2, want.data(), kCount, r, nullptr), ncclSuccess);
+  auto expectWant = [&](const void* got, const char* what) {
+    for (size_t i = 0; i < kCount; ++i) {
+      float g;
+      std::memcpy(&g, static_cast<const char*>(got) + i * sizeof(float), sizeof g);
+      ASSERT_TRUE(sameBits(g, want[i])) << what << " element " << i << ": got " << g << ", want " << want[i];
+    }
+  };
+  std::vector<float> a(kCount), b(kCount);
+  void* two[2] = {a.data(), b.data()};
+  hostDetReduceCopy(r, 2, in, 2, two, kCount, nullptr);
+  expectWant(a.data(), "two outputs, the first:");
+  expectWant(b.data(), "two outputs, the second:");
+  for (int over = 0; over < 2; ++over) {  // in place over row 0, then over row 1
+    std::vector<char> copy[2] = {rows[0], rows[1]};
+    const void* inPlace[2] = {copy[0].data() + 1, copy[1].data() + 1};
+    void* out[1] = {copy[over].data() + 1};
+    hostDetReduceCopy(r, 2, inPlace, 1, out, kCount, nullptr);
+    expectWant(out[0], over ? "in place over row 1:" : "in place over row 0:");
+  }
+  if (detSumFloatLanes() == 8) {
+    std::vector<float> part(kCount);
+    void* out[1] = {part.data()};
+    const size_t done = detSumFloatPair(in, 1, out, kCount);
+    ASSERT_EQ(done, kCount / 32 * 32);
+    for (size_t i = 0; i < done; ++i)
+      ASSERT_TRUE(sameBits(part[i], want[i])) << "AVX-512 form, element " << i << ": got " << part[i] << ", want "
+                                              << want[i];
+  } else {
+    void* out[1] = {a.data()};
+    EXPECT_EQ(detSumFloatPair(in, 1, out, kCount), 0u);
+  }
+}
+
 // fp16 sums of 2 to 8 rows (F16C where the CPU has it) against the reference, over every kind of bit pattern: any
 // 16-bit words (NaNs with payloads, infinities, subnormals, both zeros), rows near the largest finite value that
 // overflow, rows that cancel; Sum, Avg and a PreMulSum with a scalar per rank; a remainder past the last full
