@@ -432,13 +432,23 @@ TEST(DetReduce, FloatSumsOfTwoRowsMatchTheReferenceOnEveryBitPattern) {
     expectWant(out[0], over ? "in place over row 1:" : "in place over row 0:");
   }
   if (detSumFloatLanes() == 8) {
-    std::vector<float> part(kCount);
-    void* out[1] = {part.data()};
-    const size_t done = detSumFloatPair(in, 1, out, kCount);
-    ASSERT_EQ(done, kCount / 32 * 32);
-    for (size_t i = 0; i < done; ++i)
-      ASSERT_TRUE(sameBits(part[i], want[i])) << "AVX-512 form, element " << i << ": got " << part[i] << ", want "
-                                              << want[i];
+    // The AVX-512 form alone, its output at every offset within a 64-byte line (its first elements up to the line's
+    // end, then whole steps, then masked ones), counts around its steps; nothing written past the count.
+    std::vector<float> part(kCount + 64);
+    for (size_t off = 0; off < 16; ++off) {
+      for (size_t count : {size_t(0), size_t(1), size_t(15), size_t(16), size_t(17), size_t(31), size_t(32),
+                           size_t(33), size_t(63), kCount - off}) {
+        std::fill(part.begin(), part.end(), 7.0f);
+        void* out[1] = {part.data() + off};
+        ASSERT_EQ(detSumFloatPair(in, 1, out, count), count);
+        for (size_t i = 0; i < part.size(); ++i) {
+          const bool inside = i >= off && i < off + count;
+          ASSERT_TRUE(inside ? sameBits(part[i], want[i - off]) : part[i] == 7.0f)
+              << "AVX-512 form, output offset " << off << ", count " << count << ", element " << i << ": got "
+              << part[i];
+        }
+      }
+    }
   } else {
     void* out[1] = {a.data()};
     EXPECT_EQ(detSumFloatPair(in, 1, out, kCount), 0u);

@@ -226,18 +226,9 @@ bool detSumFixedOp(const DetOp<T>& op, const void* const* in, void* const* out, 
                    const void* rankScalars) {
   using A = DetAcc<T>;
   if constexpr (std::is_same_v<T, float> && N == 2) {
-    // AVX-512 where the CPU has it (det_sum_simd.h); the last count % 32 elements here.
-    if (op.kind == RedOpKind::Sum && !op.average) {
-      const size_t done = detSumFloatPair(in, kTwoOut ? 2 : 1, out, count);
-      if (done > 0 && done < count) {
-        const void* rest[2] = {static_cast<const char*>(in[0]) + done * sizeof(T),
-                               static_cast<const char*>(in[1]) + done * sizeof(T)};
-        void* restOut[2] = {static_cast<char*>(out[0]) + done * sizeof(T),
-                            kTwoOut ? static_cast<char*>(out[1]) + done * sizeof(T) : nullptr};
-        detSumFixed<T, N, false, false, kTwoOut>(rest, restOut, count - done, nullptr);
-      }
-      if (done > 0) return true;
-    }
+    // AVX-512 where the CPU has it (det_sum_simd.h).
+    if (op.kind == RedOpKind::Sum && !op.average && detSumFloatPair(in, kTwoOut ? 2 : 1, out, count) == count)
+      return true;
   }
   if constexpr (std::is_same_v<T, float> && N >= 3 && !kTwoOut) {
     // Written out for AVX-512 or AVX2 (det_sum_simd.h) where the CPU has it; the last count % 8 or 4 elements here.

@@ -20,9 +20,9 @@ int detSumFloatLanes();
 size_t detSumFloatSimd(int n, bool scaled, bool average, const void* const* in, void* out, size_t count,
                        const double* scalars, int lanes = 0, bool fma = true);
 
-// out[d][i] = in[0][i] + in[1][i] in fp32, a NaN as detNan, for d below nOut (1 or 2) and i below the returned count
-// (a multiple of 32; 0 without AVX-512F): the fixed order's bits for two fp32 rows (detSumFixed). An output may be
-// one of the inputs.
+// out[d][i] = in[0][i] + in[1][i] in fp32, a NaN as detNan, for d below nOut (1 or 2) and every i below count, with
+// AVX-512F: the fixed order's bits for two fp32 rows (detSumFixed). Returns count, or 0 without AVX-512F (the caller
+// does it all). An output may be one of the inputs.
 size_t detSumFloatPair(const void* const* in, int nOut, void* const* out, size_t count);
 
 }  // namespace tutti
