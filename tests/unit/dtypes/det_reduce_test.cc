@@ -366,17 +366,19 @@ TEST(DetReduce, FloatSumsOfThreeToEightRowsMatchTheReferenceOnEveryBitPattern) {
       // Each vector width the CPU has, not only the widest one the host form picks.
       std::vector<double> wide(n);
       for (int k = 0; k < n; ++k) wide[k] = scalars[k];
-      // 4 lanes with the first level on fused multiply-adds (where the CPU has FMA) and with adds only.
-      for (int form : {4, -4, 8}) {
-        const int lanes = form < 0 ? -form : form;
+      // 4 lanes with the first level on fused multiply-adds (where the CPU has FMA) and with adds only; 8 lanes with
+      // and without prefetching the rows (16: with).
+      for (int form : {4, -4, 8, 16}) {
+        const int lanes = form < 0 ? -form : std::min(form, 8);
         if (lanes > detSumFloatLanes()) continue;
         std::vector<float> part(kCount);
-        const size_t done =
-            detSumFloatSimd(n, o == 2, o == 1, in.data(), part.data(), kCount, wide.data(), lanes, form > 0);
+        const size_t done = detSumFloatSimd(n, o == 2, o == 1, in.data(), part.data(), kCount, wide.data(), lanes,
+                                            form > 0, form == 16);
         ASSERT_EQ(done, kCount / lanes * lanes) << "lanes " << lanes;
         for (size_t i = 0; i < done; ++i)
           ASSERT_TRUE(sameBits(part[i], want[i])) << "n=" << n << " op " << o << " lanes " << lanes
-                                                  << (form > 0 ? "" : " (adds only)") << " element " << i
+                                                  << (form > 0 ? "" : " (adds only)")
+                                                  << (form == 16 ? " (prefetch)" : "") << " element " << i
                                                   << ": got " << part[i] << ", want " << want[i];
       }
     }

@@ -223,7 +223,7 @@ void detSumFixed(const void* const* in, void* const* out, size_t count, const De
 
 template <typename T, int N, bool kTwoOut>
 bool detSumFixedOp(const DetOp<T>& op, const void* const* in, void* const* out, size_t count,
-                   const void* rankScalars) {
+                   const void* rankScalars, bool coldRows) {
   using A = DetAcc<T>;
   if constexpr (std::is_same_v<T, float> && N == 2) {
     // AVX-512 where the CPU has it (det_sum_simd.h).
@@ -240,13 +240,13 @@ bool detSumFixedOp(const DetOp<T>& op, const void* const* in, void* const* out, 
     }
     const bool sum = op.kind == RedOpKind::Sum;
     if (sum || op.kind == RedOpKind::PreMulSum) {
-      const size_t done = detSumFloatSimd(N, !sum, sum && op.average, in, out[0], count, sc);
+      const size_t done = detSumFloatSimd(N, !sum, sum && op.average, in, out[0], count, sc, 0, true, coldRows);
       if (done > 0) {
         if (done == count) return true;
         const void* rest[N];
         for (int k = 0; k < N; ++k) rest[k] = static_cast<const char*>(in[k]) + done * sizeof(T);
         void* restOut = static_cast<char*>(out[0]) + done * sizeof(T);
-        return detSumFixedOp<T, N, kTwoOut>(op, rest, &restOut, count - done, rankScalars);
+        return detSumFixedOp<T, N, kTwoOut>(op, rest, &restOut, count - done, rankScalars, false);
       }
     }
   }
@@ -288,19 +288,19 @@ bool detSumHalf(const DetOp<Half>& op, int n, const void* const* in, void* out, 
 // outputs; fp16 with F16C into one), else false.
 template <typename T>
 bool detSumFast(const DetOp<T>& op, int n, const void* const* in, int nOut, void* const* out, size_t count,
-                const void* rankScalars) {
+                const void* rankScalars, bool coldRows) {
   if constexpr (std::is_same_v<T, Half>) return nOut == 1 && detSumHalf(op, n, in, out[0], count, rankScalars);
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, BFloat16>) {
-    if (nOut == 2 && n == 2) return detSumFixedOp<T, 2, true>(op, in, out, count, rankScalars);
+    if (nOut == 2 && n == 2) return detSumFixedOp<T, 2, true>(op, in, out, count, rankScalars, coldRows);
     if (nOut != 1) return false;
     switch (n) {
-      case 2: return detSumFixedOp<T, 2, false>(op, in, out, count, rankScalars);
-      case 3: return detSumFixedOp<T, 3, false>(op, in, out, count, rankScalars);
-      case 4: return detSumFixedOp<T, 4, false>(op, in, out, count, rankScalars);
-      case 5: return detSumFixedOp<T, 5, false>(op, in, out, count, rankScalars);
-      case 6: return detSumFixedOp<T, 6, false>(op, in, out, count, rankScalars);
-      case 7: return detSumFixedOp<T, 7, false>(op, in, out, count, rankScalars);
-      case 8: return detSumFixedOp<T, 8, false>(op, in, out, count, rankScalars);
+      case 2: return detSumFixedOp<T, 2, false>(op, in, out, count, rankScalars, coldRows);
+      case 3: return detSumFixedOp<T, 3, false>(op, in, out, count, rankScalars, coldRows);
+      case 4: return detSumFixedOp<T, 4, false>(op, in, out, count, rankScalars, coldRows);
+      case 5: return detSumFixedOp<T, 5, false>(op, in, out, count, rankScalars, coldRows);
+      case 6: return detSumFixedOp<T, 6, false>(op, in, out, count, rankScalars, coldRows);
+      case 7: return detSumFixedOp<T, 7, false>(op, in, out, count, rankScalars, coldRows);
+      case 8: return detSumFixedOp<T, 8, false>(op, in, out, count, rankScalars, coldRows);
       default: return false;
     }
   }
@@ -448,12 +448,13 @@ void hostDetFinish(const ResolvedRedOp& op, int n, const void* acc, void* out, s
 }
 
 void hostDetReduceCopy(const ResolvedRedOp& op, int n, const void* const* in, int nOut, void* const* out,
-                       size_t count, const void* rankScalars) {
+                       size_t count, const void* rankScalars, bool coldRows) {
   if (count == 0 || n < 1 || nOut < 1) return;
   dispatchDataType(op.datatype, [&](auto tag) {
     using T = typename decltype(tag)::Type;
     const DetOp<T> d = detOpOf<T>(op);
-    if (!detSumFast<T>(d, n, in, nOut, out, count, rankScalars)) detReduceChunks<T>(d, n, in, nOut, out, count, rankScalars);
+    if (!detSumFast<T>(d, n, in, nOut, out, count, rankScalars, coldRows))
+      detReduceChunks<T>(d, n, in, nOut, out, count, rankScalars);
   });
 }
 

@@ -81,22 +81,27 @@ __attribute__((target("avx2"))) size_t sumRows4(const void* const* in, void* out
 // the widening converts and the other levels' adds take the add units (Zen 4, fold_perf, three interleaved rounds,
 // us: 8 rows of 4K floats 1.54-1.57 -> 1.28-1.45, of 16K 5.95-6.36 -> 5.05-5.60; 4 rows of 4K 0.76-0.78 -> 0.65-0.71,
 // of 16K 2.91-3.05 -> 2.47-2.77; from 64K floats a row, in L3 or memory, a few percent; benchmarks/results/fold.md).
+// The other levels are fused multiply-adds too (x * 1.0 + y, one rounding as the add's), which leaves the add units
+// to the converts alone: 8 rows of 16K floats, four interleaved rounds, 4.98-5.19 -> 4.82-4.97 us.
 template <int Lo, int Size>
 __attribute__((target("avx512f,avx512vl"), always_inline)) inline __m512d perfectSum8(const __m512d* x) {
   if constexpr (Size == 1) return x[Lo];
   else if constexpr (Size == 2) return _mm512_fmadd_pd(x[Lo], _mm512_set1_pd(1.0), x[Lo + 1]);
-  else return _mm512_add_pd(perfectSum8<Lo, Size / 2>(x), perfectSum8<Lo + Size / 2, Size / 2>(x));
+  else return _mm512_fmadd_pd(perfectSum8<Lo, Size / 2>(x), _mm512_set1_pd(1.0), perfectSum8<Lo + Size / 2, Size / 2>(x));
 }
 template <int Lo, int Rem>
 __attribute__((target("avx512f,avx512vl"), always_inline)) inline __m512d blockSum8(const __m512d* x) {
   constexpr int kBlock = 1 << (31 - __builtin_clz(unsigned(Rem)));
   if constexpr (kBlock == Rem) return perfectSum8<Lo, kBlock>(x);
-  else return _mm512_add_pd(perfectSum8<Lo, kBlock>(x), blockSum8<Lo + kBlock, Rem - kBlock>(x));
+  else return _mm512_fmadd_pd(perfectSum8<Lo, kBlock>(x), _mm512_set1_pd(1.0), blockSum8<Lo + kBlock, Rem - kBlock>(x));
 }
+
+// Software prefetch of cold rows (detSumFloatSimd's `prefetch`), each row's line this many bytes ahead.
+constexpr int kPrefetchAhead = 1024;
 
 template <int N, bool kScaled, bool kAverage>
 __attribute__((target("avx512f,avx512vl"))) size_t sumRows8(const void* const* in, void* out, size_t count,
-                                                             const double* scalars) {
+                                                             const double* scalars, bool prefetch) {
   const float* src[N];
   for (int k = 0; k < N; ++k) src[k] = static_cast<const float*>(in[k]);
   float* dst = static_cast<float*>(out);
@@ -105,6 +110,10 @@ __attribute__((target("avx512f,avx512vl"))) size_t sumRows8(const void* const* i
   const __m256 nan = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(floatBits(detNan<float>()))));
   size_t i = 0;
   for (; i + 8 <= count; i += 8) {
+    if (prefetch && (i & 15) == 0) {  // each row's line 1 KiB ahead, once a line
+#pragma GCC unroll 8
+      for (int r = 0; r < N; ++r) _mm_prefetch(reinterpret_cast<const char*>(src[r] + i) + kPrefetchAhead, _MM_HINT_T0);
+    }
     __m512d x[N];
 #pragma GCC unroll 8
     for (int r = 0; r < N; ++r) {
@@ -177,12 +186,12 @@ size_t sumRowsOf4(bool scaled, bool average, const void* const* in, void* out, s
 }
 
 template <int N>
-size_t sumRowsOf(int lanes, bool fma, bool scaled, bool average, const void* const* in, void* out, size_t count,
-                 const double* scalars) {
+size_t sumRowsOf(int lanes, bool fma, bool prefetch, bool scaled, bool average, const void* const* in, void* out,
+                 size_t count, const double* scalars) {
   if (lanes == 8) {
-    if (scaled) return sumRows8<N, true, false>(in, out, count, scalars);
-    if (average) return sumRows8<N, false, true>(in, out, count, scalars);
-    return sumRows8<N, false, false>(in, out, count, scalars);
+    if (scaled) return sumRows8<N, true, false>(in, out, count, scalars, prefetch);
+    if (average) return sumRows8<N, false, true>(in, out, count, scalars, prefetch);
+    return sumRows8<N, false, false>(in, out, count, scalars, prefetch);
   }
   static const bool cpuFma = __builtin_cpu_supports("fma");
   return fma && cpuFma ? sumRowsOf4<N, true>(scaled, average, in, out, count, scalars)
@@ -199,17 +208,17 @@ int detSumFloatLanes() {
 }
 
 size_t detSumFloatSimd(int n, bool scaled, bool average, const void* const* in, void* out, size_t count,
-                       const double* scalars, int lanes, bool fma) {
+                       const double* scalars, int lanes, bool fma, bool prefetch) {
   const int best = detSumFloatLanes();
   if (lanes == 0) lanes = best;
   if ((lanes != 4 && lanes != 8) || lanes > best || count < size_t(lanes)) return 0;
   switch (n) {
-    case 3: return sumRowsOf<3>(lanes, fma, scaled, average, in, out, count, scalars);
-    case 4: return sumRowsOf<4>(lanes, fma, scaled, average, in, out, count, scalars);
-    case 5: return sumRowsOf<5>(lanes, fma, scaled, average, in, out, count, scalars);
-    case 6: return sumRowsOf<6>(lanes, fma, scaled, average, in, out, count, scalars);
-    case 7: return sumRowsOf<7>(lanes, fma, scaled, average, in, out, count, scalars);
-    case 8: return sumRowsOf<8>(lanes, fma, scaled, average, in, out, count, scalars);
+    case 3: return sumRowsOf<3>(lanes, fma, prefetch, scaled, average, in, out, count, scalars);
+    case 4: return sumRowsOf<4>(lanes, fma, prefetch, scaled, average, in, out, count, scalars);
+    case 5: return sumRowsOf<5>(lanes, fma, prefetch, scaled, average, in, out, count, scalars);
+    case 6: return sumRowsOf<6>(lanes, fma, prefetch, scaled, average, in, out, count, scalars);
+    case 7: return sumRowsOf<7>(lanes, fma, prefetch, scaled, average, in, out, count, scalars);
+    case 8: return sumRowsOf<8>(lanes, fma, prefetch, scaled, average, in, out, count, scalars);
     default: return 0;
   }
 }
@@ -223,7 +232,9 @@ size_t detSumFloatPair(const void* const* in, int nOut, void* const* out, size_t
 
 int detSumFloatLanes() { return 0; }
 
-size_t detSumFloatSimd(int, bool, bool, const void* const*, void*, size_t, const double*, int, bool) { return 0; }
+size_t detSumFloatSimd(int, bool, bool, const void* const*, void*, size_t, const double*, int, bool, bool) {
+  return 0;
+}
 
 size_t detSumFloatPair(const void* const*, int, void* const*, size_t) { return 0; }
 

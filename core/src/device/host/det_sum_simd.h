@@ -16,9 +16,14 @@ int detSumFloatLanes();
 // detNan. The same bits as detSumFixed, `lanes` elements a step: 0 for detSumFloatLanes(), else 4 or 8 (a test's
 // choice). With 4 lanes the tree's first level runs on fused multiply-adds where the CPU has FMA and `fma` is set
 // (false: plain adds, the form of CPUs without FMA; a test's choice). Returns count rounded down to a multiple of the
-// lanes, or 0 where it does not apply (another n, lanes the CPU lacks): the caller does the rest.
+// lanes, or 0 where it does not apply (another n, lanes the CPU lacks): the caller does the rest. `prefetch`: the rows
+// are cold (read once, from memory): with 8 lanes each row's lines are prefetched 1 KiB ahead. 8 threads on two
+// cores, ReduceScatter of 4 MiB (each thread 8 rows of 512 KiB, other threads' inputs): the hardware's prefetch alone
+// left the fixed order's loop (converts and the tree, where the default's is loads and adds) waiting on memory, at
+// 1.14-1.30 times the default's call (each launch's median round, four launches), 1.02-1.20 with it; where the rows
+// are in cache (4 threads, 1 MiB: 4 rows of 256 KiB), it cost 10%.
 size_t detSumFloatSimd(int n, bool scaled, bool average, const void* const* in, void* out, size_t count,
-                       const double* scalars, int lanes = 0, bool fma = true);
+                       const double* scalars, int lanes = 0, bool fma = true, bool prefetch = false);
 
 // out[d][i] = in[0][i] + in[1][i] in fp32, a NaN as detNan, for d below nOut (1 or 2) and every i below count, with
 // AVX-512F: the fixed order's bits for two fp32 rows (detSumFixed). Returns count, or 0 without AVX-512F (the caller

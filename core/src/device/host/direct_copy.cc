@@ -290,6 +290,8 @@ struct Links {
 
 // Bytes of each peer's rows a reduction stages per chunk (processes): the n rows of a chunk stay in the caches.
 constexpr size_t kReduceChunkBytes = 128 * 1024;
+// A slice whose rows together reach this many bytes (twice a Zen 4 core's L2) is read from memory.
+constexpr size_t kColdRowsBytes = size_t(2) << 20;
 
 ncclResult_t runDirectReduce(ncclComm* comm, const DirectCopy& d, const Links& links) {
   const int n = comm->nRanks, r = comm->rank;
@@ -344,6 +346,9 @@ ncclResult_t runDirectReduce(ncclComm* comm, const DirectCopy& d, const Links& l
     const size_t need = static_cast<size_t>(n) * stride;
     if (comm->directStaging.size() < need) comm->directStaging.resize(need);
   }
+  // The rows are the ranks' inputs in place (threads), read once, and together more than the core's L2 holds: the
+  // fixed order's fold prefetches them (hostDetReduceCopy's coldRows). Staged rows were just written: in cache.
+  const bool coldRows = remote == 0 && static_cast<size_t>(n) * (last - first) * es >= kColdRowsBytes;
   for (size_t a = first; a < last; a += chunk) {
     const size_t len = std::min(chunk, last - a);
     std::array<const void*, kDirectReduceMaxRanks> rows{};
@@ -363,7 +368,7 @@ ncclResult_t runDirectReduce(ncclComm* comm, const DirectCopy& d, const Links& l
     }
     void* out = d.output + (outAt(r) + (a - first)) * es;
     if (d.det) {
-      hostDetReduceCopy(d.op, n, rows.data(), 1, &out, len, rankScaled ? scalars.data() : nullptr);
+      hostDetReduceCopy(d.op, n, rows.data(), 1, &out, len, rankScaled ? scalars.data() : nullptr, coldRows);
     } else {
       std::array<const void*, kDirectReduceMaxRanks> order{};
       for (int k = 0; k < n; ++k) order[k] = rows[(r + k) % n];  // own row first: it may be the output
