@@ -30,11 +30,16 @@ rm -f "$raw"/det-*.txt
 # runs of the default: 22.7 to 49.0 ms), with where the scheduler puts the ranks: a launch's placement serves both
 # settings, where separate launches compared two placements. Small calls average 500 iterations a loop, as
 # benchmarks/side_by_side.sh: over 50, two paths sending the same messages (8 processes over shm, AllReduce of 8 B,
-# deterministic or not up the same tree) differed by a third from run to run, over 1000 by 7%.
+# deterministic or not up the same tree) differed by a third from run to run, over 1000 by 7%. Six launches up to
+# 4 MiB and three at 16 and 64 MiB: with three and two, each run of the table had 4-5 sizes above the target, never
+# the same ones twice, each of them from one launch (one setting's fastest loop far from its others); 256 MiB, the
+# longest calls, keeps two launches of two rounds.
 #        min   max   factor iters warmup launches pairs limit
-segments=("8    64K   8 500 50 3 2 120"
-          "256K 4M    4  50  5 3 2 180"
-          "16M  $max  4   3  1 2 3 400")
+segments=("8    64K   8 500 50 6 2 120"
+          "256K 4M    4  50  5 6 2 180"
+          "16M  64M   4   3  1 3 3 400"
+          "256M $max  4   3  1 2 2 400")
+bytes() { numfmt --from=iec "$1"; }
 
 run() {
   local out=$1; shift
@@ -54,6 +59,9 @@ for np in $ranks; do
     echo "== $c, $np ranks" >&2
     for seg in "${segments[@]}"; do
       read -r b e f n w launches pairs limit <<< "$seg"
+      # MAX cuts the sweep: segments past it are skipped, the one it falls in ends at it.
+      [ "$(bytes "$b")" -le "$(bytes "$max")" ] || continue
+      [ "$(bytes "$e")" -le "$(bytes "$max")" ] || e=$max
       sweep=(-b "$b" -e "$e" -f "$f" -n "$n" -w "$w" -c 0 --det-pairs "$pairs")
       for ((rep = 0; rep < launches; ++rep)); do
         run "$raw/det-shm-$c-np$np.txt" -- "$build/bin/${c}_perf" -P "$np" "${sweep[@]}"
