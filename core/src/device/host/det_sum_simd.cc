@@ -96,8 +96,10 @@ __attribute__((target("avx512f,avx512vl"), always_inline)) inline __m512d blockS
   else return _mm512_fmadd_pd(perfectSum8<Lo, kBlock>(x), _mm512_set1_pd(1.0), blockSum8<Lo + kBlock, Rem - kBlock>(x));
 }
 
-// Software prefetch of cold rows (detSumFloatSimd's `prefetch`), each row's line this many bytes ahead.
+// Software prefetch of cold rows (detSumFloatSimd's `prefetch`), each row's line this many bytes ahead, where there
+// are more than 4 rows.
 constexpr int kPrefetchAhead = 1024;
+constexpr int kPrefetchMinRows = 5;
 
 template <int N, bool kScaled, bool kAverage>
 __attribute__((target("avx512f,avx512vl"))) size_t sumRows8(const void* const* in, void* out, size_t count,
@@ -108,9 +110,10 @@ __attribute__((target("avx512f,avx512vl"))) size_t sumRows8(const void* const* i
   __m512d scale[N];
   for (int k = 0; k < N; ++k) scale[k] = _mm512_set1_pd(kScaled ? scalars[k] : 1.0);
   const __m256 nan = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(floatBits(detNan<float>()))));
+  constexpr bool kPrefetchRows = N >= kPrefetchMinRows;
   size_t i = 0;
   for (; i + 8 <= count; i += 8) {
-    if (prefetch && (i & 15) == 0) {  // each row's line 1 KiB ahead, once a line
+    if (kPrefetchRows && prefetch && (i & 15) == 0) {  // each row's line 1 KiB ahead, once a line
 #pragma GCC unroll 8
       for (int r = 0; r < N; ++r) _mm_prefetch(reinterpret_cast<const char*>(src[r] + i) + kPrefetchAhead, _MM_HINT_T0);
     }
