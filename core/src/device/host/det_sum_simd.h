@@ -21,8 +21,8 @@ int detSumFloatLanes();
 // 8 threads on two cores, ReduceScatter of 4 MiB (each thread 8 rows of 512 KiB, other threads' inputs): the
 // hardware's prefetch alone left the fixed order's loop (converts and the tree, where the default's is loads and
 // adds) waiting on memory, at 1.14-1.30 times the default's call (each launch's median round, four launches),
-// 1.02-1.20 with it, and 1.18-1.19 against 0.99-1.12 in three more. With 4 rows it cost: 4 threads, 4 MiB (4 rows
-// of 1 MiB), 0.99-1.07 without, 1.05-1.20 with; 1 MiB, 10%.
+// 1.02-1.20 with it; in three more launches each, 1.18-1.19 without and 0.99-1.12 with. With 4 rows it cost: 4
+// threads, 4 MiB (4 rows of 1 MiB), 0.99-1.07 without, 1.05-1.20 with; 1 MiB, 10%.
 size_t detSumFloatSimd(int n, bool scaled, bool average, const void* const* in, void* out, size_t count,
                        const double* scalars, int lanes = 0, bool fma = true, bool prefetch = false);
 
