@@ -331,9 +331,14 @@ ncclResult_t buildFused(DetCall* c, bool whole) {
   // 16 MiB 71.3 and 61.5 -> 58.7 and 58.7; ReduceScatter on 4 ranks 16 MiB 13.4 and 13.8 -> 11.0 and 10.8, 64 MiB 55.7
   // and 55.9 -> 42.3 and 41.7; on 8 ranks 16 MiB 31.9 -> 26.3, 64 MiB 147 -> 117 (64 KiB steps: 9 times the default
   // ring's sendmsg calls at 16 MiB on 4 ranks). A whole slot a step (512 KiB) lost where a slice is one step
-  // (AllReduce on 8 ranks, 4 MiB: 21.2 and 17.1 ms against 16.4 and 15.4 with 64 KiB steps).
+  // (AllReduce on 8 ranks, 4 MiB: 21.2 and 17.1 ms against 16.4 and 15.4 with 64 KiB steps). ReduceScatter, whose
+  // exchange is the whole call, gains from fewer steps down to one a slice: six interleaved rounds of every forced
+  // step from 64 KiB to 512 KiB, the fastest round, 4 steps a slice -> 1: 4 ranks 1 MiB 533 -> 350 us, 2 MiB 975 ->
+  // 710, 4 MiB 2134 -> 2042; 8 ranks 2 MiB 3070 -> 2447, 4 MiB 6717 -> 5903 (2 ranks level); AllReduce showed no
+  // such order among the step sizes (within the runs' 10-20% spread).
+  const size_t minSteps = rs ? kDetNetMinStepsRs : kDetNetMinSteps;
   if (t.comm->det.stepGrows)
-    while (stepBytes < slot && 2 * stepBytes * kDetNetMinSteps <= q * es) stepBytes *= 2;
+    while (stepBytes < slot && 2 * stepBytes * minSteps <= q * es) stepBytes *= 2;
   const size_t per = std::max<size_t>(1, std::min(slot, stepBytes) / es);
   x->stepElems = per;
   c->stepBytes = per * es;

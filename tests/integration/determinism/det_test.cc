@@ -249,8 +249,9 @@ TEST(DetPipeline, WholeOverTheNetworkUnlessSet) {
   tutti::itest::ScopedEnv noTree("TUTTI_DET_TREE_REDUCESCATTER_MAX_BYTES", "0"),
       noDirect("TUTTI_DET_DIRECT_MIN_BYTES", "0");
   // Over the network the exchange's steps grow with the slices (TUTTI_DET_STEP_BYTES unset): from 64 KiB, doubled
-  // while a peer's slice takes at least 4 of them, so the ReduceScatter's 1.2 MB slices go in 256 KiB steps, the
-  // 3N+5 AllReduce's 900 KB slices in 128 KiB steps; within a node, or with the variable set, every step is 64 KiB.
+  // while a peer's slice takes at least 4 of them (a ReduceScatter's: 1), up to a slot (512 KiB), so the
+  // ReduceScatter's 1.2 MB slices go in 512 KiB steps, the 3N+5 AllReduce's 900 KB slices in 128 KiB steps; within a
+  // node, or with the variable set, every step is 64 KiB.
   auto run = [&](const char* what, const std::string& initWant, bool segmented, bool grown) {
     tutti::itest::LogFile log("INIT,COLL");
     for (auto& f : onThreads(n, [=](ncclComm_t comm, int r) -> std::string {
@@ -261,10 +262,11 @@ TEST(DetPipeline, WholeOverTheNetworkUnlessSet) {
     EXPECT_EQ(log.count(initWant), size_t(n)) << what;
     if (segmented) EXPECT_GT(segments, size_t{0}) << what << ": no call ran in segments";
     else EXPECT_EQ(segments, size_t{0}) << what << ": a call ran in segments";
-    const size_t grownSteps = log.count("steps of 262144 bytes") + log.count("steps of 131072 bytes");
+    const size_t grownSteps = log.count("steps of 524288 bytes") + log.count("steps of 262144 bytes") +
+                              log.count("steps of 131072 bytes");
     EXPECT_GT(log.count("steps of 65536 bytes"), size_t{0}) << what;
     if (grown) {
-      EXPECT_GE(log.count("steps of 262144 bytes"), size_t(n)) << what << ": the ReduceScatter's steps did not grow";
+      EXPECT_GE(log.count("steps of 524288 bytes"), size_t(n)) << what << ": the ReduceScatter's steps did not grow";
       if (!segmented) {  // (512 KiB segments: 128 KiB slices, 64 KiB steps)
         EXPECT_GE(log.count("steps of 131072 bytes"), size_t(n)) << what << ": the large AllReduce's steps did not grow";
       }

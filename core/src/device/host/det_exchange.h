@@ -37,8 +37,10 @@ inline constexpr uint32_t kDetSlotRing = TUTTI_STEPS / 2;
 inline constexpr uint64_t kDetOneThreadSteps = kDetSlotRing;
 
 // Over the network (ncclComm::DetTuning::stepGrows) a call's steps grow from 64 KiB to a slot while a peer's slice
-// still takes at least this many of them.
+// still takes at least this many of them: kDetNetMinSteps for AllReduce and Reduce, kDetNetMinStepsRs for
+// ReduceScatter, whose slice then goes in one step where it fits a slot.
 inline constexpr size_t kDetNetMinSteps = 4;
+inline constexpr size_t kDetNetMinStepsRs = 1;
 
 struct DetExchange {
   int rank = 0, nRanks = 1;
