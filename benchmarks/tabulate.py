@@ -95,6 +95,11 @@ def limits(raw):
 SINGLE_COPY = {"allgather": lambda s, n: (n - 1, s // n), "alltoall": lambda s, n: (n - 1, s // n),
                "broadcast": lambda s, n: (1, s)}
 VADER_FIRST_FRAGMENT = 32 << 10
+# Within a node a 2-rank Broadcast of one cache line a call is a line handed from the root's core to the receiver's.
+CACHE_LINE_BYTES = 64
+# Over sockets a 2-rank Broadcast of up to this many bytes is one message a call, one segment or two over loopback:
+# a call sent as soon as it is posted costs a hop.
+TCP_HOP_MAX_BYTES = 16 << 10
 
 
 def copy_floor(coll, size, np, lim, cores):
@@ -109,6 +114,30 @@ def copy_floor(coll, size, np, lim, cores):
         return None
     readers = np - 1 if coll == "broadcast" else np
     return readers * read / (min(readers, cores) * rate * 1e9) * 1e6
+
+
+def counts(data, spreads, nps):
+    """The section counting the compared rows at or above 1.0: in all, by rank count, collective and path."""
+    tally = {}  # key -> [at or above, compared]
+    for coll, title in COLLS:
+        for np in nps:
+            for _, timpl, ttr, oimpl, otr in PAIRS:
+                t, o = data.get(f"{timpl}-{ttr}-{coll}-np{np}", {}), data.get(f"{oimpl}-{otr}-{coll}-np{np}", {})
+                for s in sorted(set(t) & set(o)):
+                    r = ratio(t[s], o[s])
+                    if r in ("empty", "-"):
+                        continue
+                    for key in ("all", f"{np} ranks", title, "within a node (shm)" if ttr == "shm" else "over sockets"):
+                        c = tally.setdefault(key, [0, 0])
+                        c[0] += float(r) >= 1.0
+                        c[1] += 1
+    if "all" not in tally:
+        return []
+    order = [f"{np} ranks" for np in nps] + [t for _, t in COLLS] + ["within a node (shm)", "over sockets"]
+    parts = [f"{k}: {tally[k][0]} of {tally[k][1]}" for k in order if k in tally]
+    return ["## Count", "",
+            f"{tally['all'][0]} of the {tally['all'][1]} compared rows of the detailed tables are at or above 1.0 "
+            "(" + "; ".join(parts) + ").", ""]
 
 
 def below(data, spreads, lim, nps):
@@ -129,9 +158,19 @@ def below(data, spreads, lim, nps):
                     (tlo, thi), (olo, ohi) = spreads[tk][s], spreads[ok][s]
                     within = tlo <= ohi
                     overlap += within
-                    floor = copy_floor(coll, s, np, lim, cores) if ttr == "shm" else None
-                    bound = (f"{floor:.0f} us: Tutti {tlo / floor:.2f}x, Open MPI {olo / floor:.2f}x"
-                             if floor else "-")
+                    line = (lim.get("shm_cacheline_one_way")
+                            if ttr == "shm" and coll == "broadcast" and np == 2 and s <= CACHE_LINE_BYTES else None)
+                    if line:
+                        bound = f"line {line:.2f} us: Tutti {tlo / line:.2f}x, Open MPI {olo / line:.2f}x"
+                    elif ttr == "shm":
+                        floor = copy_floor(coll, s, np, lim, cores)
+                        bound = (f"copy {floor:.0f} us: Tutti {tlo / floor:.2f}x, Open MPI {olo / floor:.2f}x"
+                                 if floor else "-")
+                    else:
+                        hop = (lim.get("tcp_loopback_one_way_polling")
+                               if coll == "broadcast" and np == 2 and s <= TCP_HOP_MAX_BYTES else None)
+                        bound = (f"hop {hop:.1f} us: Tutti {tlo / hop:.2f}x, Open MPI {olo / hop:.2f}x"
+                                 if hop else "-")
                     rows.append(f"| {title} | {np} | {ttr} / {otr} | {human(s)} | {tlo:.1f} / {thi:.1f} | "
                                 f"{olo:.1f} / {ohi:.1f} | {r} | {'yes' if within else 'no'} | {bound} |")
     lines = ["## Rows below Open MPI", ""]
@@ -143,10 +182,18 @@ def below(data, spreads, lim, nps):
               "cross-memory-attach rate measured before the sweep (cma_read_1MiB_one_core up to 4 MiB a rank, "
               "cma_read_16MiB_one_core past it), the readers sharing the cores. Open MPI's vader moves those bytes "
               "that way (the first 32 KiB of a message through its FIFO), so it does not go below the floor; Tutti reads them only where its init log says single-copy, and elsewhere "
-              "copies twice through FIFOs in cache, which may. The multiples show how far above the floor each ran.",
+              "copies twice through FIFOs in cache, which may. Within a node, Broadcast on 2 ranks up to 64 B: one cache line "
+              "handed from one core to the other (shm_cacheline_one_way), a reference as the hop below is. Over sockets, Broadcast on 2 ranks up to 16 KiB (one "
+              "message a call): one TCP hop over loopback with the receiver polling (tcp_loopback_one_way_polling, "
+              "measured before the sweep), the trip of one segment: the sender's system call and, over loopback, the "
+              "kernel's receive path on the sender's core. A reference rather than a bound: on a quiet host both "
+              "libraries ran 6-9 us a call at 1.3-1.5 segments a call, and Open MPI 3.5-3.9 us only with 4 to 50 "
+              "calls' messages in a segment, its receiver behind its root (benchmarks/results/socket_regimes.md). "
+              "The multiples "
+              "show how far above the floor each ran.",
               "",
               "| collective | ranks | path | size | Tutti us, fastest / slowest sweep | Open MPI us, fastest / slowest "
-              "| ratio | sweeps overlap | single-copy floor |",
+              "| ratio | sweeps overlap | measured floor |",
               "|---|---:|---|---:|---:|---:|---:|---|---|"]
     return lines + rows + [""]
 
@@ -185,6 +232,7 @@ def main():
                         cells.append(f"{a[1]:.2f} / {b[1]:.2f} GB/s ({ratio(a, b)})" if a and b else "-")
                 lines.append(f"| {title} | {np} | Tutti {ttr} / OMPI {otr} | " + " | ".join(cells) + " |")
     lines += ["", "(8 B: time Tutti / Open MPI; other sizes: busbw Tutti / Open MPI, ratio in parentheses.)", ""]
+    lines += counts(data, spreads, nps)
     lines += below(data, spreads, limits(raw), nps)
 
     for coll, title in COLLS:
