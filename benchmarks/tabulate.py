@@ -6,9 +6,10 @@ sweeps in nccl-tests' format; a size swept more than once keeps its fastest row 
 and a rank descheduled for a time slice can spoil one sweep). The out-of-place columns are compared (time = column 6,
 busbw = column 8), as the MPI program passes separate buffers; but Broadcast, whose MPI call has one buffer: there
 Tutti's in-place columns (time = column 10, busbw = column 12; out of place, the root also copies its input to its
-output, a copy MPI_Bcast does not make). A last section lists every row below 1.0 with the fastest and slowest sweep of
-each side and, within a node, the single-copy floor that the host's measured limits (host-limits.txt) put under
-Open MPI's time.
+output, a copy MPI_Bcast does not make). After the summary, a count of the rows at or above 1.0 (in all, by rank
+count, collective and path), then every row below 1.0 with the fastest and slowest sweep of each side and the limit
+measured on the host (host-limits.txt) it is held against: within a node the single-copy floor under Open MPI's
+time, and for a 2-rank Broadcast of a few bytes one cache line's or one TCP hop's trip.
 usage: tabulate.py RAW_DIR HEADER_FILE OUT_MD
 """
 import os
@@ -116,7 +117,7 @@ def copy_floor(coll, size, np, lim, cores):
     return readers * read / (min(readers, cores) * rate * 1e9) * 1e6
 
 
-def counts(data, spreads, nps):
+def counts(data, nps):
     """The section counting the compared rows at or above 1.0: in all, by rank count, collective and path."""
     tally = {}  # key -> [at or above, compared]
     for coll, title in COLLS:
@@ -182,15 +183,14 @@ def below(data, spreads, lim, nps):
               "cross-memory-attach rate measured before the sweep (cma_read_1MiB_one_core up to 4 MiB a rank, "
               "cma_read_16MiB_one_core past it), the readers sharing the cores. Open MPI's vader moves those bytes "
               "that way (the first 32 KiB of a message through its FIFO), so it does not go below the floor; Tutti reads them only where its init log says single-copy, and elsewhere "
-              "copies twice through FIFOs in cache, which may. Within a node, Broadcast on 2 ranks up to 64 B: one cache line "
-              "handed from one core to the other (shm_cacheline_one_way), a reference as the hop below is. Over sockets, Broadcast on 2 ranks up to 16 KiB (one "
-              "message a call): one TCP hop over loopback with the receiver polling (tcp_loopback_one_way_polling, "
+              "copies twice through FIFOs in cache, which may. Within a node, Broadcast on 2 ranks up to 64 B: one "
+              "cache line handed from one core to the other (shm_cacheline_one_way), a reference as the hop is. Over "
+              "sockets, Broadcast on 2 ranks up to 16 KiB (one message a call): one TCP hop over loopback with the receiver polling (tcp_loopback_one_way_polling, "
               "measured before the sweep), the trip of one segment: the sender's system call and, over loopback, the "
               "kernel's receive path on the sender's core. A reference rather than a bound: on a quiet host both "
               "libraries ran 6-9 us a call at 1.3-1.5 segments a call, and Open MPI 3.5-3.9 us only with 4 to 50 "
               "calls' messages in a segment, its receiver behind its root (benchmarks/results/socket_regimes.md). "
-              "The multiples "
-              "show how far above the floor each ran.",
+              "The multiples show how far above the floor each ran.",
               "",
               "| collective | ranks | path | size | Tutti us, fastest / slowest sweep | Open MPI us, fastest / slowest "
               "| ratio | sweeps overlap | measured floor |",
@@ -232,7 +232,7 @@ def main():
                         cells.append(f"{a[1]:.2f} / {b[1]:.2f} GB/s ({ratio(a, b)})" if a and b else "-")
                 lines.append(f"| {title} | {np} | Tutti {ttr} / OMPI {otr} | " + " | ".join(cells) + " |")
     lines += ["", "(8 B: time Tutti / Open MPI; other sizes: busbw Tutti / Open MPI, ratio in parentheses.)", ""]
-    lines += counts(data, spreads, nps)
+    lines += counts(data, nps)
     lines += below(data, spreads, limits(raw), nps)
 
     for coll, title in COLLS:
