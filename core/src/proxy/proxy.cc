@@ -227,10 +227,20 @@ void proxyProgressInline(ProxyTask* task) {
   }
   bool moved = false, busy = false;
   ncclResult_t res = ncclSuccess;
-  // Not run (the proxy or another rank is in it): what it read may predate our post. Ring so that the proxy
-  // thread, if it is the one, does not go to sleep on a stale look. A task that failed here is dropped by the proxy
-  // thread the next time it runs it (once this rank sleeps or hands the task over).
-  if (!task->tryRun(&moved, &busy, &res) || res != ncclSuccess) proxyRing();
+  // Not run: another thread is in it (the proxy thread, taking a turn begun while this rank slept), and what that
+  // run read may predate our post. Once this rank is awake the proxy thread leaves a driven task alone, so the post
+  // would wait for this rank's next inline run, and a rank that goes on to wait on another connection in the net
+  // plugin (proxyWaitNetwork: allowed while nothing of the process is in flight, which a step not yet handed to the
+  // plugin is not) may never make it: hand the task over as proxyRelease does. The proxy thread runs it again and
+  // keeps it until it finds it idle (tryRun keeps the flag while it is busy).
+  if (!task->tryRun(&moved, &busy, &res)) {
+    task->handedOver_.store(true, std::memory_order_release);
+    proxyRing();
+    return;
+  }
+  // A task that failed here is dropped by the proxy thread the next time it runs it (once this rank sleeps or
+  // hands the task over).
+  if (res != ncclSuccess) proxyRing();
 }
 
 namespace {

@@ -34,7 +34,8 @@ class ProxyTask {
   // Whether ranks drive this task themselves (proxyProgressInline was called on it): the proxy thread then
   // progresses it only while a rank has handed its work over (proxyHandOffBegin).
   bool driven() const { return driven_.load(std::memory_order_relaxed); }
-  // A driven task its rank left with work in flight (proxyRelease): the proxy thread finishes it.
+  // A driven task its rank left with work in flight (proxyRelease), or found taken when it posted more
+  // (proxyProgressInline): the proxy thread finishes it.
   bool handedOver() const { return handedOver_.load(std::memory_order_acquire); }
 
  protected:
@@ -62,8 +63,10 @@ void proxyRing();
 // Progresses `task` on the calling thread, now: a host rank sends and receives on its own network connections,
 // so a small message pays no wake-up of the proxy thread on either side. Marks the task driven (see
 // ProxyTask::driven): from then on the proxy thread leaves it to its rank, except while that rank sleeps, so
-// every thread that progresses a task inline must call proxyHandOffBegin before it sleeps. Rings the proxy
-// when another thread was in the task or the task failed (the proxy then drops it).
+// every thread that progresses a task inline must call proxyHandOffBegin before it sleeps. A task another thread
+// is in (the proxy thread, on a turn begun while the rank slept) is handed over instead (see handedOver), and the
+// proxy rung: that run may have read the rank's counters before its last post. Rings the proxy when the task
+// failed too (the proxy then drops it).
 void proxyProgressInline(ProxyTask* task);
 
 // A rank stops driving `task` for now (its primitives are done with the connection): what is still in flight

@@ -113,5 +113,54 @@ TEST(ProxyDrive, TryRunIsExclusive) {
   EXPECT_TRUE(task.tryRun(&active, &busy, &res));
 }
 
+// The race behind a rare hang of a 4-rank tree AllReduce over sockets: the proxy thread is inside a driven task
+// (its rank had slept, so the proxy took the task over), the rank wakes, posts a step and finds the task taken
+// (proxyProgressInline cannot run it). The proxy's run read the rank's counters before the post, so it leaves the
+// step unsent; and with the rank awake it no longer runs a driven task. The rank then waited on another connection
+// in the net plugin, which it may do while nothing of the process is in flight (an unsent step is not), and the
+// step never left. A task found taken must be handed over, so the proxy thread runs it again.
+TEST(ProxyDrive, WorkPostedWhileTheProxyRunsTheTaskIsNotLost) {
+  // progress() sends what the rank had posted when it began (as a send end reads tail); on the proxy thread it can be
+  // held inside, after that read, until the test lets it go.
+  class GatedTask : public ProxyTask {
+   public:
+    ncclResult_t progress(bool* active) override {
+      const int posted = posted_.load();
+      if (std::this_thread::get_id() != owner_ && hold_.load()) {
+        inside_ = true;
+        while (hold_.load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+      if (sent_.load() < posted) {
+        sent_.store(posted);
+        *active = true;
+      }
+      return ncclSuccess;
+    }
+    bool busy() const override { return sent_.load() < posted_.load(); }
+    std::atomic<int> posted_{0}, sent_{0};
+    std::atomic<bool> hold_{false}, inside_{false};
+
+   private:
+    const std::thread::id owner_ = std::this_thread::get_id();
+  };
+  auto task = std::make_shared<GatedTask>();
+  proxyProgressInline(task.get());  // driven by this thread
+  proxyAdd(task);
+  task->hold_ = true;
+  proxyHandOffBegin();  // this rank sleeps: the proxy thread takes the task and is held inside it
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (!task->inside_ && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(task->inside_) << "the proxy thread never ran the task of a sleeping rank";
+  proxyHandOffEnd();  // awake again
+  task->posted_ = 1;  // a step posted
+  proxyProgressInline(task.get());  // the proxy thread is in the task: not run here
+  EXPECT_EQ(task->sent_.load(), 0);
+  task->hold_ = false;  // the proxy's run ends without the step (it read posted before the post)
+  const auto sendBy = Clock::now() + std::chrono::seconds(5);
+  while (task->sent_.load() < 1 && Clock::now() < sendBy) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(task->sent_.load(), 1) << "a step posted while the proxy thread ran the task was never sent";
+  proxyRemove(task.get());
+}
+
 }  // namespace
 }  // namespace tutti
