@@ -12,7 +12,8 @@ warm-up of the row's segment in side_by_side.sh, and compares the two sets of pe
 Writes benchmarks/results/side_by_side_recheck.md and the raw outputs under benchmarks/results/raw/recheck/.
 
 usage: benchmarks/recheck_below.py BUILD_DIR [ROUNDS]     (ROUNDS: 7 by default, at least 4)
-   ROWS="AllReduce/4/socket/64 B;..." takes those rows instead of the file's list.
+   ROWS="AllReduce/4/socket/64 B;..." takes those rows instead of the file's list; OUT=NAME writes
+   benchmarks/results/NAME.md and raw/NAME/ instead (a recheck of a few rows beside the full one).
 """
 import itertools
 import os
@@ -26,6 +27,7 @@ RESULTS = os.path.join(ROOT, "benchmarks", "results")
 TOOL = {"AllReduce": ("all_reduce", "allreduce"), "AllGather": ("all_gather", "allgather"),
         "ReduceScatter": ("reduce_scatter", "reducescatter"), "Broadcast": ("broadcast", "broadcast"),
         "AlltoAll": ("alltoall", "alltoall")}
+OUT = os.environ.get("OUT", "side_by_side_recheck")
 UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
 
 
@@ -128,7 +130,7 @@ def main():
                        check=True)
     btls = subprocess.run(["ompi_info", "--parsable"], capture_output=True, text=True).stdout
     shm_btl = "vader" if "mca:btl:vader:" in btls else "sm"
-    raw = os.path.join(RESULTS, "raw", "recheck")
+    raw = os.path.join(RESULTS, "raw", "recheck" if OUT == "side_by_side_recheck" else OUT)
     os.makedirs(raw, exist_ok=True)
     for name in os.listdir(raw):
         os.remove(os.path.join(raw, name))
@@ -176,8 +178,10 @@ def write(results, rounds, build, load_before, elapsed):
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
     dirty = subprocess.run(["git", "-C", ROOT, "diff", "--quiet", "HEAD", "--", "core", "plugins"]).returncode != 0
+    prefix = (f'ROWS="{os.environ["ROWS"]}" ' if os.environ.get("ROWS") else "") + \
+             (f"OUT={OUT} " if OUT != "side_by_side_recheck" else "")
     lines = ["# Rows below 1.0 in side_by_side.md, measured again", "",
-             f"- command: `benchmarks/recheck_below.py {sys.argv[1]}{' ' + sys.argv[2] if len(sys.argv) > 2 else ''}`"
+             f"- command: `{prefix}benchmarks/recheck_below.py {sys.argv[1]}{' ' + sys.argv[2] if len(sys.argv) > 2 else ''}`"
              f" ({rounds} rounds a row, Tutti and Open MPI in turn, the first of a round alternating)",
              f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, run time {elapsed:.0f} s, load average "
              f"before: {' '.join(load_before)}, after: {' '.join(open('/proc/loadavg').read().split()[:3])}",
@@ -206,7 +210,7 @@ def write(results, rounds, build, load_before, elapsed):
                f"not separated in {counts['not separated']}" + (f", failed in {counts['failed']}" if counts["failed"]
                                                                 else "") + ".")
     lines += ["", summary, ""]
-    with open(os.path.join(RESULTS, "side_by_side_recheck.md"), "w") as f:
+    with open(os.path.join(RESULTS, OUT + ".md"), "w") as f:
         f.write("\n".join(lines))
     print(summary)
 

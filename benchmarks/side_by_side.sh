@@ -5,7 +5,8 @@
 # benchmarks/results/raw/. See benchmarks/README.md.
 #
 # usage: benchmarks/side_by_side.sh [BUILD_DIR]      (default: ./build; the perf tools must be built)
-#   RANKS="2 4" COLLS="all_reduce ..." override the sweep; QUICK=1 stops at 1 MiB (a smoke run).
+#   RANKS="2 4" COLLS="all_reduce ..." override the sweep; QUICK=1 stops at 1 MiB (a smoke run); RECHECK=1 then
+#   measures every row below 1.0 again (benchmarks/recheck_below.py).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -129,3 +130,7 @@ trap 'rm -f "$header"' EXIT
 } > "$header"
 python3 "$root/benchmarks/tabulate.py" "$raw" "$header" "$results/side_by_side.md"
 echo "wrote $results/side_by_side.md (${elapsed} s)" >&2
+# RECHECK=1: then every row below 1.0 again, 7 interleaved runs a side, tested (recheck_below.py; ~15 min more).
+if [ "${RECHECK:-0}" = 1 ]; then
+  python3 "$root/benchmarks/recheck_below.py" "$build" || die "recheck_below.py failed"
+fi
