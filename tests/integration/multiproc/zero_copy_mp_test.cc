@@ -15,7 +15,8 @@
 // - a ring AllReduce whose steps are shorter than the slot (TUTTI_NET_RING_STEP_BYTES): many steps per slot's
 //   worth, a last one shorter, in place and out of place (and the same over shm, where the steps are shorter by
 //   default too);
-// - waits that sleep in the net plugin at once (tuttiNetWait_v1), with a late rank.
+// - waits that sleep in the net plugin at once (tuttiNetWait_v1), with a late rank; and the same with a plugin that
+//   turns every other isend and irecv away as busy (busy_net.c), zero copy and through the FIFOs.
 // And, over shm, the single-copy thresholds that follow what a read from another process costs against a copy
 // (TUTTI_DIRECT_READ_COST): the ranks decide alike from their median whatever each one measured.
 #include "mp_check.h"
@@ -482,11 +483,69 @@ TEST(NodeRingSteps, ShorterStepsThanTheSlotGiveTheSameSums) {
   }
 }
 
+// Broadcasts from each root down the binomial tree, AllReduces (one-shot, tree and ring sizes), AllGathers and
+// AlltoAlls, 8 iterations with a late rank each time; the process's exit code says what went wrong.
+int lateRankCollectives(const RankContext& ctx) {
+  ncclComm_t comm = nullptr;
+  if (int rc = initComm(ctx, &comm)) return rc;
+  auto fail = [&](const std::string& what, int rc) { return failRank(comm, what, rc); };
+  const int n = ctx.nranks;
+  for (int iter = 0; iter < 8; ++iter) {
+    auto late = [&] {
+      if (ctx.rank == iter % n) std::this_thread::sleep_for(std::chrono::milliseconds(15));
+    };
+    const std::string at = " iteration " + std::to_string(iter);
+    for (size_t count : {size_t{3}, size_t{50000}, size_t{300000}}) {
+      std::vector<float> buf(count * n);
+      const int root = iter % n;
+      for (size_t i = 0; i < count; ++i) buf[i] = ctx.rank == root ? valueOf(root, iter, i) : -1.0f;
+      late();
+      if (ncclBroadcast(buf.data(), buf.data(), count, ncclFloat32, root, comm, nullptr) != ncclSuccess)
+        return fail("ncclBroadcast of " + std::to_string(count) + at + ": " + ncclGetLastError(comm), 11);
+      for (size_t i = 0; i < count; ++i)
+        if (buf[i] != valueOf(root, iter, i))
+          return fail("Broadcast of " + std::to_string(count) + at + " differs at " + std::to_string(i), 12);
+      for (size_t i = 0; i < count; ++i) buf[i] = static_cast<float>((ctx.rank + 1) * (i % 7 + iter));
+      late();
+      if (ncclAllReduce(buf.data(), buf.data(), count, ncclFloat32, ncclSum, comm, nullptr) != ncclSuccess)
+        return fail("ncclAllReduce of " + std::to_string(count) + at + ": " + ncclGetLastError(comm), 13);
+      const float ranksSum = static_cast<float>(n * (n + 1) / 2);
+      for (size_t i = 0; i < count; ++i)
+        if (buf[i] != ranksSum * static_cast<float>(i % 7 + iter))
+          return fail("AllReduce of " + std::to_string(count) + at + " differs at " + std::to_string(i), 14);
+      std::vector<float> mine(count);
+      for (size_t i = 0; i < count; ++i) mine[i] = valueOf(ctx.rank, iter, i);
+      late();
+      if (ncclAllGather(mine.data(), buf.data(), count, ncclFloat32, comm, nullptr) != ncclSuccess)
+        return fail("ncclAllGather of " + std::to_string(count) + at + ": " + ncclGetLastError(comm), 15);
+      for (int p = 0; p < n; ++p)
+        for (size_t i = 0; i < count; ++i)
+          if (buf[p * count + i] != valueOf(p, iter, i))
+            return fail("AllGather of " + std::to_string(count) + at + ": block of rank " + std::to_string(p) +
+                            " differs at " + std::to_string(i), 16);
+      // AlltoAll: block p of this rank's input goes to rank p (grouped sends and receives from 4 KiB a block).
+      const size_t block = count / n;
+      std::vector<float> in(block * n), out(block * n, -1.0f);
+      for (int p = 0; p < n; ++p)
+        for (size_t i = 0; i < block; ++i) in[p * block + i] = valueOf(ctx.rank * n + p, iter, i);
+      late();
+      if (block > 0 && ncclAlltoAll(in.data(), out.data(), block, ncclFloat32, comm, nullptr) != ncclSuccess)
+        return fail("ncclAlltoAll of " + std::to_string(block) + at + ": " + ncclGetLastError(comm), 17);
+      for (int p = 0; p < n; ++p)
+        for (size_t i = 0; i < block; ++i)
+          if (out[p * block + i] != valueOf(p * n + ctx.rank, iter, i))
+            return fail("AlltoAll of " + std::to_string(block) + at + ": block from rank " + std::to_string(p) +
+                            " differs at " + std::to_string(i), 18);
+    }
+  }
+  ncclCommDestroy(comm);
+  return 0;
+}
+
 // Waits in the net plugin (tuttiNetWait_v1, TUTTI_NET_PLUGIN_WAIT): 4 processes over sockets, no polls before a
-// wait sleeps, so every wait on the network sleeps at once, in the plugin where it can: Broadcasts from each root
-// down the binomial tree, AllReduces (one-shot, tree and ring sizes) and AllGathers, with a late rank each time,
-// give the right results; the INIT log says whether waits sleep in the plugin; and the same run with the proxy
-// thread's futex hand-over instead agrees.
+// wait sleeps, so every wait on the network sleeps at once, in the plugin where it can: the collectives of
+// lateRankCollectives give the right results; the INIT log says whether waits sleep in the plugin; and the same run
+// with the proxy thread's futex hand-over instead agrees.
 TEST(NetPluginWait, LateRanksWakeTheirPeersThroughTheirSockets) {
   for (const char* pluginWait : {"1", "0"}) {
     SCOPED_TRACE(std::string("TUTTI_NET_PLUGIN_WAIT=") + pluginWait);
@@ -497,54 +556,38 @@ TEST(NetPluginWait, LateRanksWakeTheirPeersThroughTheirSockets) {
     opts.env.push_back({"TUTTI_NET_BCAST_SPIN_COUNT", "0"});
     opts.env.push_back({"NCCL_DEBUG", "INFO"});
     opts.env.push_back({"NCCL_DEBUG_SUBSYS", "INIT"});
-    MpResult r = runProcesses(opts, [](const RankContext& ctx) {
-      ncclComm_t comm = nullptr;
-      if (int rc = initComm(ctx, &comm)) return rc;
-      auto fail = [&](const std::string& what, int rc) { return failRank(comm, what, rc); };
-      const int n = ctx.nranks;
-      for (int iter = 0; iter < 8; ++iter) {
-        auto late = [&] {
-          if (ctx.rank == iter % n) std::this_thread::sleep_for(std::chrono::milliseconds(15));
-        };
-        const std::string at = " iteration " + std::to_string(iter);
-        for (size_t count : {size_t{3}, size_t{50000}, size_t{300000}}) {
-          std::vector<float> buf(count * n);
-          const int root = iter % n;
-          for (size_t i = 0; i < count; ++i) buf[i] = ctx.rank == root ? valueOf(root, iter, i) : -1.0f;
-          late();
-          if (ncclBroadcast(buf.data(), buf.data(), count, ncclFloat32, root, comm, nullptr) != ncclSuccess)
-            return fail("ncclBroadcast of " + std::to_string(count) + at + ": " + ncclGetLastError(comm), 11);
-          for (size_t i = 0; i < count; ++i)
-            if (buf[i] != valueOf(root, iter, i))
-              return fail("Broadcast of " + std::to_string(count) + at + " differs at " + std::to_string(i), 12);
-          for (size_t i = 0; i < count; ++i) buf[i] = static_cast<float>((ctx.rank + 1) * (i % 7 + iter));
-          late();
-          if (ncclAllReduce(buf.data(), buf.data(), count, ncclFloat32, ncclSum, comm, nullptr) != ncclSuccess)
-            return fail("ncclAllReduce of " + std::to_string(count) + at + ": " + ncclGetLastError(comm), 13);
-          const float ranksSum = static_cast<float>(n * (n + 1) / 2);
-          for (size_t i = 0; i < count; ++i)
-            if (buf[i] != ranksSum * static_cast<float>(i % 7 + iter))
-              return fail("AllReduce of " + std::to_string(count) + at + " differs at " + std::to_string(i), 14);
-          std::vector<float> mine(count);
-          for (size_t i = 0; i < count; ++i) mine[i] = valueOf(ctx.rank, iter, i);
-          late();
-          if (ncclAllGather(mine.data(), buf.data(), count, ncclFloat32, comm, nullptr) != ncclSuccess)
-            return fail("ncclAllGather of " + std::to_string(count) + at + ": " + ncclGetLastError(comm), 15);
-          for (int p = 0; p < n; ++p)
-            for (size_t i = 0; i < count; ++i)
-              if (buf[p * count + i] != valueOf(p, iter, i))
-                return fail("AllGather of " + std::to_string(count) + at + ": block of rank " + std::to_string(p) +
-                                " differs at " + std::to_string(i), 16);
-        }
-      }
-      ncclCommDestroy(comm);
-      return 0;
-    });
+    MpResult r = runProcesses(opts, lateRankCollectives);
     expectAllSucceeded(r, "");
     const bool wanted = std::string(pluginWait) == "1";
     for (const ChildResult& c : r.children) {
       const bool logged = c.output.find("waits sleep in the plugin (tuttiNetWait_v1)") != std::string::npos;
       EXPECT_EQ(logged, wanted) << c.describe() << "\n" << c.output;
+    }
+  }
+}
+
+// A plugin that turns every other isend and irecv away as busy (a null request: post again later) and has a blocking
+// wait (busy_net.c, net-socket underneath): a step the plugin turned away is not in flight, and a rank that sleeps in
+// the plugin's wait must still post it, or the peer waiting for it never wakes. The same collectives, zero copy and
+// through the FIFOs, with every wait sleeping at once; TUTTI_TIMEOUT turns a lost step into a failure.
+TEST(NetPluginWait, StepsThePluginTurnsAwayStillLeaveWhileRanksSleepInIt) {
+  for (const char* zeroCopy : {"1", "0"}) {
+    SCOPED_TRACE(std::string("TUTTI_NET_ZERO_COPY_MIN_BYTES=") + zeroCopy);
+    MpOptions opts = zeroCopyOptions();
+    opts.nranks = 4;
+    opts.env.push_back({"NCCL_NET_PLUGIN", TUTTI_TEST_BUSY_NET});
+    opts.env.push_back({"TUTTI_NET_ZERO_COPY_MIN_BYTES", zeroCopy});
+    opts.env.push_back({"TUTTI_NET_PLUGIN_WAIT", "1"});
+    opts.env.push_back({"TUTTI_NET_SPIN_COUNT", "0"});
+    opts.env.push_back({"TUTTI_NET_BCAST_SPIN_COUNT", "0"});
+    opts.env.push_back({"NCCL_DEBUG", "INFO"});
+    opts.env.push_back({"NCCL_DEBUG_SUBSYS", "INIT,NET"});
+    MpResult r = runProcesses(opts, lateRankCollectives);
+    expectAllSucceeded(r, "");
+    for (const ChildResult& c : r.children) {
+      EXPECT_NE(c.output.find("busy-socket"), std::string::npos) << c.describe() << "\n" << c.output;
+      EXPECT_NE(c.output.find("waits sleep in the plugin (tuttiNetWait_v1)"), std::string::npos)
+          << c.describe() << "\n" << c.output;
     }
   }
 }
