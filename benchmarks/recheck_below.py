@@ -18,6 +18,7 @@ usage: benchmarks/recheck_below.py BUILD_DIR [ROUNDS]     (ROUNDS: 7 by default,
 import itertools
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -123,6 +124,10 @@ def main():
         for spec in os.environ["ROWS"].split(";"):
             coll, ranks, path, size = spec.split("/")
             rows.append((coll, int(ranks), path, size))
+    for tool in ("mpicc", "mpirun", "ompi_info"):
+        if not shutil.which(tool):
+            sys.exit(f"recheck_below.py: {tool} not found: install openmpi-bin and libopenmpi-dev "
+                     "(benchmarks/side_by_side.sh does when run as root)")
     mpi = os.path.join(build, "bench", "mpi_coll_perf")
     if not os.path.exists(mpi):
         os.makedirs(os.path.dirname(mpi), exist_ok=True)
