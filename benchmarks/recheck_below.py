@@ -11,7 +11,7 @@ warm-up of the row's segment in side_by_side.sh, and compares the two sets of pe
     by this many rounds on this host.
 Writes benchmarks/results/side_by_side_recheck.md and the raw outputs under benchmarks/results/raw/recheck/.
 
-usage: benchmarks/recheck_below.py BUILD_DIR [ROUNDS]     (ROUNDS: 7 by default, at least 4)
+usage: benchmarks/recheck_below.py BUILD_DIR [ROUNDS]     (ROUNDS: 7 by default, 4 to 10)
    ROWS="AllReduce/4/socket/64 B;..." takes those rows instead of the file's list; OUT=NAME writes
    benchmarks/results/NAME.md and raw/NAME/ instead (a recheck of a few rows beside the full one).
 """
@@ -115,8 +115,9 @@ def main():
         sys.exit(__doc__)
     build = os.path.abspath(sys.argv[1])
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 7
-    if rounds < 4:
-        sys.exit("recheck_below.py: at least 4 rounds (with fewer, no split of the two sets reaches p < 0.05)")
+    if not 4 <= rounds <= 10:
+        sys.exit("recheck_below.py: 4 to 10 rounds (with fewer, no split of the two sets reaches p < 0.05; with more, "
+                 "the exact test's enumeration of every split grows past a few seconds a row)")
     md = os.path.join(RESULTS, "side_by_side.md")
     rows, segments = rows_below(md)
     if os.environ.get("ROWS"):
@@ -148,8 +149,10 @@ def main():
         tool, mpi_name = TOOL[coll]
         sweep = ["-b", size_arg(size), "-e", size_arg(size), "-n", str(iters), "-w", str(warmup), "-c", "0"]
         tutti_env = dict(os.environ)
+        socket_env = {"NCCL_SHM_DISABLE": "1", "NCCL_P2P_DISABLE": "1", "NCCL_SOCKET_IFNAME": "lo"}
         if path == "socket":
-            tutti_env.update(NCCL_SHM_DISABLE="1", NCCL_P2P_DISABLE="1", NCCL_SOCKET_IFNAME="lo")
+            tutti_env.update(socket_env)
+        tutti_prefix = " ".join(f"{k}={v}" for k, v in socket_env.items()) + " " if path == "socket" else ""
         tutti_cmd = [os.path.join(build, "bin", f"{tool}_perf"), "-P", str(ranks)] + sweep
         btl = ["--mca", "btl", f"self,{shm_btl}"] if path == "shm" else \
               ["--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", "lo"]
@@ -161,9 +164,9 @@ def main():
         log = os.path.join(raw, f"{mpi_name}-np{ranks}-{path}-{size_arg(size)}.txt")
         with open(log, "w") as out:
             for r in range(rounds):
-                order = [("tutti", tutti_cmd, tutti_env, tutti_col), ("ompi", ompi_cmd, os.environ, 5)]
-                for impl, cmd, env, col in (order if r % 2 == 0 else order[::-1]):
-                    out.write(f"## round {r} {impl}: {' '.join(cmd)}\n")
+                order = [("tutti", tutti_cmd, tutti_env, tutti_col, tutti_prefix), ("ompi", ompi_cmd, os.environ, 5, "")]
+                for impl, cmd, env, col, prefix in (order if r % 2 == 0 else order[::-1]):
+                    out.write(f"## round {r} {impl}: {prefix}{' '.join(cmd)}\n")
                     try:
                         p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
                         text = p.stdout + p.stderr
