@@ -174,6 +174,25 @@ TEST_P(SmallLLStress, LinesPolledWhileWritten) {
   runPair(link.get(), TUTTI_PROTO_LL, makeLinePlan(TUTTI_PROTO_LL, kLineOps, 6000 + int(GetParam())), true);
 }
 
+// Long runs of packets of 1 to 56 bytes, several to a cache line where they are small (lanes of 16 and 32 bytes): the
+// receiver reads a packet while the sender writes the next ones in the same line, and the sender overwrites a lane
+// whose neighbours the receiver has not read yet.
+TEST_P(SmallLLStress, PacketsSharingLinesEveryByteArrives) {
+  // Unbounded lanes (256 of each size), then lanes bounded by bytes (kMinRegionLanes: 16 lanes of 16 B, 256 B).
+  for (const size_t region : {size_t{0}, size_t{64}}) {
+    SCOPED_TRACE("lane region " + std::to_string(region));
+    std::string err;
+    std::unique_ptr<Link> link = makeLink(GetParam(), 0, 1, &err);
+    ASSERT_TRUE(link) << err;
+    link->send.laneRegion = link->recv.laneRegion = region;
+    ASSERT_EQ(host::llLaneBytes(link->send.conn, 8), 16u);
+    ASSERT_EQ(host::llLaneBytes(link->send.conn, 9), 32u);
+    ASSERT_EQ(host::llLaneBytes(link->send.conn, 24), 32u);
+    ASSERT_EQ(host::llLaneBytes(link->send.conn, 25), 64u);
+    runPair(link.get(), TUTTI_PROTO_LL, makeTinyPlan(kLineOps, 9000 + region + int(GetParam())), true);
+  }
+}
+
 // The same with both ends' lanes bounded by bytes (HostConn::laneRegion, as connect sets it where every rank has a
 // core): 2 KiB, so each lane size wraps after 2 KiB of lanes or 16 of them (kMinRegionLanes), a sender fills them
 // often and the receiver must find every step in the lane the sender chose.
@@ -183,7 +202,9 @@ TEST_P(SmallLLStress, LaneRegionEveryByteArrives) {
   ASSERT_TRUE(link) << err;
   link->send.laneRegion = link->recv.laneRegion = 2048;
   const size_t slotData = host::HostPrims::slotDataBytes(link->send.conn, TUTTI_PROTO_LL);
-  ASSERT_EQ(host::llDepth(link->send, host::llLaneBytes(link->send.conn, 8)), 32u);  // lanes of 64 B
+  ASSERT_EQ(host::llDepth(link->send, host::llLaneBytes(link->send.conn, 8)), 128u);  // lanes of 16 B
+  ASSERT_EQ(host::llDepth(link->send, host::llLaneBytes(link->send.conn, 20)), 64u);   // lanes of 32 B
+  ASSERT_EQ(host::llDepth(link->send, host::llLaneBytes(link->send.conn, 40)), 32u);   // lanes of 64 B
   ASSERT_EQ(host::llDepth(link->recv, host::llLaneBytes(link->recv.conn, 200)), host::kMinRegionLanes);  // 256 B
 
   runPair(link.get(), TUTTI_PROTO_LL, makePlan(TUTTI_PROTO_LL, slotData, kOps, 2, 8000 + int(GetParam()), 10), true);

@@ -226,6 +226,33 @@ std::vector<PlannedOp> makeLinePlan(int proto, int nOps, uint64_t seed) {
   return plan;
 }
 
+std::vector<PlannedOp> makeTinyPlan(int nOps, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  static constexpr int kSpins[] = {0, 16, 2000, 20000};
+  // Data bytes per lane size: packets of data plus one header word in lanes of 16, 32 and 64 bytes.
+  static constexpr size_t kLo[] = {1, 9, 25}, kHi[] = {8, 24, 56};
+  std::vector<PlannedOp> plan(nOps);
+  size_t cls = 0;
+  int left = 0, spins = 0;
+  for (int i = 0; i < nOps; ++i) {
+    if (left == 0) {
+      cls = rng() % 3;
+      left = 20 + static_cast<int>(rng() % 381);
+      spins = kSpins[rng() % std::size(kSpins)];
+    }
+    --left;
+    PlannedOp& op = plan[i];
+    op.seed = mix64(seed ^ (static_cast<uint64_t>(i) << 20));
+    op.bytes = kLo[cls] + rng() % (kHi[cls] - kLo[cls] + 1);
+    op.spinCount = spins;
+    if (rng() % 512 == 0) {  // now and then one end is late: the sender fills every lane or the receiver sleeps
+      op.pauser = static_cast<int>(rng() % 2);
+      op.pauseUs = 20 + static_cast<int>(rng() % 200);
+    }
+  }
+  return plan;
+}
+
 size_t maxBytes(const std::vector<PlannedOp>& plan) {
   size_t m = 0;
   for (const PlannedOp& op : plan) m = std::max(m, op.bytes);

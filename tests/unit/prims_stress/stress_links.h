@@ -85,6 +85,10 @@ std::vector<PlannedOp> makePlan(int proto, size_t slotData, int nOps, int nThrea
 // `nOps` rendezvous operations of one or two lines (1 byte, a line -1/0/+1, two lines): the reader polls
 // the very line being written, where a writer-order bug has the widest window.
 std::vector<PlannedOp> makeLinePlan(int proto, int nOps, uint64_t seed);
+// `nOps` operations of 1 to 56 bytes in runs of 20 to 400 of one lane size (LL lanes of 16, 32 or 64 bytes,
+// host/prims.h llLaneBytes), no rendezvous and few pauses: the sender runs ahead, so several packets of one cache
+// line are in flight at once, written by one end while the other reads the packets beside them.
+std::vector<PlannedOp> makeTinyPlan(int nOps, uint64_t seed);
 size_t maxBytes(const std::vector<PlannedOp>& plan);
 // Steps one connection makes for the whole plan (as HostPrims slices each call).
 uint64_t planSteps(const std::vector<PlannedOp>& plan, size_t slotData);
