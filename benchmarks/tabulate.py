@@ -9,7 +9,8 @@ Tutti's in-place columns (time = column 10, busbw = column 12; out of place, the
 output, a copy MPI_Bcast does not make). After the summary, a count of the rows at or above 1.0 (in all, by rank
 count, collective and path), then every row below 1.0 with the fastest and slowest sweep of each side and the limit
 measured on the host (host-limits.txt) it is held against: within a node the single-copy floor under Open MPI's
-time, and for a 2-rank Broadcast of a few bytes one cache line's or one TCP hop's trip.
+time, for a 2-rank Broadcast of a few bytes one cache line's or one TCP hop's trip, and over sockets from 1 MiB the
+call's bytes through loopback TCP at the rate of a stream on every core.
 usage: tabulate.py RAW_DIR HEADER_FILE OUT_MD
 """
 import os
@@ -101,6 +102,26 @@ CACHE_LINE_BYTES = 64
 # Over sockets a 2-rank Broadcast of up to this many bytes is one message a call, one segment or two over loopback:
 # a call sent as soon as it is posted costs a hop.
 TCP_HOP_MAX_BYTES = 16 << 10
+# Over sockets, from this size a call's time is mostly its bytes: every byte that leaves a rank crosses the kernel's
+# TCP path over loopback, held against the host's streams on every core at once (tcp_loopback_stream_all_cores).
+TCP_STREAM_MIN_BYTES = 1 << 20
+
+
+def wire_bytes(coll, size, np):
+    """The fewest bytes all ranks together send to other ranks in one call of `size` (nccl-tests' size: the total
+    buffer of AllGather, ReduceScatter and AlltoAll, the message of AllReduce and Broadcast): each rank's share of the
+    result reaches n - 1 others, twice for AllReduce (reduce-scatter, then all-gather, 2 (n-1)/n of the message a
+    rank, the least a bandwidth-optimal AllReduce sends)."""
+    return (2 if coll == "allreduce" else 1) * (np - 1) * size
+
+
+def tcp_floor(coll, size, np, lim):
+    """The time the call's fewest bytes take through loopback TCP at the rate of every core streaming at once (us),
+    a floor both libraries are held to over sockets, or None."""
+    rate = lim.get("tcp_loopback_stream_all_cores")
+    if size < TCP_STREAM_MIN_BYTES or not rate:
+        return None
+    return wire_bytes(coll, size, np) / (rate * 1e9) * 1e6
 
 
 def copy_floor(coll, size, np, lim, cores):
@@ -170,8 +191,10 @@ def below(data, spreads, lim, nps):
                     else:
                         hop = (lim.get("tcp_loopback_one_way_polling")
                                if coll == "broadcast" and np == 2 and s <= TCP_HOP_MAX_BYTES else None)
-                        bound = (f"hop {hop:.1f} us: Tutti {tlo / hop:.2f}x, Open MPI {olo / hop:.2f}x"
-                                 if hop else "-")
+                        stream = tcp_floor(coll, s, np, lim)
+                        bound = (f"hop {hop:.1f} us: Tutti {tlo / hop:.2f}x, Open MPI {olo / hop:.2f}x" if hop
+                                 else f"tcp {stream:.0f} us: Tutti {tlo / stream:.2f}x, Open MPI {olo / stream:.2f}x"
+                                 if stream else "-")
                     rows.append(f"| {title} | {np} | {ttr} / {otr} | {human(s)} | {tlo:.1f} / {thi:.1f} | "
                                 f"{olo:.1f} / {ohi:.1f} | {r} | {'yes' if within else 'no'} | {bound} |")
     lines = ["## Rows below Open MPI", ""]
@@ -190,7 +213,10 @@ def below(data, spreads, lim, nps):
               "kernel's receive path on the sender's core. A reference rather than a bound: on a quiet host both "
               "libraries ran 6-9 us a call at 1.3-1.5 segments a call, and Open MPI 3.5-3.9 us only with 4 to 50 "
               "calls' messages in a segment, its receiver behind its root (benchmarks/results/socket_regimes.md). "
-              "The multiples show how far above the floor each ran.",
+              "Over sockets from 1 MiB: the fewest bytes all ranks together send one another in a call ((n-1) x "
+              "size, 2 (n-1) x size for AllReduce) at the rate loopback TCP moved with a stream on every core at "
+              "once (tcp_loopback_stream_all_cores), a floor for both libraries: every byte crosses the kernel's "
+              "TCP path on these cores. The multiples show how far above the floor each ran.",
               "",
               "| collective | ranks | path | size | Tutti us, fastest / slowest sweep | Open MPI us, fastest / slowest "
               "| ratio | sweeps overlap | measured floor |",

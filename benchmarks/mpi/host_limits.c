@@ -8,7 +8,12 @@
  *     latency of one small message between two ranks on their own cores; calls issued back to back overlap theirs);
  *   - cross memory attach: process_vm_readv of 1 MiB and of 16 MiB from another process's warm buffer into a warm
  *     one, one core (the single copy Open MPI's vader uses inside a node, and Tutti where its init log says
- *     single-copy: the kernel pins the peer's pages and copies them).
+ *     single-copy: the kernel pins the peer's pages and copies them);
+ *   - TCP over loopback, streaming: as many sender/receiver pairs of processes as the host has cores, each pair
+ *     moving 128 MiB over its own connection in 1 MiB writes and reads, all at once; the bytes of all pairs over the
+ *     time until the last receiver has its last byte, best of three rounds (what every rank's traffic together can
+ *     move through the kernel's TCP path over loopback: the sender's copy into the socket, the receive path on the
+ *     sender's core, the receiver's copy out).
  * Prints one "limit: <name> <value> <unit>" line per measurement. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -171,6 +176,81 @@ static double cmaReadGBs(size_t n, int iters) {
   return best > 0 ? (double)n / best / 1e9 : 0;
 }
 
+/* Reads or writes exactly `n` bytes of a pipe, exiting on failure. */
+static void pipeIo(int fd, int writing, size_t n) {
+  char b[64] = {0};
+  while (n > 0) {
+    const size_t k = n < sizeof b ? n : sizeof b;
+    const ssize_t r = writing ? write(fd, b, k) : read(fd, b, k);
+    if (r <= 0) exit(1);
+    n -= (size_t)r;
+  }
+}
+
+/* One round of `pairs` loopback TCP streams of `perPair` bytes each, all at once: GB/s of all of them together. */
+static double tcpStreamRound(int pairs, size_t perPair) {
+  int ls = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (ls < 0 || bind(ls, (struct sockaddr*)&a, sizeof a) || listen(ls, pairs) ||
+      getsockname(ls, (struct sockaddr*)&a, &len)) {
+    perror("host_limits: socket");
+    exit(1);
+  }
+  int ready[2], go[2], done[2];
+  if (pipe(ready) || pipe(go) || pipe(done)) exit(1);
+  const size_t chunk = (size_t)1 << 20;
+  for (int i = 0; i < 2 * pairs; ++i) {
+    if (fork() != 0) continue;
+    const int sender = i % 2;
+    int fd = sender ? socket(AF_INET, SOCK_STREAM, 0) : accept(ls, NULL, NULL);
+    if (fd < 0 || (sender && connect(fd, (struct sockaddr*)&a, sizeof a))) _exit(1);
+    char* buf = malloc(chunk);
+    if (!buf) _exit(1);
+    memset(buf, 5, chunk);
+    pipeIo(ready[1], 1, 1);
+    pipeIo(go[0], 0, 1);
+    for (size_t moved = 0; moved < perPair;) {
+      const size_t want = perPair - moved < chunk ? perPair - moved : chunk;
+      const ssize_t r = sender ? send(fd, buf, want, 0) : recv(fd, buf, want, 0);
+      if (r <= 0) _exit(1);
+      moved += (size_t)r;
+    }
+    if (!sender) pipeIo(done[1], 1, 1);
+    _exit(0);
+  }
+  pipeIo(ready[0], 0, (size_t)(2 * pairs));
+  const double t0 = now();
+  pipeIo(go[1], 1, (size_t)(2 * pairs));
+  pipeIo(done[0], 0, (size_t)pairs);
+  const double t = now() - t0;
+  int status, failed = 0;
+  for (int i = 0; i < 2 * pairs; ++i)
+    if (wait(&status) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) failed = 1;
+  close(ls);
+  close(ready[0]), close(ready[1]), close(go[0]), close(go[1]), close(done[0]), close(done[1]);
+  if (failed) {
+    fprintf(stderr, "host_limits: a loopback TCP stream failed\n");
+    exit(1);
+  }
+  return (double)pairs * (double)perPair / t / 1e9;
+}
+
+/* Loopback TCP streams on every core at once, GB/s of all of them together, best of three rounds. */
+static double tcpStreamAllCoresGBs(void) {
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  const int pairs = cores > 0 && cores < 64 ? (int)cores : 1;
+  double best = 0;
+  for (int round = 0; round < 3; ++round) {
+    const double gbs = tcpStreamRound(pairs, (size_t)128 << 20);
+    if (gbs > best) best = gbs;
+  }
+  return best;
+}
+
 int main(void) {
   printf("limit: tcp_loopback_one_way_polling %.2f us\n", tcpOneWay(1, 20000));
   printf("limit: tcp_loopback_one_way_blocking %.2f us\n", tcpOneWay(0, 5000));
@@ -179,5 +259,6 @@ int main(void) {
   printf("limit: shm_cacheline_one_way %.3f us\n", handOffOneWay(200000, 0));
   printf("limit: cma_read_1MiB_one_core %.2f GB/s\n", cmaReadGBs((size_t)1 << 20, 200));
   printf("limit: cma_read_16MiB_one_core %.2f GB/s\n", cmaReadGBs((size_t)16 << 20, 20));
+  printf("limit: tcp_loopback_stream_all_cores %.2f GB/s\n", tcpStreamAllCoresGBs());
   return 0;
 }
