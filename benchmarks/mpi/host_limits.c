@@ -39,18 +39,25 @@ static double now(void) {
   return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
-/* Half the round trip of an 8-byte TCP ping-pong over loopback, in microseconds. */
-static double tcpOneWay(int polling, int iters) {
+/* A TCP socket listening on a free loopback port (`backlog` pending connections); its address in *a. */
+static int loopbackListener(int backlog, struct sockaddr_in* a) {
   int ls = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (ls < 0 || bind(ls, (struct sockaddr*)&a, sizeof a) || listen(ls, 1) || getsockname(ls, (struct sockaddr*)&a, &len)) {
+  memset(a, 0, sizeof *a);
+  a->sin_family = AF_INET;
+  a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof *a;
+  if (ls < 0 || bind(ls, (struct sockaddr*)a, sizeof *a) || listen(ls, backlog) ||
+      getsockname(ls, (struct sockaddr*)a, &len)) {
     perror("host_limits: socket");
     exit(1);
   }
+  return ls;
+}
+
+/* Half the round trip of an 8-byte TCP ping-pong over loopback, in microseconds. */
+static double tcpOneWay(int polling, int iters) {
+  struct sockaddr_in a;
+  int ls = loopbackListener(1, &a);
   int one = 1, fd;
   pid_t child = fork();
   if (child == 0) {
@@ -189,17 +196,8 @@ static void pipeIo(int fd, int writing, size_t n) {
 
 /* One round of `pairs` loopback TCP streams of `perPair` bytes each, all at once: GB/s of all of them together. */
 static double tcpStreamRound(int pairs, size_t perPair) {
-  int ls = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (ls < 0 || bind(ls, (struct sockaddr*)&a, sizeof a) || listen(ls, pairs) ||
-      getsockname(ls, (struct sockaddr*)&a, &len)) {
-    perror("host_limits: socket");
-    exit(1);
-  }
+  int ls = loopbackListener(pairs, &a);
   int ready[2], go[2], done[2];
   if (pipe(ready) || pipe(go) || pipe(done)) exit(1);
   const size_t chunk = (size_t)1 << 20;
