@@ -87,6 +87,10 @@ struct Comm {
   size_t minChunkBytes = 0;
   bool delayAcks = false;  // receiving comm: re-enter delayed-ACK mode after reads (keepAcksDelayed)
   int64_t ackArmedNs = 0;  // when a short read last did (steady clock; 0: never)
+  // Receiving comm of a process that sends nothing (a one-way flow, transfer.cc oneWayFlow), as of its last read
+  // that took data; and whether its last read found nothing. Both set: the next read polls the socket first.
+  bool oneWay = false;
+  bool drained = false;
   std::atomic<int> error{ncclSuccess};  // first failure; every later call on the comm reports it
   std::deque<Request*> ctrlQueue;       // requests whose header/inline phase is not finished, in post order
   uint32_t pollsSincePeerCheck = 0;     // test() calls on unfinished sends since the last peerGone()

@@ -156,10 +156,10 @@ int64_t steadyNs() {
       .count();
 }
 
-void keepAcksDelayed(Comm* comm, bool bulk) {
+// `now`: the steady clock of a short read (bulk reads pass 0).
+void keepAcksDelayed(Comm* comm, bool bulk, int64_t now) {
   if (!comm->delayAcks) return;
   if (!bulk) {
-    const int64_t now = steadyNs();
     if (comm->ackArmedNs != 0 && now - comm->ackArmedNs < kAckRearmNs) return;
     comm->ackArmedNs = now;
   }
@@ -167,18 +167,30 @@ void keepAcksDelayed(Comm* comm, bool bulk) {
   (void)setsockopt(comm->ctrlFd, IPPROTO_TCP, TCP_QUICKACK, &zero, sizeof zero);
 }
 
-// When this process last posted a send or found one still in progress (any comm of the plugin), steady clock ns.
+// Whether this process sends, as the receiving comms see it. A send sets gSentSince (a load, and a store only when
+// it was clear: polling threads do not take the line from one another, and no send reads the clock); a receiving
+// comm that needs to know clears it and takes the time as gLastSendNs, at most once per eighth of kOneWayNs.
+std::atomic<bool> gSentSince{false};
 std::atomic<int64_t> gLastSendNs{0};
 // A process that had no send for this long receives a one-way flow.
 constexpr int64_t kOneWayNs = 1000 * 1000;
 
-// Records a send posted or in progress. The time is stored only once it is an eighth of kOneWayNs old, so that
-// threads polling their sends do not keep taking the line from one another.
+// Records a send posted or in progress.
 void noteSend() {
-  if (!options().delayedAck) return;
-  const int64_t now = steadyNs();
-  if (now - gLastSendNs.load(std::memory_order_relaxed) > kOneWayNs / 8)
+  if (!gSentSince.load(std::memory_order_relaxed)) gSentSince.store(true, std::memory_order_relaxed);
+}
+
+// Whether this process sent nothing for about kOneWayNs up to `now` (steady clock ns): a send counts from the first
+// look after it, so the answer turns true between kOneWayNs and 9/8 kOneWayNs after the last send.
+bool oneWayFlow(int64_t now) {
+  const int64_t last = gLastSendNs.load(std::memory_order_relaxed);
+  if (now - last < kOneWayNs / 8) return false;
+  if (gSentSince.load(std::memory_order_relaxed)) {
+    gSentSince.store(false, std::memory_order_relaxed);
     gLastSendNs.store(now, std::memory_order_relaxed);
+    return false;
+  }
+  return now - last >= kOneWayNs;
 }
 
 // After a read of a long payload. Where this process sends too (an AllGather, a ring), delayed ACKs spare a packet
@@ -190,7 +202,7 @@ void noteSend() {
 // within the noise.
 void ackBulkRead(Comm* comm) {
   if (!comm->delayAcks) return;
-  if (steadyNs() - gLastSendNs.load(std::memory_order_relaxed) < kOneWayNs) return keepAcksDelayed(comm, true);
+  if (!oneWayFlow(steadyNs())) return keepAcksDelayed(comm, true, 0);
   int one = 1;
   (void)setsockopt(comm->ctrlFd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
 }
@@ -216,13 +228,27 @@ Io recvCtrl(Comm* comm, void* buf, size_t size, size_t* offset, ncclResult_t* co
       return io;
     }
     if (!comm->rxBuf) comm->rxBuf = std::make_unique<char[]>(kRxBufBytes);
+    // A one-way flow whose last read found nothing: ask whether data waits first. recvmsg takes the socket's lock
+    // even when it finds nothing, and while it holds it the sender's segments cannot be queued on the socket: its
+    // core spins on the lock or leaves them to the backlog, which this reader then processes. poll reads the
+    // socket's state without the lock. In a ping-pong the poll would be one system call more between a message's
+    // arrival and its read (AllReduce of 8 B, 2 processes, polling before every read: 10.5 -> 11.8 us a call), so
+    // only a process that sends nothing does it. 2 processes over loopback, Broadcast of 8 B, 5000 calls, five
+    // interleaved runs: 6.87-7.01 -> 6.07-6.51 us a call; AllReduce unchanged.
+    if (comm->oneWay && comm->drained) {
+      pollfd pfd{comm->ctrlFd, POLLIN, 0};
+      if (::poll(&pfd, 1, 0) == 0) return Io::Again;  // ready, the end, or an error: recvmsg tells which
+    }
     iovec iov[2] = {{p + *offset, rem}, {comm->rxBuf.get(), kRxBufBytes}};
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = 2;
     const ssize_t n = ::recvmsg(comm->ctrlFd, &msg, MSG_DONTWAIT);
     if (n > 0) {
-      keepAcksDelayed(comm, false);
+      const int64_t now = steadyNs();
+      comm->oneWay = oneWayFlow(now);
+      comm->drained = false;
+      keepAcksDelayed(comm, false, now);
       const size_t mine = std::min(static_cast<size_t>(n), rem);
       *offset += mine;
       comm->rxBegin = 0;
@@ -230,7 +256,10 @@ Io recvCtrl(Comm* comm, void* buf, size_t size, size_t* offset, ncclResult_t* co
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Io::Again;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      comm->drained = true;
+      return Io::Again;
+    }
     const int err = n == 0 ? 0 : errno;
     if (n == 0) {
       SOCK_WARN("NET/Socket : peer closed the connection (%zu of %zu bytes received)", *offset, size);
@@ -357,7 +386,7 @@ Comm* newComm(bool isSend, int dev, int ctrlFd, std::vector<int> dataFds, int nT
   c->nThreads = c->dataFds.empty() ? 0 : nThreads;
   c->inlineBytes = options().inlineBytes;
   c->delayAcks = !isSend && options().delayedAck;
-  keepAcksDelayed(c, true);
+  keepAcksDelayed(c, true, 0);
   c->minChunkBytes = options().minChunkBytes;
   return c;
 }

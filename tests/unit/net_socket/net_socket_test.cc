@@ -695,6 +695,82 @@ TEST_F(NetSocketOptions, OneWayReceiversAckAtOnce) {
   }
 }
 
+// A receiving end in a process that sends nothing asks the socket whether data waits (poll) once a read found
+// none, and reads only then. The messages must still all arrive, in order and intact, whether they come one at a
+// time to a reader that drained the socket (the sender pauses between some) or several behind one another; and the
+// sender's close must still end the next receive with an error, not leave the reader polling forever.
+void childOneWaySmallMessages() {
+  ChildListener l = childListen();
+  const ncclNet_v12_t* n = l.n;
+  void *&ctx = l.ctx, *&lc = l.lc, *rc = nullptr;
+  char* handle = l.handle;
+  constexpr int kMessages = 600;
+  auto sizeOf = [](int i) { return static_cast<size_t>(1 + (i * 37) % 200); };
+  auto byteOf = [](int i, size_t j) { return static_cast<char>(i * 31 + static_cast<int>(j) * 7 + 1); };
+  // The sending end is made in another process (its sockets exist only there, so its exit closes the connection).
+  const pid_t sender = fork();
+  if (sender < 0) std::exit(5);
+  if (sender == 0) {
+    void* sc = nullptr;
+    for (const auto deadline = Clock::now() + std::chrono::seconds(20); sc == nullptr;)
+      if (n->connect(ctx, 0, handle, &sc, nullptr) != ncclSuccess || Clock::now() > deadline) _exit(1);
+    std::vector<char> src(256);
+    for (int i = 0; i < kMessages; i++) {
+      const size_t size = sizeOf(i);
+      for (size_t j = 0; j < size; j++) src[j] = byteOf(i, j);
+      void* sreq = nullptr;
+      if (n->isend(sc, src.data(), size, 0, nullptr, nullptr, &sreq) != ncclSuccess ||
+          waitRequest(n->test, sreq) != ncclSuccess)
+        _exit(2);
+      // Runs of messages back to back, then a pause long enough for the reader to drain the socket and poll.
+      if (i % 8 == 7) std::this_thread::sleep_for(std::chrono::microseconds(200 + (i % 5) * 300));
+    }
+    // The reader has drained the socket and polls it by the time the connection closes.
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    n->closeSend(sc);
+    _exit(0);
+  }
+  for (const auto deadline = Clock::now() + std::chrono::seconds(20); rc == nullptr;)
+    if (n->accept(lc, &rc, nullptr) != ncclSuccess || Clock::now() > deadline) std::exit(6);
+  std::vector<char> dst(256);
+  auto receive = [&](int* got) {  // ncclSuccess with *got bytes, the error that ended the receive, or ncclInProgress
+    void* rreq = nullptr;
+    void* d = dst.data();
+    size_t cap = dst.size();
+    int tag = 0;
+    if (ncclResult_t r = n->irecv(rc, 1, &d, &cap, &tag, nullptr, nullptr, &rreq); r != ncclSuccess) return r;
+    return waitRequest(n->test, rreq, got);
+  };
+  for (int i = 0; i < kMessages; i++) {
+    std::fill(dst.begin(), dst.end(), 0);
+    int got = -1;
+    if (receive(&got) != ncclSuccess) std::exit(7);
+    if (got != static_cast<int>(sizeOf(i))) std::exit(8);
+    for (size_t j = 0; j < sizeOf(i); j++)
+      if (dst[j] != byteOf(i, j)) std::exit(9);
+  }
+  int got = -1;
+  const ncclResult_t last = receive(&got);  // the peer closes while this waits: an error, neither data nor a timeout
+  if (last == ncclSuccess) std::exit(11);
+  if (last == ncclInProgress) std::exit(12);
+  int status = 0;
+  if (waitpid(sender, &status, 0) != sender || !WIFEXITED(status) || WEXITSTATUS(status) != 0) std::exit(10);
+  n->closeRecv(rc);
+  n->closeListen(lc);
+  n->finalize(ctx);
+  std::exit(0);
+}
+
+TEST_F(NetSocketOptions, OneWayReceiverPollsAndMissesNothing) {
+  EXPECT_EXIT(
+      {
+        setTestEnv();
+        setenv("NCCL_SOCKET_NTHREADS", "0", 1);
+        childOneWaySmallMessages();
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 TEST_F(NetSocketOptions, ManyThreadsAndSockets) {
   EXPECT_EXIT(
       {
