@@ -87,7 +87,7 @@ struct Comm {
   size_t minChunkBytes = 0;
   bool delayAcks = false;  // receiving comm: re-enter delayed-ACK mode after reads (keepAcksDelayed)
   int64_t ackArmedNs = 0;  // when a short read last did (steady clock; 0: never)
-  // Receiving comm of a process that sends nothing (a one-way flow, transfer.cc oneWayFlow), as of its last read
+  // Receiving comm of a process that sends nothing (transfer.cc kPollFirstNs), as of its last read
   // that took data; and whether its last read found nothing. Both set: the next read polls the socket first.
   bool oneWay = false;
   bool drained = false;

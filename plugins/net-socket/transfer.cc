@@ -167,30 +167,33 @@ void keepAcksDelayed(Comm* comm, bool bulk, int64_t now) {
   (void)setsockopt(comm->ctrlFd, IPPROTO_TCP, TCP_QUICKACK, &zero, sizeof zero);
 }
 
-// Whether this process sends, as the receiving comms see it. A send sets gSentSince (a load, and a store only when
+// When this process last sent, as its receiving comms see it. A send sets gSentSince (a load, and a store only when
 // it was clear: polling threads do not take the line from one another, and no send reads the clock); a receiving
-// comm that needs to know clears it and takes the time as gLastSendNs, at most once per eighth of kOneWayNs.
+// comm that asks clears it and dates the send gLastSendNs = now, at most once per kSendLookNs.
 std::atomic<bool> gSentSince{false};
 std::atomic<int64_t> gLastSendNs{0};
-// A process that had no send for this long receives a one-way flow.
+constexpr int64_t kSendLookNs = 25 * 1000;
+// A process that had no send for this long receives a one-way flow: its reads of long payloads acknowledge at once.
 constexpr int64_t kOneWayNs = 1000 * 1000;
+// A process that had no send for this long asks its sockets whether data waits before reading them (recvCtrl).
+constexpr int64_t kPollFirstNs = 200 * 1000;
 
 // Records a send posted or in progress.
 void noteSend() {
   if (!gSentSince.load(std::memory_order_relaxed)) gSentSince.store(true, std::memory_order_relaxed);
 }
 
-// Whether this process sent nothing for about kOneWayNs up to `now` (steady clock ns): a send counts from the first
-// look after it, so the answer turns true between kOneWayNs and 9/8 kOneWayNs after the last send.
-bool oneWayFlow(int64_t now) {
+// Nanoseconds since this process last sent, up to `now` (steady clock ns). A send after the last look is found by
+// the next look at least kSendLookNs after it, so an answer of kSendLookNs or more is never too long: no send
+// happened in that time.
+int64_t nsSinceSend(int64_t now) {
   const int64_t last = gLastSendNs.load(std::memory_order_relaxed);
-  if (now - last < kOneWayNs / 8) return false;
-  if (gSentSince.load(std::memory_order_relaxed)) {
+  if (now - last >= kSendLookNs && gSentSince.load(std::memory_order_relaxed)) {
     gSentSince.store(false, std::memory_order_relaxed);
     gLastSendNs.store(now, std::memory_order_relaxed);
-    return false;
+    return 0;
   }
-  return now - last >= kOneWayNs;
+  return now - last;
 }
 
 // After a read of a long payload. Where this process sends too (an AllGather, a ring), delayed ACKs spare a packet
@@ -202,7 +205,7 @@ bool oneWayFlow(int64_t now) {
 // within the noise.
 void ackBulkRead(Comm* comm) {
   if (!comm->delayAcks) return;
-  if (!oneWayFlow(steadyNs())) return keepAcksDelayed(comm, true, 0);
+  if (nsSinceSend(steadyNs()) < kOneWayNs) return keepAcksDelayed(comm, true, 0);
   int one = 1;
   (void)setsockopt(comm->ctrlFd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
 }
@@ -246,7 +249,7 @@ Io recvCtrl(Comm* comm, void* buf, size_t size, size_t* offset, ncclResult_t* co
     const ssize_t n = ::recvmsg(comm->ctrlFd, &msg, MSG_DONTWAIT);
     if (n > 0) {
       const int64_t now = steadyNs();
-      comm->oneWay = oneWayFlow(now);
+      comm->oneWay = nsSinceSend(now) >= kPollFirstNs;
       comm->drained = false;
       keepAcksDelayed(comm, false, now);
       const size_t mine = std::min(static_cast<size_t>(n), rem);
