@@ -14,9 +14,13 @@
  *     time until the last receiver has its last byte, best of three rounds (what every rank's traffic together can
  *     move through the kernel's TCP path over loopback: the sender's copy into the socket, the receive path on the
  *     sender's core, the receiver's copy out).
+ *   - a system call on each core (getppid, the process pinned there, best of five rounds): what every socket
+ *     operation and every poll of a socket pays on top of its work (about a microsecond under some hypervisors,
+ *     where it is most of a small message's cost).
  * Prints one "limit: <name> <value> <unit>" line per measurement. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <netinet/in.h>
@@ -249,6 +253,25 @@ static double tcpStreamAllCoresGBs(void) {
   return best;
 }
 
+/* One system call on `cpu` (this process pinned there, then given back its CPUs), best of five rounds, us. -1 when
+ * the process may not run there. */
+static double syscallUs(int cpu, int iters) {
+  cpu_set_t before, one;
+  if (sched_getaffinity(0, sizeof before, &before) != 0) return -1;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  if (sched_setaffinity(0, sizeof one, &one) != 0) return -1;
+  double best = 1e30;
+  for (int round = 0; round < 5; ++round) {
+    const double t0 = now();
+    for (int i = 0; i < iters; ++i) syscall(SYS_getppid);
+    const double t = (now() - t0) / iters;
+    if (t < best) best = t;
+  }
+  sched_setaffinity(0, sizeof before, &before);
+  return best * 1e6;
+}
+
 int main(void) {
   printf("limit: tcp_loopback_one_way_polling %.2f us\n", tcpOneWay(1, 20000));
   printf("limit: tcp_loopback_one_way_blocking %.2f us\n", tcpOneWay(0, 5000));
@@ -258,5 +281,9 @@ int main(void) {
   printf("limit: cma_read_1MiB_one_core %.2f GB/s\n", cmaReadGBs((size_t)1 << 20, 200));
   printf("limit: cma_read_16MiB_one_core %.2f GB/s\n", cmaReadGBs((size_t)16 << 20, 20));
   printf("limit: tcp_loopback_stream_all_cores %.2f GB/s\n", tcpStreamAllCoresGBs());
+  cpu_set_t mine;
+  if (sched_getaffinity(0, sizeof mine, &mine) == 0)
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+      if (CPU_ISSET(cpu, &mine)) printf("limit: syscall_cpu%d %.3f us\n", cpu, syscallUs(cpu, 200000));
   return 0;
 }
