@@ -204,6 +204,7 @@ host::WaitContext commWaitContext(ncclComm* comm) {
   host::WaitContext w;
   w.spinCount = comm->spinCount;
   w.driveSpinCount = comm->netSpinCount;
+  w.longStepDriveSpinCount = comm->netLongSpinCount;
   w.timeoutNs = comm->timeoutNs;
   w.abortFlag = &comm->abortFlag;
   w.shared = false;
@@ -321,6 +322,16 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
     comm->netSpinCount = static_cast<int>(std::max<int64_t>(0, paramInt("TUTTI_NET_SPIN_COUNT")));
   else
     comm->netSpinCount = localRanks <= cores || paramIsSet("TUTTI_SPIN_COUNT") ? comm->spinCount : 100;
+  // A step of 128 KiB or more over the network takes long enough for its waits to sleep sooner still (4 processes
+  // over sockets, 2 cores, AllReduce, medians of 8-12 interleaved runs, us, 100 -> 10 polls: 1 MiB (256 KiB steps)
+  // 1021 -> 932, 4 MiB 5615 -> 4999 with the spread of the runs 3760-8177 -> 4740-6664; 1000 polls: 7701; 256 KiB
+  // (64 KiB steps) 313 -> 328 and 64 KiB 136 -> 152, which keep 100).
+  if (paramIsSet("TUTTI_NET_LONG_SPIN_COUNT"))
+    comm->netLongSpinCount = static_cast<int>(std::max<int64_t>(0, paramInt("TUTTI_NET_LONG_SPIN_COUNT")));
+  else
+    comm->netLongSpinCount =
+        localRanks <= cores || paramIsSet("TUTTI_NET_SPIN_COUNT") || paramIsSet("TUTTI_SPIN_COUNT") ? comm->netSpinCount
+                                                                                                    : 10;
   // A Broadcast receiver over the network, whose senders bound the calls (runBinomialBroadcast), sleeps sooner still
   // where the net plugin can wake it itself (8 processes over sockets, 2 cores, medians of seven interleaved runs,
   // 8 B to 512 B, us: 32-35 -> 22-26 at 10 polls, 25-27 at 2; 34-40 at 10 polls with the proxy thread's hand-over).

@@ -293,6 +293,7 @@ struct ncclComm {
   int64_t timeoutNs = 0;
   int spinCount = 2000;
   int netSpinCount = 2000;  // the same for waits that drive network connections (TUTTI_NET_SPIN_COUNT)
+  int netLongSpinCount = 2000;   // the same for a step of kLongNetStepBytes or more (TUTTI_NET_LONG_SPIN_COUNT)
   int bcastRecvSpinCount = 2000;  // a Broadcast receiver's wait on the network (TUTTI_NET_BCAST_SPIN_COUNT)
   // The bytes of lanes this rank's LL connections cycle through (HostConn::laneRegion): the two ends agree at
   // connect (connect.cc). 0: no bound but kMaxLanes.

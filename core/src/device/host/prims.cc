@@ -204,6 +204,8 @@ WaitContext HostPrims::connWait(const HostConn* c, const SlowWait* slow) const {
   w.drive = drive_;
   w.nDrive = nDrive_;
   w.netTask = c->proxyTask;
+  if (w.longStepDriveSpinCount >= 0 && stepBytes_ >= kLongNetStepBytes)
+    w.driveSpinCount = std::min(w.driveSpinCount >= 0 ? w.driveSpinCount : w.spinCount, w.longStepDriveSpinCount);
   if (w.warnNs > 0) {
     w.onSlow = &HostPrims::warnSlowWait;
     w.slowCtx = slow;
@@ -501,6 +503,7 @@ ncclResult_t HostPrims::run(unsigned mode, size_t in, size_t out, size_t n, bool
   do {
     const size_t elems = minSize(slotElems, n - done);
     const size_t bytes = elems * eltSize_;
+    stepBytes_ = bytes;
     const void* srcs[2 + kMaxPrimsPeers];
     void* dsts[2 + kMaxPrimsPeers];
     char* sendSlots[kMaxPrimsPeers];

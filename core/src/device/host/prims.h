@@ -243,6 +243,7 @@ class HostPrims {
   size_t eltSize_;
   int proto_;
   size_t slotData_;  // data bytes per slot (a multiple of eltSize_)
+  size_t stepBytes_ = 0;  // data bytes of the step run() moves now (how long its network waits spin: connWait)
   const ResolvedRedOp& op_;
   WaitContext wait_;
   OpLabel label_;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 namespace tutti {
@@ -21,6 +22,8 @@ struct WaitContext {
   // Polls before sleeping for a wait that drives network connections (drive below): each poll is then a system
   // call, which a rank whose cores are shared takes from the ranks it waits for. -1: spinCount.
   int driveSpinCount = -1;
+  // The same for a wait on a step of kLongNetStepBytes or more (the caller applies it: HostPrims). -1: driveSpinCount.
+  int longStepDriveSpinCount = -1;
   int64_t timeoutNs = 0;                     // 0: wait forever (abort still ends it)
   const std::atomic<bool>* abortFlag = nullptr;
   bool shared = false;                       // futex words in inter-process memory
@@ -41,6 +44,9 @@ struct WaitContext {
   // sleeps in the net plugin on it and the drive tasks (proxyWaitNetwork) where it can, and on the futex otherwise.
   ProxyTask* netTask = nullptr;
 };
+
+// A network step this long keeps its waits for long enough that they sleep after WaitContext::longStepDriveSpinCount.
+constexpr size_t kLongNetStepBytes = size_t{128} << 10;
 
 enum class WaitStatus { Ready, Aborted, TimedOut, PeerClosed };
 
