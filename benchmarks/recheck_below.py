@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Measures again, one at a time, every row that benchmarks/results/side_by_side.md lists below 1.0.
 
-A side-by-side row keeps the fastest of three sweeps of each side; where the two sides' sweeps overlap, that one
+A side-by-side row keeps the fastest of the sweeps of each side (three to five); where the two sides' sweeps overlap, that one
 run does not say which library is faster. This tool runs each such row (collective, ranks, path, size) again in
 ROUNDS interleaved pairs, Tutti then Open MPI in one round and the other way round in the next, with the calls and
 warm-up of the row's segment in side_by_side.sh, and compares the two sets of per-call times:
