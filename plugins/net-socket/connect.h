@@ -91,6 +91,15 @@ struct Comm {
   // that took data; and whether its last read found nothing. Both set: the next read polls the socket first.
   bool oneWay = false;
   bool drained = false;
+  // Sending comm: whether its control socket holds short segments (TCP_NODELAY off, transfer.cc holdSmall), the
+  // process's read count its last send saw, and its sends since that count last moved.
+  bool holdAllowed = false;  // TUTTI_NET_SOCKET_HOLD_SMALL
+  bool holding = false;
+  uint64_t readsSeen = 0;
+  uint32_t sendsUnheard = 0;
+  // Receiving comm: the last header said the sender holds (kMsgHeld); a read took data since the last ACK forced.
+  bool peerHolds = false;
+  bool unacked = false;
   std::atomic<int> error{ncclSuccess};  // first failure; every later call on the comm reports it
   std::deque<Request*> ctrlQueue;       // requests whose header/inline phase is not finished, in post order
   uint32_t pollsSincePeerCheck = 0;     // test() calls on unfinished sends since the last peerGone()

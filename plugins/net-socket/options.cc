@@ -81,6 +81,9 @@ ncclResult_t readOptions(Options* out) {
   x = o.delayedAck ? 1 : 0;
   if (ncclResult_t r = readInt("TUTTI_NET_SOCKET_DELAYED_ACK", 0, 1, &x); r != ncclSuccess) return r;
   o.delayedAck = x != 0;
+  x = o.holdSmall ? 1 : 0;
+  if (ncclResult_t r = readInt("TUTTI_NET_SOCKET_HOLD_SMALL", 0, 1, &x); r != ncclSuccess) return r;
+  o.holdSmall = x != 0;
   *out = o;
   return ncclSuccess;
 }

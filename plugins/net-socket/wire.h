@@ -16,7 +16,7 @@ namespace tutti::netsock {
 constexpr uint32_t kHandleMarker = 0x4b535454;  // "TTSK"
 constexpr uint32_t kHelloMarker = 0x4c485454;   // "TTHL"
 constexpr uint32_t kMsgMarker = 0x474d5454;     // "TTMG"
-constexpr uint16_t kWireVersion = 1;
+constexpr uint16_t kWireVersion = 2;  // 2: kMsgHeld
 
 // Limits that bound every count read from a handle or from the wire.
 constexpr int kMaxSockets = 64;  // data sockets per comm
@@ -58,6 +58,10 @@ struct Hello {
 };
 
 constexpr uint32_t kMsgInline = 0x1;  // payload follows the header on the control socket
+// The sender's control socket holds short segments behind an unacknowledged one (Nagle's algorithm: a one-way flow
+// of small messages, transfer.cc): the receiver acknowledges what it read once the socket runs dry, which lets the
+// held messages go, several in one segment.
+constexpr uint32_t kMsgHeld = 0x2;
 
 // Sent on the control socket for every message, sender -> receiver. Without kMsgInline the payload is cut
 // into chunkBytes pieces spread round-robin over the data sockets.

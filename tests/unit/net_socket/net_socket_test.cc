@@ -472,6 +472,30 @@ int acceptedQuickAck(uint16_t port) {
   return result;
 }
 
+// TCP_NODELAY of the connections this process made to `port` (the control sockets of its sending comms without data
+// sockets): 0 where the socket holds short segments behind an unacknowledged one (Nagle), 1 where each send leaves at
+// once. -1 when there is no such connection.
+int connectedNoDelay(uint16_t port) {
+  int result = -1;
+  DIR* d = opendir("/proc/self/fd");
+  if (d == nullptr) return result;
+  while (dirent* e = readdir(d)) {
+    const int fd = std::atoi(e->d_name);
+    sockaddr_storage peer{};
+    socklen_t peerLen = sizeof peer;
+    if (e->d_name[0] == '.' || fd == dirfd(d) || getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peerLen) != 0)
+      continue;
+    const uint16_t remote = peer.ss_family == AF_INET    ? reinterpret_cast<sockaddr_in*>(&peer)->sin_port
+                            : peer.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&peer)->sin6_port
+                                                         : 0;
+    int noDelay = -1;
+    socklen_t len = sizeof noDelay;
+    if (remote == port && getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &noDelay, &len) == 0) result = noDelay;
+  }
+  closedir(d);
+  return result;
+}
+
 // In a child: the plugin loaded (the caller set the environment before this first load), initialised, and listening
 // on device 0. Exits 2 or 3 on failure.
 struct ChildListener {
@@ -704,6 +728,7 @@ void childOneWaySmallMessages() {
   const ncclNet_v12_t* n = l.n;
   void *&ctx = l.ctx, *&lc = l.lc, *rc = nullptr;
   char* handle = l.handle;
+  const uint16_t port = l.port();
   constexpr int kMessages = 600;
   auto sizeOf = [](int i) { return static_cast<size_t>(1 + (i * 37) % 200); };
   auto byteOf = [](int i, size_t j) { return static_cast<char>(i * 31 + static_cast<int>(j) * 7 + 1); };
@@ -722,6 +747,10 @@ void childOneWaySmallMessages() {
       if (n->isend(sc, src.data(), size, 0, nullptr, nullptr, &sreq) != ncclSuccess ||
           waitRequest(n->test, sreq) != ncclSuccess)
         _exit(2);
+      // A process that only sends lets its socket hold small messages once a run of sends heard nothing back: the
+      // reader must still get every one, the last ones of each run included (the pauses below leave them held
+      // until the reader, finding its socket dry, acknowledges).
+      if (i == 40 && connectedNoDelay(port) != 0) _exit(3);
       // Runs of messages back to back, then a pause long enough for the reader to drain the socket and poll.
       if (i % 8 == 7) std::this_thread::sleep_for(std::chrono::microseconds(200 + (i % 5) * 300));
     }
@@ -771,6 +800,47 @@ TEST_F(NetSocketOptions, OneWayReceiverPollsAndMissesNothing) {
       ::testing::ExitedWithCode(0), "");
 }
 
+// A process that receives as well as sends (an AllReduce's ranks, a ring) keeps TCP_NODELAY: a held message would
+// wait for the peer's ACK where the peer waits for that message before it answers.
+void childTwoWayKeepsNoDelay() {
+  ChildListener l = childListen();
+  const ncclNet_v12_t* n = l.n;
+  void *&ctx = l.ctx, *&lc = l.lc, *sc = nullptr, *rc = nullptr;
+  char* handle = l.handle;
+  const uint16_t port = l.port();
+  if (!establish([&](void** s) { return n->connect(ctx, 0, handle, s, nullptr); },
+                 [&](void** r) { return n->accept(lc, r, nullptr); }, &sc, &rc))
+    std::exit(4);
+  std::vector<char> src(64), dst(64);
+  for (int i = 0; i < 64; i++) {
+    std::fill(src.begin(), src.end(), static_cast<char>(i + 1));
+    void *sreq = nullptr, *rreq = nullptr;
+    void* d = dst.data();
+    int tag = 0;
+    size_t cap = dst.size();
+    if (n->isend(sc, src.data(), src.size(), 0, nullptr, nullptr, &sreq) != ncclSuccess) std::exit(5);
+    if (n->irecv(rc, 1, &d, &cap, &tag, nullptr, nullptr, &rreq) != ncclSuccess) std::exit(6);
+    if (waitBoth(n->test, sreq, rreq, nullptr) != ncclSuccess) std::exit(7);
+    if (src != dst) std::exit(8);
+  }
+  if (connectedNoDelay(port) != 1) std::exit(9);
+  n->closeSend(sc);
+  n->closeRecv(rc);
+  n->closeListen(lc);
+  n->finalize(ctx);
+  std::exit(0);
+}
+
+TEST_F(NetSocketOptions, TwoWayFlowKeepsNoDelay) {
+  EXPECT_EXIT(
+      {
+        setTestEnv();
+        setenv("NCCL_SOCKET_NTHREADS", "0", 1);
+        childTwoWayKeepsNoDelay();
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 TEST_F(NetSocketOptions, ManyThreadsAndSockets) {
   EXPECT_EXIT(
       {
@@ -816,6 +886,7 @@ TEST_F(NetSocketOptions, MalformedValuesFailInit) {
   EXPECT_EXIT(childInit("NCCL_SOCKET_FAMILY", "AF_UNIX"), ::testing::ExitedWithCode(ncclInvalidUsage), "");
   EXPECT_EXIT(childInit("TUTTI_NET_SOCKET_TIMEOUT_MS", "-5"), ::testing::ExitedWithCode(ncclInvalidUsage), "");
   EXPECT_EXIT(childInit("TUTTI_NET_SOCKET_DELAYED_ACK", "2"), ::testing::ExitedWithCode(ncclInvalidUsage), "");
+  EXPECT_EXIT(childInit("TUTTI_NET_SOCKET_HOLD_SMALL", "yes"), ::testing::ExitedWithCode(ncclInvalidUsage), "");
 }
 
 }  // namespace
