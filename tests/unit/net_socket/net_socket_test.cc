@@ -448,9 +448,9 @@ class NetSocketOptions : public ::testing::Test {
   void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
 };
 
-// TCP_QUICKACK of the connections this process accepted on `port` (the receiving ends of its comms): 1 where the
-// kernel acknowledges every segment at once, 0 in delayed-ACK mode. -1 when there is no such connection.
-int acceptedQuickAck(uint16_t port) {
+// A TCP option (IPPROTO_TCP level) of this process's connections whose local port (`accepted`: the connections it
+// accepted on `port`) or remote port (the connections it made to `port`) is `port`; -1 when there is none.
+int connectionOption(uint16_t port, bool accepted, int option) {
   int result = -1;
   DIR* d = opendir("/proc/self/fd");
   if (d == nullptr) return result;
@@ -461,40 +461,26 @@ int acceptedQuickAck(uint16_t port) {
     if (e->d_name[0] == '.' || fd == dirfd(d) || getsockname(fd, reinterpret_cast<sockaddr*>(&self), &selfLen) != 0 ||
         getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peerLen) != 0)  // the listener has no peer
       continue;
-    const uint16_t local = self.ss_family == AF_INET    ? reinterpret_cast<sockaddr_in*>(&self)->sin_port
-                           : self.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&self)->sin6_port
-                                                        : 0;
-    int quick = -1;
-    socklen_t len = sizeof quick;
-    if (local == port && getsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &quick, &len) == 0) result = quick;
+    const sockaddr_storage& end = accepted ? self : peer;
+    const uint16_t p = end.ss_family == AF_INET    ? reinterpret_cast<const sockaddr_in*>(&end)->sin_port
+                       : end.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6*>(&end)->sin6_port
+                                                   : 0;
+    int value = -1;
+    socklen_t len = sizeof value;
+    if (p == port && getsockopt(fd, IPPROTO_TCP, option, &value, &len) == 0) result = value;
   }
   closedir(d);
   return result;
 }
 
+// TCP_QUICKACK of the connections this process accepted on `port` (the receiving ends of its comms): 1 where the
+// kernel acknowledges every segment at once, 0 in delayed-ACK mode.
+int acceptedQuickAck(uint16_t port) { return connectionOption(port, true, TCP_QUICKACK); }
+
 // TCP_NODELAY of the connections this process made to `port` (the control sockets of its sending comms without data
 // sockets): 0 where the socket holds short segments behind an unacknowledged one (Nagle), 1 where each send leaves at
-// once. -1 when there is no such connection.
-int connectedNoDelay(uint16_t port) {
-  int result = -1;
-  DIR* d = opendir("/proc/self/fd");
-  if (d == nullptr) return result;
-  while (dirent* e = readdir(d)) {
-    const int fd = std::atoi(e->d_name);
-    sockaddr_storage peer{};
-    socklen_t peerLen = sizeof peer;
-    if (e->d_name[0] == '.' || fd == dirfd(d) || getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peerLen) != 0)
-      continue;
-    const uint16_t remote = peer.ss_family == AF_INET    ? reinterpret_cast<sockaddr_in*>(&peer)->sin_port
-                            : peer.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&peer)->sin6_port
-                                                         : 0;
-    int noDelay = -1;
-    socklen_t len = sizeof noDelay;
-    if (remote == port && getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &noDelay, &len) == 0) result = noDelay;
-  }
-  closedir(d);
-  return result;
-}
+// once.
+int connectedNoDelay(uint16_t port) { return connectionOption(port, false, TCP_NODELAY); }
 
 // In a child: the plugin loaded (the caller set the environment before this first load), initialised, and listening
 // on device 0. Exits 2 or 3 on failure.
