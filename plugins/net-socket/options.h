@@ -51,7 +51,7 @@ struct Options {
   // the kernel's choice. See keepAcksDelayed and ackBulkRead (transfer.cc).
   bool delayedAck = true;
   // TUTTI_NET_SOCKET_HOLD_SMALL: 1 lets the control socket of a sending comm in a one-way flow hold messages of up to
-  // 8 KiB behind an unacknowledged one (TCP_NODELAY off), the receiver acknowledging whenever its socket runs dry;
+  // 16 KiB behind an unacknowledged one (TCP_NODELAY off), the receiver acknowledging whenever its socket runs dry;
   // 0 sends every message at once (TCP_NODELAY on). See holdSmall (transfer.cc).
   bool holdSmall = true;
 };

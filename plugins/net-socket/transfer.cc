@@ -204,7 +204,7 @@ void noteRead() {  // any change tells: two threads' increments may count as one
 }
 constexpr uint32_t kHoldAfterSends = 16;
 // Largest message a one-way sender lets its socket hold.
-constexpr size_t kHoldMaxBytes = 8192;
+constexpr size_t kHoldMaxBytes = 16384;
 
 // A one-way flow of small messages lets the sending socket hold them (TCP_NODELAY off: Nagle's algorithm keeps a
 // short segment while an earlier one is unacknowledged). With TCP_NODELAY every send is a segment, and over loopback
@@ -215,9 +215,11 @@ constexpr size_t kHoldMaxBytes = 8192;
 // in the process, a larger message, or a chunked one, turns holding off (TCP_NODELAY on, which sends what is held).
 // 2-core VM over loopback, Broadcast, medians of three interleaved runs of 1000 calls, us, TCP_NODELAY -> held: 2
 // processes 8 B 6.50 -> 3.25, 512 B 6.79 -> 3.41, 2 KiB 7.16 -> 3.64, 8 KiB 8.68 -> 4.70; 4 processes 8 B 8.73 ->
-// 6.94, 64 B 10.67 -> 6.96, 4 KiB 18.71 -> 11.25; 8 processes 8 B 26.3 -> 17.4, 4 KiB 30.0 -> 27.8. Past 8 KiB held
-// messages lost (4 processes, 16 KiB 21.9 -> 26.4, 32 KiB 31.8 -> 40.6). Without the receiver's forced ACK each held
-// message waited for the kernel's delayed-ACK timer: 2 processes, 8 B, 21 us a call.
+// 6.94, 64 B 10.67 -> 6.96, 4 KiB 18.71 -> 11.25; 8 processes 8 B 26.3 -> 17.4, 4 KiB 30.0 -> 27.8. 16 KiB held
+// (medians of five interleaved sweeps of 500 calls): 2 processes 7.66 -> 6.06, 4 processes 21.95 -> 22.83, 8 within
+// their spread; Reduce (whose leaves hold) 2 processes 8.25 -> 7.53. Past 16 KiB held messages lost (4 processes,
+// 32 KiB 31.8 -> 40.6). Without the receiver's forced ACK each held message waited for the kernel's delayed-ACK timer:
+// 2 processes, 8 B, 21 us a call.
 void holdSmall(Comm* comm, Request* r) {
   bool hold = false;
   if (comm->holdAllowed && (r->hdr.flags & kMsgInline) && r->size <= kHoldMaxBytes) {

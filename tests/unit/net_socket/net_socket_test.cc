@@ -716,7 +716,13 @@ void childOneWaySmallMessages() {
   char* handle = l.handle;
   const uint16_t port = l.port();
   constexpr int kMessages = 600;
-  auto sizeOf = [](int i) { return static_cast<size_t>(1 + (i * 37) % 200); };
+  // Mostly short messages; every fifth one at or just under the largest a socket may hold (16 KiB), which a read
+  // takes straight into its buffer rather than through the read-ahead; message 101 one byte over it, which sends at once.
+  constexpr size_t kHoldMax = 16384;
+  auto sizeOf = [](int i) {
+    if (i == 101) return kHoldMax + 1;
+    return i % 5 == 4 ? kHoldMax - static_cast<size_t>(i % 3) : static_cast<size_t>(1 + (i * 37) % 200);
+  };
   auto byteOf = [](int i, size_t j) { return static_cast<char>(i * 31 + static_cast<int>(j) * 7 + 1); };
   // The sending end is made in another process (its sockets exist only there, so its exit closes the connection).
   const pid_t sender = fork();
@@ -725,7 +731,7 @@ void childOneWaySmallMessages() {
     void* sc = nullptr;
     for (const auto deadline = Clock::now() + std::chrono::seconds(20); sc == nullptr;)
       if (n->connect(ctx, 0, handle, &sc, nullptr) != ncclSuccess || Clock::now() > deadline) _exit(1);
-    std::vector<char> src(256);
+    std::vector<char> src(kHoldMax + 1);
     for (int i = 0; i < kMessages; i++) {
       const size_t size = sizeOf(i);
       for (size_t j = 0; j < size; j++) src[j] = byteOf(i, j);
@@ -737,6 +743,7 @@ void childOneWaySmallMessages() {
       // reader must still get every one, the last ones of each run included (the pauses below leave them held
       // until the reader, finding its socket dry, acknowledges).
       if (i == 40 && connectedNoDelay(port) != 0) _exit(3);
+      if (i == 101 && connectedNoDelay(port) != 1) _exit(4);
       // Runs of messages back to back, then a pause long enough for the reader to drain the socket and poll.
       if (i % 8 == 7) std::this_thread::sleep_for(std::chrono::microseconds(200 + (i % 5) * 300));
     }
@@ -747,7 +754,7 @@ void childOneWaySmallMessages() {
   }
   for (const auto deadline = Clock::now() + std::chrono::seconds(20); rc == nullptr;)
     if (n->accept(lc, &rc, nullptr) != ncclSuccess || Clock::now() > deadline) std::exit(6);
-  std::vector<char> dst(256);
+  std::vector<char> dst(kHoldMax + 1);
   auto receive = [&](int* got) {  // ncclSuccess with *got bytes, the error that ended the receive, or ncclInProgress
     void* rreq = nullptr;
     void* d = dst.data();
