@@ -461,12 +461,13 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
             : size_t{16} << 10;
     comm->directCopiesFirst = (otherProcess || ownCores) && !coreSet;
     // How much a read from another process costs against a copy varies from host to host (the page pinning, the
-    // kernel's copy): directProbe measures it and raises the AllGather threshold where the one-shot's and ring's two
-    // copies in cache cost less than one read (2 cores, AMD EPYC VM, a read of 256 KiB costing 3.5 copies, the median
-    // of three runs, us, one-shot or ring -> cross memory attach: 2 ranks 128 KiB 7.8 -> 16.3, 512 KiB 32.4 -> 51.4,
-    // 1 MiB 87 -> 94; 4 ranks 1 MiB 221 -> 280, 2 MiB 939 -> 541). Broadcast, its root writing a share, gains from
-    // 128 KiB even there (on 2 ranks from 512 KiB); AlltoAll takes sends and receives there but on 8 ranks or more
-    // from 128 MiB (direct_copy.cc, costlyReadMinAlltoAll).
+    // kernel's copy): directProbe measures it and turns the AllGather reads off where the one-shot's and ring's two
+    // copies in cache cost less than one read (direct_copy.cc, kCostlyReadPercent) (2 cores, AMD EPYC VM, a read of 256
+    // KiB costing 3.5 copies, the median of three runs, us, one-shot or ring -> cross memory attach: 2 ranks 128 KiB
+    // 7.8 -> 16.3, 512 KiB 32.4 -> 51.4, 1 MiB 87 -> 94; 4 ranks 1 MiB 221 -> 280, 2 MiB 939 -> 541, where later sets
+    // had the reads lose too). Broadcast, its root writing a share, gains from 128 KiB even there (on 2 ranks from 512
+    // KiB); AlltoAll takes sends and receives there but on 8 ranks or more from 128 MiB (direct_copy.cc,
+    // costlyReadMinAlltoAll).
     comm->directReadCostGate = otherProcess;
   }
   // Deterministic AllReduce across processes: from 256 KiB, once the fold of n rows ran in one pass (reduce_copy.cc,

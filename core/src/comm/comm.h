@@ -141,15 +141,14 @@ struct ncclComm {
          directMinReduceScatter = 0, directMinDetReduce = 0, directMinDetReduceScatter = 0, directMinDetPairReduce = 0,
          directOverOneShot = 0;
   // Ranks as processes with the default thresholds: directProbe measures what a read from another process costs
-  // against a copy (TUTTI_DIRECT_READ_COST) and, where reads cost 2.5 copies or more, raises directMinGather and
-  // turns directMinReduce off.
+  // against a copy (TUTTI_DIRECT_READ_COST) and, where reads cost 2.5 copies or more, turns directMinGather and
+  // directMinReduce off.
   // directDetReadCostGate: the same for a deterministic AllReduce (TUTTI_DET_DIRECT_MIN_BYTES unset), which then
   // takes the exchange at every size. directReadCost: the ranks' median, in percent (0: not measured).
   bool directReadCostGate = false, directDetReadCostGate = false;
   int directReadCost = 0;
   // An AllGather / AlltoAll of at least this many bytes of output takes the ring / sends and receives instead
-  // (TUTTI_DIRECT_MAX_GATHER_BYTES, TUTTI_DIRECT_MAX_ALLTOALL_BYTES; set by directProbe where reads cost 2.5 copies
-  // or more; 0: no bound).
+  // (TUTTI_DIRECT_MAX_GATHER_BYTES, TUTTI_DIRECT_MAX_ALLTOALL_BYTES; 0: no bound).
   size_t directMaxGather = 0, directMaxAlltoAll = 0;
   // A single-copy Broadcast of at least this many bytes has the root write the last 1/n of every reader's buffer
   // while the readers read the rest (TUTTI_DIRECT_ROOT_SHARE_MIN_BYTES; 0: never).

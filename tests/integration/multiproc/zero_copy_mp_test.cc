@@ -600,8 +600,8 @@ TEST(DirectReadCost, RanksSettleOnTheMedianCost) {
   struct Case {
     std::vector<int> costs;  // per rank, percent
     const char* median;      // as logged
-    size_t gatherMin;
-    size_t gatherMax;        // 0: no bound (the reads are not costly)
+    size_t gatherMin;        // 0: never (the reads are costly)
+    size_t gatherMax;        // 0: no bound
     size_t alltoallMin;  // 0: not checked (on 3 ranks it depends on the host's cores, not on the cost)
     size_t alltoallMax;  // 0: no bound
     size_t detMin;       // deterministic AllReduce (0: never, the exchange)
@@ -610,15 +610,15 @@ TEST(DirectReadCost, RanksSettleOnTheMedianCost) {
     size_t bcastMin;     // 2 ranks with a core each: the Broadcast threshold (0: not checked)
   };
   const Case cases[] = {
-      {{400, 100, 300}, "3.00", size_t{2} << 20, size_t{16} << 20, 0, 0, 0, 0, "AlltoAll from 0 bytes,", 0},
+      {{400, 100, 300}, "3.00", 0, 0, 0, 0, 0, 0, "AlltoAll from 0 bytes,", 0},
       {{100, 400, 200}, "2.00", size_t{256} << 10, 0, 0, 0, size_t{256} << 10, size_t{256} << 10, nullptr, 0},
-      // Costly on 2 ranks: AlltoAll sends and receives at every size, Broadcast reads from 512 KiB, AllReduce the ring.
-      {{260, 90}, "2.60", size_t{1} << 20, size_t{16} << 20, 0, 0, 0, 0, "AlltoAll from 0 bytes,", size_t{512} << 10},
+      // Costly on 2 ranks: AllGather copies and AlltoAll sends and receives at every size, Broadcast reads from 512 KiB,
+      // AllReduce the ring.
+      {{260, 90}, "2.60", 0, 0, 0, 0, 0, 0, "AlltoAll from 0 bytes,", size_t{512} << 10},
       {{120, 240}, "2.40", size_t{128} << 10, 0, size_t{128} << 10, 0, size_t{256} << 10, 0, nullptr,
        size_t{128} << 10},
       // 8 ranks: AlltoAll reads from 128 MiB (not called here: the log says it).
-      {{300, 300, 300, 300, 300, 300, 300, 300}, "3.00", size_t{2} << 20, size_t{16} << 20, 0, 0, 0, 0,
-       "AlltoAll from 134217728 bytes,", 0},
+      {{300, 300, 300, 300, 300, 300, 300, 300}, "3.00", 0, 0, 0, 0, 0, 0, "AlltoAll from 134217728 bytes,", 0},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE("costs " + std::to_string(c.costs[0]) + "," + std::to_string(c.costs[1]));
@@ -629,7 +629,10 @@ TEST(DirectReadCost, RanksSettleOnTheMedianCost) {
     // Output bytes just below and at each threshold (whole elements per rank), and a small call.
     const size_t n = c.costs.size(), unit = 4 * n;
     auto atLeast = [unit](size_t bytes) { return (bytes + unit - 1) / unit * unit; };
-    std::vector<size_t> sizes{size_t{4096} * n, atLeast(c.gatherMin) - unit, atLeast(c.gatherMin)};
+    // Where no AllGather reads: 1 and 2 MiB, where the reads once began at this cost.
+    std::vector<size_t> sizes{size_t{4096} * n};
+    if (c.gatherMin) sizes.insert(sizes.end(), {atLeast(c.gatherMin) - unit, atLeast(c.gatherMin)});
+    else sizes.insert(sizes.end(), {atLeast(size_t{1} << 20), atLeast(size_t{2} << 20)});
     if (c.gatherMax) sizes.insert(sizes.end(), {atLeast(c.gatherMax) - unit, atLeast(c.gatherMax)});
     if (c.alltoallMin) sizes.insert(sizes.end(), {atLeast(c.alltoallMin) - unit, atLeast(c.alltoallMin)});
     if (c.alltoallMax) sizes.insert(sizes.end(), {atLeast(c.alltoallMax) - unit, atLeast(c.alltoallMax)});
@@ -733,7 +736,7 @@ TEST(DirectReadCost, RanksSettleOnTheMedianCost) {
       // Each AllGather of the sweep reads the peers' buffers exactly where the thresholds say, the ring or one-shot
       // elsewhere.
       for (size_t bytes : sizes) {
-        const bool direct = bytes >= c.gatherMin && (c.gatherMax == 0 || bytes < c.gatherMax);
+        const bool direct = c.gatherMin > 0 && bytes >= c.gatherMin && (c.gatherMax == 0 || bytes < c.gatherMax);
         const std::string algo = algoOf("AllGather", bytes);
         ASSERT_FALSE(algo.empty()) << bytes << "\n" << child.output;
         EXPECT_EQ(algo == "DIRECT", direct) << "AllGather of " << bytes << " bytes took " << algo << "\n"

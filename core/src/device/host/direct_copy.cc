@@ -75,23 +75,21 @@ int measureReadCost() {
   return static_cast<int>(std::min<int64_t>(100 * readNs / std::max<int64_t>(copyNs, 1), 100000));
 }
 
-// Reads that cost at least this many copies (percent) leave AllGather below a few MiB to the one-shot and ring paths,
-// whose two copies stay in cache (comm.cc, directReadCostGate), an AllReduce of 3 or 4 ranks to the ring, and a
-// deterministic AllReduce to the exchange (directDetReadCostGate).
+// Reads that cost at least this many copies (percent) leave AllGather to the one-shot and ring paths, whose two
+// copies stay in cache (comm.cc, directReadCostGate), an AllReduce of 3 or 4 ranks to the ring, and a deterministic
+// AllReduce to the exchange (directDetReadCostGate).
 constexpr int kCostlyReadPercent = 250;
-// Where reads cost that much, an AllGather of 16 MiB of output or more takes the ring too: its steps pass through
-// FIFOs that stay in cache, while every read pins and copies pages out of memory. Which of the two wins below that
-// moved with the host's state, in two sets on 2-core VMs, processes over shm, medians of two to five interleaved
-// runs, us, reads -> ring. In the first, a read of 256 KiB costing 3.4 copies: 2 ranks 16 MiB 1858 -> 1032, 64 MiB
-// 8108 -> 5828 (8 MiB 361 -> 394); 4 ranks 4 MiB 722 -> 523, 16 MiB 3669 -> 2448, 64 MiB 15848 -> 12992, 256 MiB
-// 81460 -> 53713 (Open MPI 61568); 8 ranks 2 MiB 980 -> 737, 4 MiB 1828 -> 1386, 16 MiB 10707 -> 7871, 256 MiB
-// 185683 -> 123755 (Open MPI 149441). In the second, a read costing 4.0-4.2 copies, the ring lost below 16 MiB by
-// more than it had gained: 4 ranks 4 MiB 1060-1425 -> 2212-2495 (Open MPI 1994-2915), 8 MiB 2947-3208 -> 5017-5592,
-// 16 MiB even (6747-7138 -> 6637-6843), 32 MiB 11735-12733 -> 13943-18571, 64 MiB 28809-34136 -> 24746-28701; 8
-// ranks 2 MiB 1034-1050 -> 1313-1519, 4 MiB 2482-2605 -> 3572-3930, 8 MiB 4148-4677 -> 7359-7569, 16 MiB
-// 11771-12870 -> 13878-14919, 64 MiB even (54375-59601 -> 57093-65299). On 4 and 8 ranks the ring's worst loss
-// across the two sets is the smaller from 16 MiB, the reads' below; 2 ranks keep the 16 MiB of the first set.
-constexpr size_t kCostlyReadMaxGather = size_t{16} << 20;
+// Where reads cost that much, no AllGather reads. Three sets on 2-core VMs, processes over shm, interleaved runs, us,
+// reads -> ring or one-shot. In the first, a read of 256 KiB costing 3.4 copies, the ring won from 16 MiB of output:
+// 2 ranks 16 MiB 1858 -> 1032, 64 MiB 8108 -> 5828 (8 MiB 361 -> 394); 4 ranks 4 MiB 722 -> 523, 16 MiB 3669 -> 2448,
+// 256 MiB 81460 -> 53713 (Open MPI 61568); 8 ranks 2 MiB 980 -> 737, 16 MiB 10707 -> 7871, 256 MiB 185683 -> 123755.
+// In the second, a read costing 4.0-4.2 copies, the ring lost below 16 MiB (4 ranks 4 MiB 1060-1425 -> 2212-2495,
+// 8 ranks 4 MiB 2482-2605 -> 3572-3930), so the reads kept 1 or 2 MiB to 16 MiB. In the third, a read costing 4.3
+// copies, the reads lost at every size from 1 MiB on every rank count, three to five runs each, the medians (Open MPI
+// in the same runs): 2 ranks 1 MiB 54 -> 47 (51), 2 MiB 113 -> 93 (105), 4 MiB 214 -> 190 (207), 8 MiB 451 -> 386
+// (439); 4 ranks 2 MiB 402 -> 260 (631), 4 MiB 856 -> 540 (1291), 8 MiB 2122 -> 1196 (3191); 8 ranks 2 MiB 991 -> 750
+// (1336), 4 MiB 1889 -> 1623 (2743), 8 MiB 4894 -> 3467 (6341). The ring's loss in the second set kept it within Open
+// MPI's spread (4 ranks 4 MiB: 1994-2915); the reads' losses in the third put 2 ranks behind Open MPI.
 // AlltoAll where reads cost that much: sends and receives through the FIFOs, but on 8 ranks or more from 128 MiB of
 // output. Processes over shm, 2-core AMD EPYC VM, a read costing 4.16 copies, three interleaved runs each, us, reads
 // -> sends (Open MPI beside): 2 ranks 128 KiB 10.8/10.8/12.2 -> 5.8/6.3/5.6 (8.8/10.7/10.2), 256 KiB 13.6/14.4/16.7 ->
@@ -180,8 +178,7 @@ ncclResult_t directProbe(ncclComm* comm) {
     std::nth_element(costs.begin(), costs.begin() + n / 2, costs.end());
     comm->directReadCost = costs[n / 2];
     if (comm->directReadCost >= kCostlyReadPercent && comm->directReadCostGate) {
-      comm->directMinGather = std::max(comm->directMinGather, (n == 2 ? size_t{1} : size_t{2}) << 20);
-      if (maxGather < 0) comm->directMaxGather = kCostlyReadMaxGather;
+      comm->directMinGather = 0;
       if (maxAlltoAll < 0) comm->directMinAlltoAll = costlyReadMinAlltoAll(n);
       if (n == 2 && comm->directMinBcast > 0)
         comm->directMinBcast = std::max(comm->directMinBcast, kCostlyReadMinPairBcast);
