@@ -870,6 +870,11 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   if (simple < TUTTI_STEPS * 64)
     TUTTI_FAIL(ncclInvalidArgument, "NCCL_BUFFSIZE={} is too small (at least {} bytes)", simple, TUTTI_STEPS * 64);
   comm->buffSizes[TUTTI_PROTO_SIMPLE] = static_cast<size_t>(simple) & ~size_t{TUTTI_STEPS * 64 - 1};
+  const int64_t p2pNet = paramInt("TUTTI_NET_P2P_BUFFSIZE");
+  if (comm->backend == Backend::Host && p2pNet != 0) {
+    const size_t want = p2pNet < 0 ? size_t{8} << 20 : static_cast<size_t>(p2pNet) & ~size_t{TUTTI_STEPS * 64 - 1};
+    if (want > comm->buffSizes[TUTTI_PROTO_SIMPLE]) comm->p2pNetBuffSize = want;
+  }
   int64_t ll = paramInt("NCCL_LL_BUFFSIZE");
   if (ll < TUTTI_STEPS * 64)
     TUTTI_FAIL(ncclInvalidArgument, "NCCL_LL_BUFFSIZE={} is too small (at least {} bytes)", ll, TUTTI_STEPS * 64);

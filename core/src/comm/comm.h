@@ -128,6 +128,9 @@ struct ncclComm {
   std::vector<tutti::ChannelRing> rings;  // per channel
   tutti::DoubleTree trees;                // channel c follows tree c % kTreeCount
   size_t buffSizes[TUTTI_NUM_PROTOCOLS] = {};
+  // Host backend: the Simple buffer of a point-to-point connection over the network (0: buffSizes'; launch.h,
+  // p2pStepBytes).
+  size_t p2pNetBuffSize = 0;
   bool ll128 = false;  // every pair's transport guarantees LL128 ordering (same answer on every rank)
   // Single-copy collectives (device/host/direct_copy.h): every rank can read every other rank's memory, and the
   // smallest collective of each that takes the path (TUTTI_DIRECT_MIN_BYTES; 0: never); a deterministic reduction has

@@ -133,6 +133,8 @@ ncclResult_t commConnect(ncclComm* comm, const std::vector<ConnRequest>& wanted)
     req.connIndex = p.req.connIndex;
     req.peer = p.req.peer;
     for (int i = 0; i < TUTTI_NUM_PROTOCOLS; ++i) req.buffSizes[i] = comm->buffSizes[i];
+    if (p.req.connIndex == kConnP2p && comm->p2pNetBuffSize && netTransportIs(conn->transport->api()))
+      req.buffSizes[TUTTI_PROTO_SIMPLE] = comm->p2pNetBuffSize;
     req.shared = comm->peers[p.req.peer].pidHash != comm->peers[comm->rank].pidHash;
     // Device memory goes to another process as a descriptor borrowed by pid, which names that process only in
     // its own pid namespace: across namespaces the transport keeps its FIFOs in (registered) host memory.

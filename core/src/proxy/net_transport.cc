@@ -476,10 +476,12 @@ ncclResult_t allocEnd(const tuttiConnectRequest_t* req, bool recv, NetEnd** out)
   e->mem = static_cast<char*>(std::aligned_alloc(4096, device ? kCtrlBytes : total));
   if (!e->mem) TUTTI_FAIL(ncclSystemError, "net: cannot allocate {} bytes of FIFO", total);
   std::memset(e->mem, 0, kCtrlBytes);
-  // The Simple region in host memory too: its pages are faulted in now rather than during the first calls that
-  // reach them (4 MiB is 1024 faults). The others fault in on first use.
+  // The Simple region in host memory too: its first 4 MiB are faulted in now rather than during the first calls
+  // that reach them (1024 faults). The rest of a larger region (a point-to-point connection's, TUTTI_NET_P2P_BUFFSIZE,
+  // whose long steps mostly move between user buffers and the wire) and the other regions fault in on first use.
   if (!device && e->regionBytes[TUTTI_PROTO_SIMPLE])
-    std::memset(e->mem + e->regionOffset[TUTTI_PROTO_SIMPLE], 0, e->regionBytes[TUTTI_PROTO_SIMPLE]);
+    std::memset(e->mem + e->regionOffset[TUTTI_PROTO_SIMPLE], 0,
+                std::min(e->regionBytes[TUTTI_PROTO_SIMPLE], size_t{4} << 20));
   e->data = e->mem;
   if (device) {
     if (req->devMem->alloc(&e->devData, total) != ncclSuccess) {

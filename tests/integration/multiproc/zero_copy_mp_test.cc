@@ -148,6 +148,81 @@ TEST(NetZeroCopy, InPlaceRingShiftInOneGroupGetsThePredecessorsOldData) {
   expectAllSucceeded(r, "");
 }
 
+// Point-to-point over the network: a connection's Simple slots are 1 MiB (TUTTI_NET_P2P_BUFFSIZE's default), and a
+// message of up to 8 of them takes whole slots, a longer one the communicator's 512 KiB slots (p2pStepBytes). At both
+// edges, with a short last step, zero copy and through the FIFOs (TUTTI_NET_ZERO_COPY_MIN_BYTES=0), and with the
+// large slots off (TUTTI_NET_P2P_BUFFSIZE=0): a ring shift and an AlltoAll arrive whole, and every rank logs the steps
+// each send and receive was cut into.
+TEST(NetP2pSteps, MessagesAroundEightLargeSlotsArriveWhole) {
+  constexpr size_t kMiB = size_t{1} << 20;
+  struct Setting {
+    const char* var;
+    const char* value;
+    size_t bigStep;  // the step of a message of up to 8 large slots
+  };
+  for (const Setting& s : {Setting{"", "", kMiB}, Setting{"TUTTI_NET_ZERO_COPY_MIN_BYTES", "0", kMiB},
+                           Setting{"TUTTI_NET_P2P_BUFFSIZE", "0", kMiB / 2}}) {
+    SCOPED_TRACE(std::string(s.var) + "=" + s.value);
+    MpOptions opts;
+    opts.nranks = kRanks;
+    opts.timeoutSeconds = 90;
+    opts.env = netOverLoopbackEnv();
+    opts.env.push_back({"TUTTI_TIMEOUT", "30"});
+    opts.env.push_back({"NCCL_DEBUG", "INFO"});
+    opts.env.push_back({"NCCL_DEBUG_SUBSYS", "P2P"});
+    if (*s.var) opts.env.push_back({s.var, s.value});
+    // Bytes per message: exactly 8 slots of 1 MiB, 4 bytes more (17 steps of 512 KiB), 3 slots and a short fourth.
+    const std::vector<size_t> sizes = {8 * kMiB, 8 * kMiB + 4, 3 * kMiB + 4};
+    MpResult r = runProcesses(opts, [&sizes](const RankContext& ctx) {
+      ncclComm_t comm = nullptr;
+      if (int rc = initComm(ctx, &comm)) return rc;
+      auto fail = [&](const std::string& what, int rc) { return failRank(comm, what, rc); };
+      const int n = ctx.nranks, next = (ctx.rank + 1) % n, prev = (ctx.rank + n - 1) % n;
+      for (size_t bytes : sizes) {
+        const size_t count = bytes / sizeof(float);
+        const std::string at = " of " + std::to_string(bytes) + " bytes";
+        std::vector<float> sent(count), got(count, -1.0f);
+        for (size_t i = 0; i < count; ++i) sent[i] = valueOf(ctx.rank, 0, i);
+        ncclGroupStart();
+        ncclSend(sent.data(), count, ncclFloat32, next, comm, nullptr);
+        ncclRecv(got.data(), count, ncclFloat32, prev, comm, nullptr);
+        if (ncclGroupEnd() != ncclSuccess) return fail("send/recv" + at + ": " + ncclGetLastError(comm), 11);
+        for (size_t i = 0; i < count; ++i)
+          if (got[i] != valueOf(prev, 0, i))
+            return fail("Recv" + at + " differs at element " + std::to_string(i), 12);
+        // AlltoAll: block p of rank r's input goes to rank p, which keeps it as block r.
+        std::vector<float> in(count * n), out(count * n, -1.0f);
+        for (int p = 0; p < n; ++p)
+          for (size_t i = 0; i < count; ++i) in[p * count + i] = valueOf(ctx.rank * n + p, 1, i);
+        if (ncclAlltoAll(in.data(), out.data(), count, ncclFloat32, comm, nullptr) != ncclSuccess)
+          return fail("ncclAlltoAll" + at + ": " + ncclGetLastError(comm), 13);
+        for (int p = 0; p < n; ++p)
+          for (size_t i = 0; i < count; ++i)
+            if (out[p * count + i] != valueOf(p * n + ctx.rank, 1, i))
+              return fail("AlltoAll" + at + ": block of rank " + std::to_string(p) + " differs at element " +
+                              std::to_string(i), 14);
+      }
+      ncclCommDestroy(comm);
+      return 0;
+    });
+    expectAllSucceeded(r, "");
+    for (const ChildResult& c : r.children) {
+      for (size_t bytes : sizes) {
+        const size_t step = bytes <= 8 * s.bigStep ? s.bigStep : kMiB / 2;
+        for (const char* dir : {"Send ", "Recv "}) {
+          const std::string line =
+              dir + std::to_string(bytes) + " bytes " + (dir[0] == 'S' ? "to" : "from") + " rank ";
+          const std::string tail = " proto Simple steps of " + std::to_string(step) + " bytes";
+          bool found = false;
+          for (size_t at = c.output.find(line); at != std::string::npos && !found; at = c.output.find(line, at + 1))
+            found = c.output.compare(c.output.find(" proto", at), tail.size(), tail) == 0;
+          EXPECT_TRUE(found) << dir << bytes << " bytes: no line \"..." << tail << "\"\n" << c.describe();
+        }
+      }
+    }
+  }
+}
+
 TEST(NetZeroCopy, OneShotCollectivesInPlaceAndOutOfPlace) {
   MpOptions opts = zeroCopyOptions();
   opts.env.push_back({"TUTTI_ONESHOT_MAX_BYTES", "524288"});  // every call below takes the one-shot path

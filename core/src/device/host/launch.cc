@@ -206,6 +206,15 @@ int p2pProtocol(const ncclComm* comm, size_t bytes) {
                                                                                            : TUTTI_PROTO_SIMPLE;
 }
 
+size_t p2pStepBytes(const ncclComm* comm, const HostConn* conn, int proto, size_t bytes) {
+  const size_t slot = HostPrims::slotDataBytes(conn->conn, proto);
+  const size_t small = comm->buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS;
+  if (proto != TUTTI_PROTO_SIMPLE || slot <= small || bytes <= slot * TUTTI_STEPS) return slot;
+  return small;
+}
+
+uint64_t p2pSteps(size_t bytes, size_t stepBytes) { return bytes == 0 ? 1 : divUp(bytes, stepBytes); }
+
 // ---- profiling (only when comm->profiler is set) --------------------------------------------------------
 
 namespace {
@@ -293,10 +302,9 @@ void profileP2pProxyOp(ncclComm* comm, const Task& t, bool sending) {
   const int proto = p2pProtocol(comm, bytes);
   Connection* conn = commFindConnection(comm, 0, kConnP2p, t.root, sending);
   if (!conn) return;
-  HostStepCounter steps(&conn->host, proto, 1);
-  steps.recv(0, bytes);
   QueuedSteps queued;
-  postProxyOp(comm, t.prof.get(), 0, kConnP2p, t.root, sending, steps.recvSteps(), proto, &queued);
+  const uint64_t steps = p2pSteps(bytes, p2pStepBytes(comm, &conn->host, proto, bytes));
+  postProxyOp(comm, t.prof.get(), 0, kConnP2p, t.root, sending, steps, proto, &queued);
 }
 
 namespace {
@@ -329,12 +337,26 @@ ncclResult_t runP2pList(ncclComm* comm, const std::vector<Task>& tasks, bool sen
       kernelCh.e = profKernelChStart(t.prof.get(), 0);
       profileP2pProxyOp(comm, t, sending);
     }
-    TUTTI_INFO(NCCL_P2P, "{} {} bytes {} rank {} proto {} (opCount {})", sending ? "Send" : "Recv", bytes,
-               sending ? "to" : "from", t.root, proto == TUTTI_PROTO_LL ? "LL" : "Simple", comm->p2pOpCount);
+    // Steps of stepBytes (p2pStepBytes), both ends alike: the primitives cut a call into slots, so a step shorter
+    // than the slot is a call of its own.
+    const size_t stepBytes = p2pStepBytes(comm, conn, proto, bytes);
+    const size_t callBytes = stepBytes < HostPrims::slotDataBytes(conn->conn, proto) ? stepBytes : bytes;
+    TUTTI_INFO(NCCL_P2P, "{} {} bytes {} rank {} proto {} steps of {} bytes (opCount {})", sending ? "Send" : "Recv",
+               bytes, sending ? "to" : "from", t.root, proto == TUTTI_PROTO_LL ? "LL" : "Simple", stepBytes,
+               comm->p2pOpCount);
+    auto inSteps = [&](auto&& move) -> ncclResult_t {
+      size_t off = 0;
+      do {
+        const size_t n = std::min(callBytes, bytes - off);
+        TUTTI_CHECK(move(off, n));
+        off += n;
+      } while (off < bytes);
+      return ncclSuccess;
+    };
     if (sending) {
       HostPrims prims(nullptr, conn, t.sendbuff, nullptr, 1, *copy, wait, label, proto);
       prims.useUserBuffers(false, userBuffers);
-      TUTTI_CHECK(prims.send(0, bytes));
+      TUTTI_CHECK(inSteps([&](size_t off, size_t n) { return prims.send(off, n); }));
       if (prims.sentFromUser() && userSent) {
         if (std::find(userSent->begin(), userSent->end(), conn) == userSent->end()) userSent->push_back(conn);
       } else {
@@ -344,12 +366,12 @@ ncclResult_t runP2pList(ncclComm* comm, const std::vector<Task>& tasks, bool sen
       HostStepCounter steps(conn, proto, 1);
       std::vector<HostStepCounter::UserStep> userSteps;
       if (userBuffers && conn->netEnd) steps.recordUserBuffers(conn, proto, t.recvbuff, 1, &userSteps);
-      steps.recv(0, bytes);
+      TUTTI_CHECK(inSteps([&](size_t off, size_t n) { return steps.recv(off, n); }));
       registerUserSteps(conn, userSteps);
       announceRecvSteps(conn, steps.recvSteps());
       HostPrims prims(conn, nullptr, nullptr, t.recvbuff, 1, *copy, wait, label, proto);
       prims.useUserBuffers(userBuffers, false);
-      TUTTI_CHECK(prims.recv(0, bytes));
+      TUTTI_CHECK(inSteps([&](size_t off, size_t n) { return prims.recv(off, n); }));
     }
   }
   return ncclSuccess;
@@ -394,11 +416,9 @@ bool sendsFitFifos(ncclComm* comm, const std::vector<Task>& sends) {
     const size_t bytes = t.count * dataTypeSize(t.datatype);
     HostConn* conn = connOf(comm, 0, kConnP2p, t.root, true);
     if (!conn) return false;
-    HostStepCounter counter(conn, p2pProtocol(comm, bytes), 1);
-    counter.send(0, bytes);
     auto it = std::find_if(steps.begin(), steps.end(), [&](const auto& e) { return e.first == t.root; });
     if (it == steps.end()) it = steps.insert(steps.end(), {t.root, 0});
-    it->second += counter.sendSteps();
+    it->second += p2pSteps(bytes, p2pStepBytes(comm, conn, p2pProtocol(comm, bytes), bytes));
     if (it->second > TUTTI_STEPS) return false;
   }
   return true;

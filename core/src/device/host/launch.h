@@ -10,6 +10,8 @@
 
 namespace tutti::host {
 
+struct HostConn;
+
 struct CommLaunch {
   ncclComm* comm = nullptr;
   cudaStream_t stream = nullptr;            // host backend: the group's host stream (first one given)
@@ -38,6 +40,15 @@ ncclResult_t announceChannelSteps(ncclComm* comm, const std::vector<CollPlan>& c
 // Protocol of one send or receive of `bytes`: LL up to the threshold (latency), Simple above (bandwidth).
 // Both ends decide from the byte count alone, so matching calls agree; mismatched ones are reported.
 int p2pProtocol(const ncclComm* comm, size_t bytes);
+
+// Bytes of one step of a send or receive of `bytes` on `conn` (both ends compute the same): a whole slot, but where
+// the connection's slots are larger than the communicator's (TUTTI_NET_P2P_BUFFSIZE) and the message takes more than
+// NCCL_STEPS of them, the communicator's slot. The large slots let a message of up to NCCL_STEPS of them leave
+// without waiting for its receiver (sendsFitFifos: one thread sends to every peer, then receives); a longer one
+// is paced by its receiver either way, in the steps it was before.
+size_t p2pStepBytes(const ncclComm* comm, const HostConn* conn, int proto, size_t bytes);
+// Steps of a message of `bytes` in steps of `stepBytes` (a message of 0 bytes is one step).
+uint64_t p2pSteps(size_t bytes, size_t stepBytes);
 
 // Profiler ProxyOps (comm->profiler set): of every collective of channel `c` on its network connections, in the
 // order the channel runs them; of one send or receive task. Must precede the steps (and their announcement).
