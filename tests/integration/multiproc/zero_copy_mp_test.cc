@@ -149,19 +149,19 @@ TEST(NetZeroCopy, InPlaceRingShiftInOneGroupGetsThePredecessorsOldData) {
 }
 
 // Point-to-point over the network: a connection's Simple slots are 1 MiB (TUTTI_NET_P2P_BUFFSIZE's default), and a
-// message of up to 8 of them takes whole slots, a longer one the communicator's 512 KiB slots (p2pStepBytes). At both
-// edges, with a short last step, zero copy and through the FIFOs (TUTTI_NET_ZERO_COPY_MIN_BYTES=0), and with the
-// large slots off (TUTTI_NET_P2P_BUFFSIZE=0): a ring shift and an AlltoAll arrive whole, and every rank logs the steps
-// each send and receive was cut into.
+// message longer than 8 of the communicator's 512 KiB slots but at most 8 of the connection's moves in 8 equal steps;
+// every other one in 512 KiB steps (p2pStepBytes). At both edges, with a short last step, zero copy and through the
+// FIFOs (TUTTI_NET_ZERO_COPY_MIN_BYTES=0), and with the large slots off (TUTTI_NET_P2P_BUFFSIZE=0): a ring shift and
+// an AlltoAll arrive whole, and every rank logs the steps each send and receive was cut into.
 TEST(NetP2pSteps, MessagesAroundEightLargeSlotsArriveWhole) {
   constexpr size_t kMiB = size_t{1} << 20;
   struct Setting {
     const char* var;
     const char* value;
-    size_t bigStep;  // the step of a message of up to 8 large slots
+    bool largeSlots;
   };
-  for (const Setting& s : {Setting{"", "", kMiB}, Setting{"TUTTI_NET_ZERO_COPY_MIN_BYTES", "0", kMiB},
-                           Setting{"TUTTI_NET_P2P_BUFFSIZE", "0", kMiB / 2}}) {
+  for (const Setting& s : {Setting{"", "", true}, Setting{"TUTTI_NET_ZERO_COPY_MIN_BYTES", "0", true},
+                           Setting{"TUTTI_NET_P2P_BUFFSIZE", "0", false}}) {
     SCOPED_TRACE(std::string(s.var) + "=" + s.value);
     MpOptions opts;
     opts.nranks = kRanks;
@@ -171,8 +171,11 @@ TEST(NetP2pSteps, MessagesAroundEightLargeSlotsArriveWhole) {
     opts.env.push_back({"NCCL_DEBUG", "INFO"});
     opts.env.push_back({"NCCL_DEBUG_SUBSYS", "P2P"});
     if (*s.var) opts.env.push_back({s.var, s.value});
-    // Bytes per message: exactly 8 slots of 1 MiB, 4 bytes more (17 steps of 512 KiB), 3 slots and a short fourth.
-    const std::vector<size_t> sizes = {8 * kMiB, 8 * kMiB + 4, 3 * kMiB + 4};
+    // Bytes per message and their steps with the large slots: exactly 8 slots of 1 MiB; 4 bytes more (17 steps of
+    // 512 KiB); 6 MiB + 4 (8 steps of 786496 bytes, the last shorter); 4 MiB (8 steps of 512 KiB); 3 MiB + 4 (7 steps
+    // of 512 KiB, the last of 4 bytes).
+    const std::vector<size_t> sizes = {8 * kMiB, 8 * kMiB + 4, 6 * kMiB + 4, 4 * kMiB, 3 * kMiB + 4};
+    const std::vector<size_t> steps = {kMiB, kMiB / 2, 786496, kMiB / 2, kMiB / 2};
     MpResult r = runProcesses(opts, [&sizes](const RankContext& ctx) {
       ncclComm_t comm = nullptr;
       if (int rc = initComm(ctx, &comm)) return rc;
@@ -207,8 +210,8 @@ TEST(NetP2pSteps, MessagesAroundEightLargeSlotsArriveWhole) {
     });
     expectAllSucceeded(r, "");
     for (const ChildResult& c : r.children) {
-      for (size_t bytes : sizes) {
-        const size_t step = bytes <= 8 * s.bigStep ? s.bigStep : kMiB / 2;
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        const size_t bytes = sizes[k], step = s.largeSlots ? steps[k] : kMiB / 2;
         for (const char* dir : {"Send ", "Recv "}) {
           const std::string line =
               dir + std::to_string(bytes) + " bytes " + (dir[0] == 'S' ? "to" : "from") + " rank ";

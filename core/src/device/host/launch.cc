@@ -209,8 +209,9 @@ int p2pProtocol(const ncclComm* comm, size_t bytes) {
 size_t p2pStepBytes(const ncclComm* comm, const HostConn* conn, int proto, size_t bytes) {
   const size_t slot = HostPrims::slotDataBytes(conn->conn, proto);
   const size_t small = comm->buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS;
-  if (proto != TUTTI_PROTO_SIMPLE || slot <= small || bytes <= slot * TUTTI_STEPS) return slot;
-  return small;
+  if (proto != TUTTI_PROTO_SIMPLE || slot <= small) return slot;
+  if (bytes <= small * TUTTI_STEPS || bytes > slot * TUTTI_STEPS) return small;
+  return divUp(divUp(bytes, size_t{TUTTI_STEPS}), size_t{64}) * 64;  // NCCL_STEPS steps, at most a slot each
 }
 
 uint64_t p2pSteps(size_t bytes, size_t stepBytes) { return bytes == 0 ? 1 : divUp(bytes, stepBytes); }
