@@ -40,13 +40,19 @@ namespace {
 
 constexpr int kRanks = 3;
 
-MpOptions zeroCopyOptions() {
+// kRanks processes over net-socket on loopback, a wait that cannot finish failing after 30 s.
+MpOptions netOptions(int timeoutSeconds) {
   MpOptions opts;
   opts.nranks = kRanks;
-  opts.timeoutSeconds = 60;
+  opts.timeoutSeconds = timeoutSeconds;
   opts.env = netOverLoopbackEnv();
-  opts.env.push_back({"TUTTI_NET_ZERO_COPY_MIN_BYTES", "1"});
   opts.env.push_back({"TUTTI_TIMEOUT", "30"});
+  return opts;
+}
+
+MpOptions zeroCopyOptions() {
+  MpOptions opts = netOptions(60);
+  opts.env.push_back({"TUTTI_NET_ZERO_COPY_MIN_BYTES", "1"});
   opts.env.push_back({"NCCL_DEBUG", "WARN"});
   return opts;
 }
@@ -163,11 +169,7 @@ TEST(NetP2pSteps, MessagesAroundEightLargeSlotsArriveWhole) {
   for (const Setting& s : {Setting{"", "", true}, Setting{"TUTTI_NET_ZERO_COPY_MIN_BYTES", "0", true},
                            Setting{"TUTTI_NET_P2P_BUFFSIZE", "0", false}}) {
     SCOPED_TRACE(std::string(s.var) + "=" + s.value);
-    MpOptions opts;
-    opts.nranks = kRanks;
-    opts.timeoutSeconds = 90;
-    opts.env = netOverLoopbackEnv();
-    opts.env.push_back({"TUTTI_TIMEOUT", "30"});
+    MpOptions opts = netOptions(90);
     opts.env.push_back({"NCCL_DEBUG", "INFO"});
     opts.env.push_back({"NCCL_DEBUG_SUBSYS", "P2P"});
     if (*s.var) opts.env.push_back({s.var, s.value});
