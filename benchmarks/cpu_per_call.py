@@ -21,13 +21,12 @@ usage: ROWS="AllReduce/4/socket/4 MiB;..." benchmarks/cpu_per_call.py BUILD_DIR 
 """
 import os
 import resource
-import shutil
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from recheck_below import RESULTS, TOOL, median, size_arg, size_of  # noqa: E402
+from recheck_below import RESULTS, TOOL, empty_dir, median, open_mpi, size_arg, size_of  # noqa: E402
 
 OUT = os.environ.get("OUT", "cpu_per_call")
 
@@ -71,20 +70,8 @@ def main():
     few, many = (int(sys.argv[3]), int(sys.argv[4])) if len(sys.argv) > 4 else (5, 45)
     if rounds < 1 or not 0 < few < many:
         sys.exit("cpu_per_call.py: ROUNDS >= 1 and 0 < FEW < MANY")
-    for tool in ("mpicc", "mpirun", "ompi_info"):
-        if not shutil.which(tool):
-            sys.exit(f"cpu_per_call.py: {tool} not found: install openmpi-bin and libopenmpi-dev")
-    mpi = os.path.join(build, "bench", "mpi_coll_perf")
-    if not os.path.exists(mpi):
-        os.makedirs(os.path.dirname(mpi), exist_ok=True)
-        subprocess.run(["mpicc", "-O2", "-Wall", "-o", mpi,
-                        os.path.join(os.path.dirname(RESULTS), "mpi", "mpi_coll_perf.c")], check=True)
-    btls = subprocess.run(["ompi_info", "--parsable"], capture_output=True, text=True).stdout
-    shm_btl = "vader" if "mca:btl:vader:" in btls else "sm"
-    raw = os.path.join(RESULTS, "raw", OUT)
-    os.makedirs(raw, exist_ok=True)
-    for name in os.listdir(raw):
-        os.remove(os.path.join(raw, name))
+    mpi, shm_btl = open_mpi(build, "cpu_per_call.py")
+    raw = empty_dir(os.path.join(RESULTS, "raw", OUT))
     load_before = open("/proc/loadavg").read().split()[:3]
     start = time.time()
     results = []

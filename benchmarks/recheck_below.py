@@ -110,6 +110,30 @@ def median(v):
     return s[len(s) // 2] if len(s) % 2 else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2
 
 
+def open_mpi(build, prog):
+    """Checks that Open MPI's tools are here and builds BUILD/bench/mpi_coll_perf where it is missing; returns its path
+    and the name of Open MPI's shared-memory BTL (vader in Open MPI 4, sm in 5)."""
+    for tool in ("mpicc", "mpirun", "ompi_info"):
+        if not shutil.which(tool):
+            sys.exit(f"{prog}: {tool} not found: install openmpi-bin and libopenmpi-dev "
+                     "(benchmarks/side_by_side.sh does when run as root)")
+    mpi = os.path.join(build, "bench", "mpi_coll_perf")
+    if not os.path.exists(mpi):
+        os.makedirs(os.path.dirname(mpi), exist_ok=True)
+        subprocess.run(["mpicc", "-O2", "-Wall", "-o", mpi, os.path.join(ROOT, "benchmarks", "mpi", "mpi_coll_perf.c")],
+                       check=True)
+    btls = subprocess.run(["ompi_info", "--parsable"], capture_output=True, text=True).stdout
+    return mpi, "vader" if "mca:btl:vader:" in btls else "sm"
+
+
+def empty_dir(path):
+    """Creates the folder or removes the files in it (a tool's raw outputs of its run before); returns it."""
+    os.makedirs(path, exist_ok=True)
+    for name in os.listdir(path):
+        os.remove(os.path.join(path, name))
+    return path
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
@@ -125,21 +149,8 @@ def main():
         for spec in os.environ["ROWS"].split(";"):
             coll, ranks, path, size = spec.split("/")
             rows.append((coll, int(ranks), path, size))
-    for tool in ("mpicc", "mpirun", "ompi_info"):
-        if not shutil.which(tool):
-            sys.exit(f"recheck_below.py: {tool} not found: install openmpi-bin and libopenmpi-dev "
-                     "(benchmarks/side_by_side.sh does when run as root)")
-    mpi = os.path.join(build, "bench", "mpi_coll_perf")
-    if not os.path.exists(mpi):
-        os.makedirs(os.path.dirname(mpi), exist_ok=True)
-        subprocess.run(["mpicc", "-O2", "-Wall", "-o", mpi, os.path.join(ROOT, "benchmarks", "mpi", "mpi_coll_perf.c")],
-                       check=True)
-    btls = subprocess.run(["ompi_info", "--parsable"], capture_output=True, text=True).stdout
-    shm_btl = "vader" if "mca:btl:vader:" in btls else "sm"
-    raw = os.path.join(RESULTS, "raw", "recheck" if OUT == "side_by_side_recheck" else OUT)
-    os.makedirs(raw, exist_ok=True)
-    for name in os.listdir(raw):
-        os.remove(os.path.join(raw, name))
+    mpi, shm_btl = open_mpi(build, "recheck_below.py")
+    raw = empty_dir(os.path.join(RESULTS, "raw", "recheck" if OUT == "side_by_side_recheck" else OUT))
     load_before = open("/proc/loadavg").read().split()[:3]
     start = time.time()
     results = []
