@@ -32,7 +32,8 @@ OUT = os.environ.get("OUT", "cpu_per_call")
 
 
 def timed(cmd, env, log):
-    """Runs cmd; returns (cpu seconds of every process it waited for, wall seconds), or None if it failed."""
+    """Runs cmd; returns (user and system CPU seconds of every process it waited for, wall seconds, its standard
+    output), or None if it failed or timed out."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     try:
