@@ -9,9 +9,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <ostream>
+#include <random>
 #include <thread>
 
 namespace tutti::stress {
@@ -208,6 +210,74 @@ TEST_P(SmallLLStress, LaneRegionEveryByteArrives) {
   ASSERT_EQ(host::llDepth(link->recv, host::llLaneBytes(link->recv.conn, 200)), host::kMinRegionLanes);  // 256 B
 
   runPair(link.get(), TUTTI_PROTO_LL, makePlan(TUTTI_PROTO_LL, slotData, kOps, 2, 8000 + int(GetParam()), 10), true);
+}
+
+// A receiver that polls a step before its sender wrote it finds there whatever older steps left: every packet's data
+// here is made of the headers of later steps (the step that takes the same lane next, or any of the next 600), as a
+// user's data may happen to be, in lanes of three sizes and LL slots whose geometry changes every few steps, with
+// lanes wrapping after 16 (a lane region) or 256. Before each step is sent, a receive that gives up at once must find
+// nothing (ncclTimeout); once it is sent, the receive must return exactly its data. One thread, no timing involved.
+TEST_P(SmallLLStress, StaleBytesNeverPassForAHeader) {
+  for (const size_t region : {size_t{0}, size_t{64}}) {
+    SCOPED_TRACE("lane region " + std::to_string(region));
+    std::string err;
+    std::unique_ptr<Link> link = makeLink(GetParam(), 0, 1, &err);
+    ASSERT_TRUE(link) << err;
+    link->send.laneRegion = link->recv.laneRegion = region;
+    ResolvedRedOp sum;
+    ASSERT_TRUE(resolveBuiltinRedOp(ncclSum, ncclUint8, 2, &sum));
+    constexpr int kSteps = 1500;
+    constexpr size_t kSlotMax = 96;
+    std::mt19937_64 rng(11000 + region + int(GetParam()));
+    // The plan: runs of 3 to 40 steps of one kind (lanes of 16, 32 or 64 bytes, or LL slots) and their sizes.
+    static constexpr size_t kLo[] = {0, 9, 25, 1}, kHi[] = {8, 24, 56, kSlotMax};
+    std::vector<size_t> bytes(kSteps);
+    std::vector<bool> slot(kSteps);
+    for (int t = 0, left = 0, kind = 0; t < kSteps; ++t, --left) {
+      if (left == 0) {
+        kind = static_cast<int>(rng() % 4);
+        left = 3 + static_cast<int>(rng() % 38);
+      }
+      bytes[t] = kLo[kind] + rng() % (kHi[kind] - kLo[kind] + 1);
+      slot[t] = kind == 3;
+    }
+    const host::WaitContext wait = stressWait(0, nullptr);
+    host::WaitContext probe = wait;
+    probe.timeoutNs = 1;  // gives up after its first sleep
+    std::vector<char> in(kSlotMax + 8), out(kSlotMax + 8);
+    for (int t = 0; t < kSteps; ++t) {
+      host::OpLabel label{1, "stale probe", static_cast<uint64_t>(t), 0};
+      const size_t lane = slot[t] ? 0 : host::llLaneBytes(link->send.conn, bytes[t]);
+      const uint64_t depth = host::llDepth(link->send, lane);
+      for (size_t w = 0; w * 8 < bytes[t]; ++w) {
+        int u = t + static_cast<int>(depth);
+        if (rng() % 2 || u >= kSteps) u = t + 1 + static_cast<int>(rng() % 600);
+        u = std::min(u, kSteps - 1);
+        const uint64_t forged = llLine(static_cast<uint32_t>(bytes[u]), llHeaderFlag(u));
+        std::memcpy(in.data() + w * 8, &forged, 8);
+      }
+      auto recvStep = [&](const host::WaitContext& w) {
+        if (!slot[t]) return host::llRecvSmall(&link->recv, out.data(), bytes[t], w, label);
+        host::HostPrims prims(&link->recv, nullptr, nullptr, out.data(), 1, sum, w, label, TUTTI_PROTO_LL);
+        return prims.recv(0, bytes[t]);
+      };
+      const ncclResult_t early = recvStep(probe);
+      ASSERT_EQ(early, ncclTimeout) << "step " << t << " (" << bytes[t] << " bytes, " << (slot[t] ? "slot" : "lane")
+                                    << ") before it was sent: " << lastErrorText();
+      ASSERT_EQ(link->recv.step, static_cast<uint64_t>(t));
+      host::OpLabel sendLabel{0, "stale send", static_cast<uint64_t>(t), 0};
+      if (slot[t]) {
+        host::HostPrims prims(nullptr, &link->send, in.data(), nullptr, 1, sum, wait, sendLabel, TUTTI_PROTO_LL);
+        ASSERT_EQ(prims.send(0, bytes[t]), ncclSuccess) << lastErrorText();
+      } else {
+        ASSERT_EQ(host::llSendSmall(&link->send, in.data(), bytes[t], wait, sendLabel), ncclSuccess)
+            << lastErrorText();
+      }
+      std::fill(out.begin(), out.end(), char{0});
+      ASSERT_EQ(recvStep(wait), ncclSuccess) << "step " << t << ": " << lastErrorText();
+      ASSERT_EQ(compareBytes(("step " + std::to_string(t)).c_str(), out.data(), in.data(), bytes[t]), "");
+    }
+  }
 }
 
 // Simple steps cycling through fewer slots than NCCL_STEPS (the deterministic exchange's slot ring), the ring

@@ -93,17 +93,48 @@ bool readLLLines(const uint64_t* words, char* dst, size_t bytes, uint32_t flag) 
   return bad == 0;
 }
 
-// A lane's packet (llLaneBytes): the data, then its header word, whose release store publishes the data to a reader
-// that polls it.
-void writeLanePacket(char* lane, const char* src, size_t bytes, uint64_t step) {
+// A lane's packet (llLaneBytes): the data, then its header word in the lane's last 8 bytes, whose release store
+// publishes the data to a reader that polls it.
+void writeLanePacket(char* lane, size_t laneBytes, const char* src, size_t bytes, uint64_t step) {
   std::memcpy(lane, src, bytes);
-  std::atomic_ref<uint64_t>(reinterpret_cast<uint64_t*>(lane)[lanePacketHeaderWord(bytes)])
+  std::atomic_ref<uint64_t>(reinterpret_cast<uint64_t*>(lane)[laneHeaderWord(laneBytes)])
       .store(llLine(static_cast<uint32_t>(bytes), llHeaderFlag(step)), std::memory_order_release);
 }
-// The header word where a packet of `bytes` keeps it (acquire: the data before it is visible once it matches).
-uint64_t lanePacketHeader(const char* lane, size_t bytes) {
-  return std::atomic_ref<const uint64_t>(reinterpret_cast<const uint64_t*>(lane)[lanePacketHeaderWord(bytes)])
+// A lane's header word (acquire: the data before it is visible once it matches).
+uint64_t laneHeader(const char* lane, size_t laneBytes) {
+  return std::atomic_ref<const uint64_t>(reinterpret_cast<const uint64_t*>(lane)[laneHeaderWord(laneBytes)])
       .load(std::memory_order_acquire);
+}
+
+// Receive end of a direct LL connection, before step rc->step is polled in a lane of `lane` bytes (0: a slot, the
+// step `bytes` long): whether the word its header goes to was written by the current run of steps of this geometry
+// (HostConn::llRun). Such a word holds a header or an LL line, and matches no other step's header. Any other word may
+// hold what a packet of another lane size left there, which can look like any header: the step is then believed
+// only once tail covers it. A step of another geometry than the last one received starts a run.
+bool llHeaderTrusted(HostConn* rc, size_t lane, size_t bytes) {
+  HostConn::LLRun& run = rc->llRun;
+  if (run.lane != lane) {
+    run = HostConn::LLRun{};
+    run.lane = lane;
+    return false;
+  }
+  if (lane) {
+    const uint64_t i = rc->step % llDepth(*rc, lane);
+    return (run.lanes[i / 64] >> (i % 64)) & 1;
+  }
+  return divUp(bytes, kLLDataPerLine) < run.slotLines[rc->step % TUTTI_STEPS];
+}
+// After step rc->step of the run (llHeaderTrusted) was read whole: its lane, or the lines of its slot up to its
+// header, were written by this run.
+void llRunWrote(HostConn* rc, size_t lane, size_t bytes) {
+  HostConn::LLRun& run = rc->llRun;
+  if (lane) {
+    const uint64_t i = rc->step % llDepth(*rc, lane);
+    run.lanes[i / 64] |= uint64_t{1} << (i % 64);
+    return;
+  }
+  uint32_t& lines = run.slotLines[rc->step % TUTTI_STEPS];
+  lines = std::max(lines, static_cast<uint32_t>(divUp(bytes, kLLDataPerLine) + 1));
 }
 
 // Where step `step` of a direct connection's LL buffer starts: its lane (laneBytes, llLaneBytes) or its slot (0).
@@ -386,7 +417,7 @@ void HostPrims::ll128Write(char* slot, const char* src, size_t bytes, uint64_t s
 // line is still checked against its own flag. A lane (useLanes) holds a packet: its header word is polled alike and
 // the data is read where it lies.
 ncclResult_t HostPrims::waitRecvLL(int peer, size_t bytes, const char** data) {
-  const HostConn* rc = recvs_[peer];
+  HostConn* rc = recvs_[peer];
   const tuttiConnector_t& conn = rc->conn;
   const uint64_t step = rc->step;
   const int slot = static_cast<int>(step % TUTTI_STEPS);
@@ -405,9 +436,12 @@ ncclResult_t HostPrims::waitRecvLL(int peer, size_t bytes, const char** data) {
     TUTTI_CHECK(waitTail());
     TUTTI_CHECK(checkSize(rc, bytes));  // the proxy recorded the wire bytes
     tailSeen = true;
+  } else if (!llHeaderTrusted(rc, laneBytes_, bytes)) {
+    TUTTI_CHECK(waitTail());  // the word may hold older data that looks like this step's header
+    tailSeen = true;
   }
-  const bool packet = laneBytes_ && !proxied;  // a lane's packet (llLaneBytes): its header after the data
-  const size_t headerWord = packet ? lanePacketHeaderWord(bytes) : nLines;
+  const bool packet = laneBytes_ && !proxied;  // a lane's packet (llLaneBytes): its header in the lane's last word
+  const size_t headerWord = packet ? laneHeaderWord(laneBytes_) : nLines;
   uint64_t header = 0;
   SpinPacer pacer(wait_.spinCount);
   for (int spins = 0;;) {
@@ -422,6 +456,7 @@ ncclResult_t HostPrims::waitRecvLL(int peer, size_t bytes, const char** data) {
   if (static_cast<uint32_t>(header >> 32) != headerFlag || static_cast<uint32_t>(header) != bytes) {
     // The sizes the sender recorded are visible once tail covers the step: they name the mismatch.
     if (!tailSeen) TUTTI_CHECK(waitTail());
+    if (packet) TUTTI_CHECK(packetMismatch(rc, bytes, header));
     TUTTI_CHECK(checkSize(rc, bytes));
     if (static_cast<uint32_t>(header >> 32) != headerFlag)
       TUTTI_FAIL(ncclInternalError, "rank {}: {} (opCount {}, channel {}): LL slot from rank {} has no header",
@@ -433,6 +468,7 @@ ncclResult_t HostPrims::waitRecvLL(int peer, size_t bytes, const char** data) {
                bytes);
   }
   if (packet) {  // read in place: the lane is the sender's again only once this step is released
+    llRunWrote(rc, laneBytes_, bytes);
     *data = reinterpret_cast<const char*>(words);
     return ncclSuccess;
   }
@@ -443,12 +479,43 @@ ncclResult_t HostPrims::waitRecvLL(int peer, size_t bytes, const char** data) {
     TUTTI_FAIL(ncclInternalError, "rank {}: {} (opCount {}, channel {}): LL slot from rank {} is incomplete "
                "(line {} of {})", label_.rank, label_.opName, label_.opCount, label_.channel, rc->peer, i, nLines);
   }
+  if (!proxied) llRunWrote(rc, 0, bytes);
   *data = out;
   return ncclSuccess;
 }
 
+// A lane whose header, once tail covered the step, was not the one expected. A header of this step carries the size
+// the sender wrote. Without one, the step's size record names what the sender sent while it is still this step's: a
+// sender runs up to a lane size's depth ahead, and records sizes in NCCL_STEPS places.
+ncclResult_t HostPrims::packetMismatch(const HostConn* rc, size_t bytes, uint64_t header) const {
+  if (static_cast<uint32_t>(header >> 32) == llHeaderFlag(rc->step))
+    TUTTI_FAIL(ncclInvalidUsage,
+               "rank {}: {} (opCount {}, channel {}): rank {} sent {} bytes (protocol LL) where {} bytes (protocol LL) "
+               "were expected (mismatched calls across ranks? TUTTI_CHECK_CALLS=1 names both calls)",
+               label_.rank, label_.opName, label_.opCount, label_.channel, rc->peer, static_cast<uint32_t>(header),
+               bytes);
+  const tuttiConnCtrl_t* ctrl = rc->conn.ctrl;
+  const int slot = static_cast<int>(rc->step % TUTTI_STEPS);
+  const int64_t got = std::atomic_ref<const int64_t>(ctrl->sizes[slot]).load(std::memory_order_acquire);
+  const int32_t proto = std::atomic_ref<const int32_t>(ctrl->protos[slot]).load(std::memory_order_acquire);
+  // The sender records step + NCCL_STEPS only once tail covers step + NCCL_STEPS - 1.
+  if (std::atomic_ref<const uint64_t>(ctrl->tail).load(std::memory_order_acquire) < rc->step + TUTTI_STEPS) {
+    if (got == static_cast<int64_t>(bytes) && proto == TUTTI_PROTO_LL)
+      TUTTI_FAIL(ncclInternalError, "rank {}: {} (opCount {}, channel {}): LL lane from rank {} has no header",
+                 label_.rank, label_.opName, label_.opCount, label_.channel, rc->peer);
+    TUTTI_FAIL(ncclInvalidUsage,
+               "rank {}: {} (opCount {}, channel {}): rank {} sent {} bytes (protocol {}) where {} bytes (protocol LL) "
+               "were expected (mismatched calls across ranks? TUTTI_CHECK_CALLS=1 names both calls)",
+               label_.rank, label_.opName, label_.opCount, label_.channel, rc->peer, got, protoText(proto), bytes);
+  }
+  TUTTI_FAIL(ncclInvalidUsage,
+             "rank {}: {} (opCount {}, channel {}): rank {} sent no LL packet of {} bytes for this step (a packet of "
+             "another size, or another protocol: mismatched calls across ranks? TUTTI_CHECK_CALLS=1 names both calls)",
+             label_.rank, label_.opName, label_.opCount, label_.channel, rc->peer, bytes);
+}
+
 void HostPrims::llWrite(char* slot, const char* src, size_t bytes, uint64_t step) {
-  if (laneBytes_) writeLanePacket(slot, src, bytes, step);
+  if (laneBytes_) writeLanePacket(slot, laneBytes_, src, bytes, step);
   else writeLLLines(slot, src, bytes, step);
 }
 
@@ -628,7 +695,7 @@ ncclResult_t llSendSmall(HostConn* sc, const void* src, size_t bytes, const Wait
   std::atomic_ref<int64_t>(ctrl->sizes[slot]).store(static_cast<int64_t>(bytes), std::memory_order_relaxed);
   std::atomic_ref<int32_t>(ctrl->protos[slot]).store(TUTTI_PROTO_LL, std::memory_order_relaxed);
   char* lines = llStepLines(*sc, step, lane);
-  if (lane) writeLanePacket(lines, static_cast<const char*>(src), bytes, step);
+  if (lane) writeLanePacket(lines, lane, static_cast<const char*>(src), bytes, step);
   else writeLLLines(lines, static_cast<const char*>(src), bytes, step);
   publish(&ctrl->tail, &ctrl->tailWaiters, &ctrl->tailSeq, ++sc->step, sc->conn.shared);
   return ncclSuccess;
@@ -639,10 +706,12 @@ ncclResult_t llRecvSmall(HostConn* rc, void* dst, size_t bytes, const WaitContex
   const size_t lane = llLaneBytes(rc->conn, bytes);
   const char* lines = llStepLines(*rc, step, lane);
   const uint32_t headerFlag = llHeaderFlag(step);
+  // A word the current run has not written: HostPrims believes tail first (llHeaderTrusted).
+  const bool trusted = llHeaderTrusted(rc, lane, bytes);
   SpinPacer pacer(wait.spinCount);
-  for (int spins = 0;; ++spins) {
+  for (int spins = 0; trusted; ++spins) {
     // A lane: the packet's header; a slot (no lane fits): the LL header line after the data lines.
-    const uint64_t header = lane ? lanePacketHeader(lines, bytes)
+    const uint64_t header = lane ? laneHeader(lines, lane)
                                  : std::atomic_ref<const uint64_t>(reinterpret_cast<const uint64_t*>(
                                        lines)[divUp(bytes, kLLDataPerLine)]).load(std::memory_order_acquire);
     if (static_cast<uint32_t>(header >> 32) == headerFlag) {
@@ -660,7 +729,7 @@ ncclResult_t llRecvSmall(HostConn* rc, void* dst, size_t bytes, const WaitContex
   ResolvedRedOp copy{};
   resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &copy);
   WaitContext spun = wait;
-  spun.spinCount = 0;  // this thread has spun already
+  if (trusted) spun.spinCount = 0;  // this thread has spun already
   HostPrims prims(rc, nullptr, nullptr, dst, 1, copy, spun, label, TUTTI_PROTO_LL);
   prims.useLanes(lane);
   return prims.recv(0, bytes);

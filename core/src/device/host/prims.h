@@ -16,10 +16,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace tutti::host {
+
+inline constexpr uint64_t kMaxLanes = 256;  // lanes of one size a connection cycles through at most (llDepth)
+inline constexpr size_t kMaxLanesWords = kMaxLanes / 64;
 
 // One end of a connection as the primitives use it. `step` persists across operations: both ends count
 // the same steps because every operation is sliced identically on both ranks.
@@ -35,6 +39,13 @@ struct HostConn {
   // Send end: the slots the last Simple step cycled through (HostPrims::useSlotRing); a step of another ring waits,
   // as one of another lane size does, until the receiver has consumed every step before it.
   uint32_t slotRing = TUTTI_STEPS;
+  // Receive end of a direct LL connection: what the sender has written in the LL buffer since the geometry of its
+  // LL steps last changed (llHeaderTrusted).
+  struct LLRun {
+    size_t lane = SIZE_MAX;                // the run's lane size, 0: slots; SIZE_MAX: no LL step received yet
+    uint64_t lanes[kMaxLanesWords] = {};   // lanes: the lanes it wrote (one bit each)
+    uint32_t slotLines[TUTTI_STEPS] = {};  // slots: the lines it wrote from the start of each slot
+  } llRun;
   int peer = -1;
   const std::atomic<uint8_t>* peerGone = nullptr;  // another process on this host: its lifeline (WaitContext)
   // A network end the rank drives itself (proxy.h, proxyProgressInline); null for ends the proxy thread alone
@@ -54,19 +65,24 @@ struct HostConn {
 // calls issued back to back are read in long runs by a receiver that shares its core (ranks outnumbering cores)
 // rather than one per hand-over. Both ends derive the lane from the step's size. 0: the buffer holds no more lanes
 // than slots, the step takes a slot (LL lines).
-// A lane holds a packet, not LL lines: the data as it is, then at the next multiple of 8 bytes one header word
-// llLine(bytes, llHeaderFlag(step)) stored with release after the data. Both ends are host threads of one node (a
-// lane is never proxied), so the release / acquire pair on the header orders the data without a flag per 4 bytes:
-// half the cache lines of LL, one copy each way (2 ranks, AlltoAll of 512 B: 1.20 -> 0.40 us per call).
+// A lane holds a packet, not LL lines: the data as it is from the lane's start, and in the lane's last 8 bytes one
+// header word llLine(bytes, llHeaderFlag(step)) stored with release after the data. Both ends are host threads of one
+// node (a lane is never proxied), so the release / acquire pair on the header orders the data without a flag per 4
+// bytes: half the cache lines of LL, one copy each way (2 ranks, AlltoAll of 512 B: 1.20 -> 0.40 us per call).
+// The header's place depends on the lane size alone, never on the packet's: a packet's data never reaches a header
+// word of its own lane size, so once every lane of a size has been written, its header words hold nothing but
+// headers. Data a packet of another lane size or an older step left there can look like any header (the last bytes
+// of an older header with a data byte over its lowest looked like the next header of that lane, one time in 256);
+// the receiver believes such a word only once tail covers its step (llHeaderTrusted).
 // Lanes are 16 B (packets of up to 8 B of data), 32 B (up to 24 B) or whole 64-byte lines: a receiver behind its
 // sender then takes one miss on a line the other core wrote for every four (two) steps, where a line per step cost a
 // miss each (2 processes over shm, 2 cores, Broadcast, the median of five interleaved runs of 1000 calls, us, a line
 // per step -> 16 B or 32 B lanes: 2 ranks 8 B 0.21 -> 0.13, 16 B 0.23 -> 0.18; 4 ranks 8 B 0.48 -> 0.36, 16 B 0.48 ->
 // 0.41; AllReduce, AllGather, ReduceScatter and AlltoAll of 8-32 B, where each end waits for the other every call,
 // within the runs' spread). A packet never crosses a line.
-inline size_t lanePacketHeaderWord(size_t bytes) { return divUp(bytes, size_t{8}); }
+inline size_t laneHeaderWord(size_t laneBytes) { return laneBytes / 8 - 1; }
 inline size_t llLaneBytes(const tuttiConnector_t& conn, size_t bytes) {
-  const size_t packet = (lanePacketHeaderWord(bytes) + 1) * 8;
+  const size_t packet = (divUp(bytes, size_t{8}) + 1) * 8;
   const size_t lane = packet <= 16 ? 16 : packet <= 32 ? 32 : divUp(packet, size_t{64}) * 64;
   return conn.buffSizes[TUTTI_PROTO_LL] / lane > TUTTI_STEPS ? lane : 0;
 }
@@ -78,7 +94,6 @@ inline size_t llLaneBytes(const tuttiConnector_t& conn, size_t bytes) {
 // AllGather 1 KiB 1.30 -> 0.66; 8 processes, Broadcast 8 B 1.37 -> 1.03; 16 lanes 3.29, 64 lanes 1.21).
 // Where every rank has a core, a connection's laneRegion bounds them by bytes as well: lanes of 256 B to 4 KiB
 // cycled through nearly the whole buffer too (1 KiB: 240 lanes).
-inline constexpr uint64_t kMaxLanes = 256;
 inline constexpr uint64_t kMinRegionLanes = 16;
 inline uint64_t llDepth(const HostConn& c, size_t laneBytes) {
   if (!laneBytes) return TUTTI_STEPS;
@@ -220,6 +235,7 @@ class HostPrims {
   ncclResult_t waitRecvLL(int peer, size_t bytes, const char** data);
   ncclResult_t waitSend(int peer, char** slot);
   ncclResult_t checkSize(const HostConn* c, size_t bytes) const;
+  ncclResult_t packetMismatch(const HostConn* rc, size_t bytes, uint64_t header) const;
   // Whether the current slot of direct (not proxied) connection c says `bytes` in this protocol, as read now.
   bool sizeIs(const HostConn* c, size_t bytes) const;
   // WaitContext::onSlow of this object's waits: one WARN per operation (TUTTI_WAIT_WARN).
