@@ -106,35 +106,48 @@ uint64_t laneHeader(const char* lane, size_t laneBytes) {
       .load(std::memory_order_acquire);
 }
 
-// Receive end of a direct LL connection, before step rc->step is polled in a lane of `lane` bytes (0: a slot, the
-// step `bytes` long): whether the word its header goes to was written by the current run of steps of this geometry
-// (HostConn::llRun). Such a word holds a header or an LL line, and matches no other step's header. Any other word may
-// hold what a packet of another lane size left there, which can look like any header: the step is then believed
-// only once tail covers it. A step of another geometry than the last one received starts a run.
-bool llHeaderTrusted(HostConn* rc, size_t lane, size_t bytes) {
-  HostConn::LLRun& run = rc->llRun;
-  if (run.lane != lane) {
-    run = HostConn::LLRun{};
-    run.lane = lane;
-    return false;
+// Receive end of a direct LL connection (HostConn::llDataWords): whether the words from `at`, `n` of them, hold
+// no packet data. Such a word holds zero, a header or an LL line, and never matches another step's header or line.
+// A word that may hold packet data can look like any header or line: the step is then believed only once tail covers
+// it, tail read before the word.
+bool llHeaderTrusted(const HostConn& rc, const char* at, size_t n) {
+  if (rc.llDataWords.empty()) return true;
+  size_t w = static_cast<size_t>(at - static_cast<const char*>(rc.conn.buffs[TUTTI_PROTO_LL])) / 8;
+  for (const size_t end = w + n; w < end;) {
+    const size_t bit = w % 64, take = std::min<size_t>(64 - bit, end - w);
+    const uint64_t mask = (take == 64 ? ~uint64_t{0} : (uint64_t{1} << take) - 1) << bit;
+    if (rc.llDataWords[w / 64] & mask) return false;
+    w += take;
   }
-  if (lane) {
-    const uint64_t i = rc->step % llDepth(*rc, lane);
-    return (run.lanes[i / 64] >> (i % 64)) & 1;
-  }
-  return divUp(bytes, kLLDataPerLine) < run.slotLines[rc->step % TUTTI_STEPS];
+  return true;
 }
-// After step rc->step of the run (llHeaderTrusted) was read whole: its lane, or the lines of its slot up to its
-// header, were written by this run.
-void llRunWrote(HostConn* rc, size_t lane, size_t bytes) {
-  HostConn::LLRun& run = rc->llRun;
-  if (lane) {
-    const uint64_t i = rc->step % llDepth(*rc, lane);
-    run.lanes[i / 64] |= uint64_t{1} << (i % 64);
-    return;
+// The words from `at`, `n` of them, now hold packet data (`data`) or not.
+void llMarkWords(HostConn* rc, const char* at, size_t n, bool data) {
+  if (rc->llDataWords.empty()) {
+    if (!data) return;
+    rc->llDataWords.assign(divUp(rc->conn.buffSizes[TUTTI_PROTO_LL] / 8, size_t{64}), 0);
   }
-  uint32_t& lines = run.slotLines[rc->step % TUTTI_STEPS];
-  lines = std::max(lines, static_cast<uint32_t>(divUp(bytes, kLLDataPerLine) + 1));
+  size_t w = static_cast<size_t>(at - static_cast<const char*>(rc->conn.buffs[TUTTI_PROTO_LL])) / 8;
+  for (const size_t end = w + n; w < end;) {
+    const size_t bit = w % 64, take = std::min<size_t>(64 - bit, end - w);
+    const uint64_t mask = (take == 64 ? ~uint64_t{0} : (uint64_t{1} << take) - 1) << bit;
+    if (data && (rc->llDataWords[w / 64] & mask) == mask) {  // marked already: a lane of this size, read before
+      w += take;
+      continue;
+    }
+    if (data) rc->llDataWords[w / 64] |= mask;
+    else rc->llDataWords[w / 64] &= ~mask;
+    w += take;
+  }
+}
+// The words where step rc->step's header (a lane) or lines up to its header (a slot) go.
+size_t llStepWords(size_t lane, size_t bytes) { return lane ? 1 : divUp(bytes, kLLDataPerLine) + 1; }
+const char* llStepFirstWord(const char* lines, size_t lane) { return lane ? lines + laneHeaderWord(lane) * 8 : lines; }
+// After step rc->step, written at `lines`, was read whole: a packet's data words, its header word, or a slot's lines.
+// `trusted`: those words held no packet data before (llHeaderTrusted), as they do not now.
+void llStepRead(HostConn* rc, const char* lines, size_t lane, size_t bytes, bool trusted) {
+  if (lane) llMarkWords(rc, lines, divUp(bytes, size_t{8}), true);
+  if (!trusted) llMarkWords(rc, llStepFirstWord(lines, lane), llStepWords(lane, bytes), false);
 }
 
 // Where step `step` of a direct connection's LL buffer starts: its lane (laneBytes, llLaneBytes) or its slot (0).
@@ -432,11 +445,13 @@ ncclResult_t HostPrims::waitRecvLL(int peer, size_t bytes, const char** data) {
   // Once tail covers this step every line of it is visible: a header still missing then means the sender
   // wrote something else (another size or protocol: a mismatched call), never "wait longer".
   bool tailSeen = false;
+  const bool trusted = proxied || llHeaderTrusted(*rc, llStepFirstWord(reinterpret_cast<const char*>(words), laneBytes_),
+                                                  llStepWords(laneBytes_, bytes));
   if (proxied) {
     TUTTI_CHECK(waitTail());
     TUTTI_CHECK(checkSize(rc, bytes));  // the proxy recorded the wire bytes
     tailSeen = true;
-  } else if (!llHeaderTrusted(rc, laneBytes_, bytes)) {
+  } else if (!trusted) {
     TUTTI_CHECK(waitTail());  // the word may hold older data that looks like this step's header
     tailSeen = true;
   }
@@ -468,7 +483,7 @@ ncclResult_t HostPrims::waitRecvLL(int peer, size_t bytes, const char** data) {
                bytes);
   }
   if (packet) {  // read in place: the lane is the sender's again only once this step is released
-    llRunWrote(rc, laneBytes_, bytes);
+    llStepRead(rc, reinterpret_cast<const char*>(words), laneBytes_, bytes, trusted);
     *data = reinterpret_cast<const char*>(words);
     return ncclSuccess;
   }
@@ -479,7 +494,7 @@ ncclResult_t HostPrims::waitRecvLL(int peer, size_t bytes, const char** data) {
     TUTTI_FAIL(ncclInternalError, "rank {}: {} (opCount {}, channel {}): LL slot from rank {} is incomplete "
                "(line {} of {})", label_.rank, label_.opName, label_.opCount, label_.channel, rc->peer, i, nLines);
   }
-  if (!proxied) llRunWrote(rc, 0, bytes);
+  if (!proxied) llStepRead(rc, reinterpret_cast<const char*>(words), 0, bytes, trusted);
   *data = out;
   return ncclSuccess;
 }
@@ -706,22 +721,28 @@ ncclResult_t llRecvSmall(HostConn* rc, void* dst, size_t bytes, const WaitContex
   const size_t lane = llLaneBytes(rc->conn, bytes);
   const char* lines = llStepLines(*rc, step, lane);
   const uint32_t headerFlag = llHeaderFlag(step);
-  // A word the current run has not written: HostPrims believes tail first (llHeaderTrusted).
-  const bool trusted = llHeaderTrusted(rc, lane, bytes);
+  // Words that may hold packet data count only once tail covers the step, read before them (llHeaderTrusted): until
+  // then this end polls tail instead.
+  const bool trusted = llHeaderTrusted(*rc, llStepFirstWord(lines, lane), llStepWords(lane, bytes));
+  tuttiConnCtrl_t* ctrl = rc->conn.ctrl;
   SpinPacer pacer(wait.spinCount);
-  for (int spins = 0; trusted; ++spins) {
-    // A lane: the packet's header; a slot (no lane fits): the LL header line after the data lines.
-    const uint64_t header = lane ? laneHeader(lines, lane)
-                                 : std::atomic_ref<const uint64_t>(reinterpret_cast<const uint64_t*>(
-                                       lines)[divUp(bytes, kLLDataPerLine)]).load(std::memory_order_acquire);
-    if (static_cast<uint32_t>(header >> 32) == headerFlag) {
-      if (static_cast<uint32_t>(header) != bytes) break;  // another size: HostPrims names it
-      if (lane) std::memcpy(dst, lines, bytes);
-      else if (!readLLLines(reinterpret_cast<const uint64_t*>(lines), static_cast<char*>(dst), bytes, llFlag(step)))
-        break;  // a line not this step's
-      tuttiConnCtrl_t* ctrl = rc->conn.ctrl;
-      publish(&ctrl->head, &ctrl->headWaiters, &ctrl->headSeq, ++rc->step, rc->conn.shared);
-      return ncclSuccess;
+  for (int spins = 0;; ++spins) {
+    if (trusted || std::atomic_ref<const uint64_t>(ctrl->tail).load(std::memory_order_acquire) > step) {
+      // A lane: the packet's header; a slot (no lane fits): the LL header line after the data lines.
+      const uint64_t header = lane ? laneHeader(lines, lane)
+                                   : std::atomic_ref<const uint64_t>(reinterpret_cast<const uint64_t*>(
+                                         lines)[divUp(bytes, kLLDataPerLine)]).load(std::memory_order_acquire);
+      const bool mine = static_cast<uint32_t>(header >> 32) == headerFlag;
+      if (mine && static_cast<uint32_t>(header) == bytes) {
+        if (lane) std::memcpy(dst, lines, bytes);
+        else if (!readLLLines(reinterpret_cast<const uint64_t*>(lines), static_cast<char*>(dst), bytes, llFlag(step)))
+          break;  // a line not this step's
+        llStepRead(rc, lines, lane, bytes, trusted);
+        publish(&ctrl->head, &ctrl->headWaiters, &ctrl->headSeq, ++rc->step, rc->conn.shared);
+        return ncclSuccess;
+      }
+      // Another size, or tail covers the step and its header is not there: HostPrims names what came.
+      if (mine || !trusted) break;
     }
     if (spins >= wait.spinCount) break;  // sleep on tail, as HostPrims does after spinning
     pacer.pause();
@@ -729,7 +750,7 @@ ncclResult_t llRecvSmall(HostConn* rc, void* dst, size_t bytes, const WaitContex
   ResolvedRedOp copy{};
   resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &copy);
   WaitContext spun = wait;
-  if (trusted) spun.spinCount = 0;  // this thread has spun already
+  spun.spinCount = 0;  // this thread has spun already
   HostPrims prims(rc, nullptr, nullptr, dst, 1, copy, spun, label, TUTTI_PROTO_LL);
   prims.useLanes(lane);
   return prims.recv(0, bytes);

@@ -16,14 +16,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace tutti::host {
-
-inline constexpr uint64_t kMaxLanes = 256;  // lanes of one size a connection cycles through at most (llDepth)
-inline constexpr size_t kMaxLanesWords = kMaxLanes / 64;
 
 // One end of a connection as the primitives use it. `step` persists across operations: both ends count
 // the same steps because every operation is sliced identically on both ranks.
@@ -39,13 +35,10 @@ struct HostConn {
   // Send end: the slots the last Simple step cycled through (HostPrims::useSlotRing); a step of another ring waits,
   // as one of another lane size does, until the receiver has consumed every step before it.
   uint32_t slotRing = TUTTI_STEPS;
-  // Receive end of a direct LL connection: what the sender has written in the LL buffer since the geometry of its
-  // LL steps last changed (llHeaderTrusted).
-  struct LLRun {
-    size_t lane = SIZE_MAX;                // the run's lane size, 0: slots; SIZE_MAX: no LL step received yet
-    uint64_t lanes[kMaxLanesWords] = {};   // lanes: the lanes it wrote (one bit each)
-    uint32_t slotLines[TUTTI_STEPS] = {};  // slots: the lines it wrote from the start of each slot
-  } llRun;
+  // Receive end of a direct LL connection: one bit per 8-byte word of the LL buffer, set while the word may hold
+  // packet data (what a lane's packet copies as it is), clear while it holds zero, a header or an LL line
+  // (llHeaderTrusted). Empty until the first LL step: the buffer starts zeroed.
+  std::vector<uint64_t> llDataWords;
   int peer = -1;
   const std::atomic<uint8_t>* peerGone = nullptr;  // another process on this host: its lifeline (WaitContext)
   // A network end the rank drives itself (proxy.h, proxyProgressInline); null for ends the proxy thread alone
@@ -70,10 +63,10 @@ struct HostConn {
 // node (a lane is never proxied), so the release / acquire pair on the header orders the data without a flag per 4
 // bytes: half the cache lines of LL, one copy each way (2 ranks, AlltoAll of 512 B: 1.20 -> 0.40 us per call).
 // The header's place depends on the lane size alone, never on the packet's: a packet's data never reaches a header
-// word of its own lane size, so once every lane of a size has been written, its header words hold nothing but
-// headers. Data a packet of another lane size or an older step left there can look like any header (the last bytes
-// of an older header with a data byte over its lowest looked like the next header of that lane, one time in 256);
-// the receiver believes such a word only once tail covers its step (llHeaderTrusted).
+// word of its own lane size. Data a packet of another lane size left there can look like any header (the last bytes
+// of an older header with a data byte over its lowest looked like the next header of that lane, one time in 256): the
+// receiver keeps track of the words packets' data covered (HostConn::llDataWords) and believes a header in one of
+// them only once tail covers its step (llHeaderTrusted).
 // Lanes are 16 B (packets of up to 8 B of data), 32 B (up to 24 B) or whole 64-byte lines: a receiver behind its
 // sender then takes one miss on a line the other core wrote for every four (two) steps, where a line per step cost a
 // miss each (2 processes over shm, 2 cores, Broadcast, the median of five interleaved runs of 1000 calls, us, a line
@@ -94,6 +87,7 @@ inline size_t llLaneBytes(const tuttiConnector_t& conn, size_t bytes) {
 // AllGather 1 KiB 1.30 -> 0.66; 8 processes, Broadcast 8 B 1.37 -> 1.03; 16 lanes 3.29, 64 lanes 1.21).
 // Where every rank has a core, a connection's laneRegion bounds them by bytes as well: lanes of 256 B to 4 KiB
 // cycled through nearly the whole buffer too (1 KiB: 240 lanes).
+inline constexpr uint64_t kMaxLanes = 256;
 inline constexpr uint64_t kMinRegionLanes = 16;
 inline uint64_t llDepth(const HostConn& c, size_t laneBytes) {
   if (!laneBytes) return TUTTI_STEPS;
