@@ -176,6 +176,13 @@ TEST_P(SmallLLStress, LinesPolledWhileWritten) {
   runPair(link.get(), TUTTI_PROTO_LL, makeLinePlan(TUTTI_PROTO_LL, kLineOps, 6000 + int(GetParam())), true);
 }
 
+// A link whose two ends bound their lanes of each size to `region` bytes (HostConn::laneRegion; 0: no bound).
+std::unique_ptr<Link> makeRegionLink(Transport transport, size_t region, std::string* err) {
+  std::unique_ptr<Link> link = makeLink(transport, 0, 1, err);
+  if (link) link->send.laneRegion = link->recv.laneRegion = region;
+  return link;
+}
+
 // Long runs of packets of 1 to 56 bytes, several to a cache line where they are small (lanes of 16 and 32 bytes): the
 // receiver reads a packet while the sender writes the next ones in the same line, and the sender overwrites a lane
 // whose neighbours the receiver has not read yet.
@@ -184,9 +191,8 @@ TEST_P(SmallLLStress, PacketsSharingLinesEveryByteArrives) {
   for (const size_t region : {size_t{0}, size_t{64}}) {
     SCOPED_TRACE("lane region " + std::to_string(region));
     std::string err;
-    std::unique_ptr<Link> link = makeLink(GetParam(), 0, 1, &err);
+    std::unique_ptr<Link> link = makeRegionLink(GetParam(), region, &err);
     ASSERT_TRUE(link) << err;
-    link->send.laneRegion = link->recv.laneRegion = region;
     ASSERT_EQ(host::llLaneBytes(link->send.conn, 8), 16u);
     ASSERT_EQ(host::llLaneBytes(link->send.conn, 9), 32u);
     ASSERT_EQ(host::llLaneBytes(link->send.conn, 24), 32u);
@@ -221,9 +227,8 @@ TEST_P(SmallLLStress, StaleBytesNeverPassForAHeader) {
   for (const size_t region : {size_t{0}, size_t{64}}) {
     SCOPED_TRACE("lane region " + std::to_string(region));
     std::string err;
-    std::unique_ptr<Link> link = makeLink(GetParam(), 0, 1, &err);
+    std::unique_ptr<Link> link = makeRegionLink(GetParam(), region, &err);
     ASSERT_TRUE(link) << err;
-    link->send.laneRegion = link->recv.laneRegion = region;
     ResolvedRedOp sum;
     ASSERT_TRUE(resolveBuiltinRedOp(ncclSum, ncclUint8, 2, &sum));
     constexpr int kSteps = 1500;
