@@ -106,39 +106,39 @@ uint64_t laneHeader(const char* lane, size_t laneBytes) {
       .load(std::memory_order_acquire);
 }
 
+// The bits of HostConn::llDataWords for the LL buffer's words from `at`, `n` of them: fn(bitmap word, mask) for each
+// bitmap word they touch, in order, until fn returns false. Returns whether fn never did.
+template <typename Fn>
+bool llWordMasks(const HostConn& rc, const char* at, size_t n, Fn&& fn) {
+  size_t w = static_cast<size_t>(at - static_cast<const char*>(rc.conn.buffs[TUTTI_PROTO_LL])) / 8;
+  for (const size_t end = w + n; w < end;) {
+    const size_t bit = w % 64, take = std::min<size_t>(64 - bit, end - w);
+    if (!fn(w / 64, (take == 64 ? ~uint64_t{0} : (uint64_t{1} << take) - 1) << bit)) return false;
+    w += take;
+  }
+  return true;
+}
 // Receive end of a direct LL connection (HostConn::llDataWords): whether the words from `at`, `n` of them, hold
 // no packet data. Such a word holds zero, a header or an LL line, and never matches another step's header or line.
 // A word that may hold packet data can look like any header or line: the step is then believed only once tail covers
 // it, tail read before the word.
 bool llHeaderTrusted(const HostConn& rc, const char* at, size_t n) {
-  if (rc.llDataWords.empty()) return true;
-  size_t w = static_cast<size_t>(at - static_cast<const char*>(rc.conn.buffs[TUTTI_PROTO_LL])) / 8;
-  for (const size_t end = w + n; w < end;) {
-    const size_t bit = w % 64, take = std::min<size_t>(64 - bit, end - w);
-    const uint64_t mask = (take == 64 ? ~uint64_t{0} : (uint64_t{1} << take) - 1) << bit;
-    if (rc.llDataWords[w / 64] & mask) return false;
-    w += take;
-  }
-  return true;
+  return rc.llDataWords.empty() ||
+         llWordMasks(rc, at, n, [&](size_t i, uint64_t mask) { return (rc.llDataWords[i] & mask) == 0; });
 }
-// The words from `at`, `n` of them, now hold packet data (`data`) or not.
+// The words from `at`, `n` of them, now hold packet data (`data`) or not. A lane of the size read before finds its
+// words marked already and writes nothing.
 void llMarkWords(HostConn* rc, const char* at, size_t n, bool data) {
   if (rc->llDataWords.empty()) {
     if (!data) return;
     rc->llDataWords.assign(divUp(rc->conn.buffSizes[TUTTI_PROTO_LL] / 8, size_t{64}), 0);
   }
-  size_t w = static_cast<size_t>(at - static_cast<const char*>(rc->conn.buffs[TUTTI_PROTO_LL])) / 8;
-  for (const size_t end = w + n; w < end;) {
-    const size_t bit = w % 64, take = std::min<size_t>(64 - bit, end - w);
-    const uint64_t mask = (take == 64 ? ~uint64_t{0} : (uint64_t{1} << take) - 1) << bit;
-    if (data && (rc->llDataWords[w / 64] & mask) == mask) {  // marked already: a lane of this size, read before
-      w += take;
-      continue;
-    }
-    if (data) rc->llDataWords[w / 64] |= mask;
-    else rc->llDataWords[w / 64] &= ~mask;
-    w += take;
-  }
+  std::vector<uint64_t>& bits = rc->llDataWords;
+  llWordMasks(*rc, at, n, [&](size_t i, uint64_t mask) {
+    if (data && (bits[i] & mask) != mask) bits[i] |= mask;
+    else if (!data && (bits[i] & mask) != 0) bits[i] &= ~mask;
+    return true;
+  });
 }
 // The words where step rc->step's header (a lane) or lines up to its header (a slot) go.
 size_t llStepWords(size_t lane, size_t bytes) { return lane ? 1 : divUp(bytes, kLLDataPerLine) + 1; }
