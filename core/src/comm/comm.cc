@@ -767,6 +767,16 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   comm->detScatterGatherMaxBytes = !comm->oneShotMaxBytes ? 0 : sgMax >= 0 ? static_cast<size_t>(sgMax) : SIZE_MAX;
   comm->detScatterGatherMinBytes = sgMin >= 0 ? static_cast<size_t>(sgMin)
                                    : static_cast<size_t>(nRanks) * (overNetwork ? size_t{128} << 10 : size_t{8} << 10);
+  // Past a slot a rank, the same in rounds of a slot a rank, where the exchange and the ring's AllGather after it
+  // would run instead. Unset: over the network on 8 ranks, at every size (8 processes over sockets, 2 cores,
+  // interleaved, us, exchange -> rounds, the medians of three or four runs: 8 MiB 42849 -> 33836, 16 MiB 78658 ->
+  // 65309, 32 MiB 146371 -> 132477, 64 MiB 303935 -> 279500, 128 MiB 714944 -> 596223, 256 MiB 1416750 -> 1238156;
+  // 4 ranks about even, 4 to 64 MiB: 7444-30169 -> 8109-16631 at 4 and 8 MiB, 28544 -> 29269 at 16, 141211 ->
+  // 144349 at 64). Within a node the single-copy reads come first where a read is cheap: not there.
+  const int64_t sgRounds = paramInt("TUTTI_DET_SCATTER_GATHER_ROUNDS_MAX_BYTES");
+  comm->detScatterGatherRoundsMaxBytes = sgRounds >= 0              ? static_cast<size_t>(sgRounds)
+                                         : overNetwork && nRanks >= 8 ? SIZE_MAX
+                                                                      : 0;
   // Within a node, recursive doubling stays ahead of the tree below 32 KiB: its log2 n steps run side by side where
   // the tree's 2 log2 n wake one rank after another (8 ranks as processes, 2 cores, the median of five runs, tree ->
   // doubling, us: 8 B 30.9 -> 22.8, 512 B 33.4 -> 23.2, 4 KiB 40.5 -> 30.8, 8 KiB 43.9 -> 33.4, 16 KiB 51.8 -> 49.1,

@@ -200,6 +200,9 @@ struct ncclComm {
   // one-shot ReduceScatter then a one-shot AllGather, ahead of the tree (TUTTI_DET_SCATTER_GATHER_MIN_BYTES /
   // TUTTI_DET_SCATTER_GATHER_MAX_BYTES; max 0: never).
   size_t detScatterGatherMinBytes = 0, detScatterGatherMaxBytes = 0;
+  // Past a Simple slot per rank, up to this many bytes, the same in rounds of a slot per rank each
+  // (TUTTI_DET_SCATTER_GATHER_ROUNDS_MAX_BYTES; 0: never).
+  size_t detScatterGatherRoundsMaxBytes = 0;
   // A non-deterministic AllReduce of up to this many bytes takes the tree with its way up in one hop, every rank's
   // row to rank 0 (TUTTI_TREE_ALLREDUCE_ONE_HOP_MAX_BYTES; 0: never; a deterministic one always goes so).
   size_t oneHopTreeAllReduceMaxBytes = 0;

@@ -346,6 +346,36 @@ TEST(DetScatterGather, EveryTypeAndOpMatchesTheReference) {
   check("sockets", 4);
 }
 
+// Past a Simple slot a rank (TUTTI_DET_SCATTER_GATHER_ROUNDS_MAX_BYTES) the scatter-gather runs in rounds of a slot a
+// rank: 4 KiB slots (NCCL_BUFFSIZE=32768) and 47040 elements, so every datatype takes two to twelve rounds, the last
+// one shorter; ranks as threads (3 and 8, every op) and over net-socket (4, Sum and Avg), in place, out of place and
+// at odd byte addresses: the bits against the reference, and the COLL log shows the calls on that path.
+TEST(DetScatterGather, RoundsOfASlotMatchTheReference) {
+  const char* dev = std::getenv("TUTTI_DEVICE");
+  if (dev && std::string(dev) != "host") GTEST_SKIP() << "the host backend's one-shot plan";
+  if (std::getenv("NCCL_ALGO") || std::getenv("NCCL_PROTO") || std::getenv("TUTTI_ONESHOT_MAX_BYTES") ||
+      std::getenv("TUTTI_DET_ONESHOT_BYTES") || std::getenv("NCCL_BUFFSIZE"))
+    GTEST_SKIP() << "the algorithm, the one-shot bounds or the buffer size are set";
+  tutti::itest::ScopedEnv min("TUTTI_DET_SCATTER_GATHER_MIN_BYTES", "1"), max("TUTTI_DET_SCATTER_GATHER_MAX_BYTES", "-1");
+  tutti::itest::ScopedEnv rounds("TUTTI_DET_SCATTER_GATHER_ROUNDS_MAX_BYTES", "1073741824");
+  tutti::itest::ScopedEnv buff("NCCL_BUFFSIZE", "32768");
+  tutti::itest::ScopedEnv noDirect("TUTTI_DET_DIRECT_MIN_BYTES", "0"), noDoubling("TUTTI_DET_DOUBLING_MAX_BYTES", "0");
+  tutti::itest::ScopedEnv noOneShotFirst("TUTTI_ONESHOT_FIRST_MAX_BYTES", "0");
+  constexpr size_t count = 47040;  // 2^6 * 3 * 5 * 7^2: a multiple of 8n elements for n = 3, 4 and 8
+  auto check = [](const char* where, int n, bool allOps) {
+    tutti::itest::LogFile log("COLL");
+    for (auto& f : onThreads(n, [n, allOps](ncclComm_t comm, int r) { return checkAll(comm, r, n, {count}, nullptr, allOps); }))
+      ADD_FAILURE() << where << ", " << n << " ranks: " << f;
+    // Per type and op folded in the fixed order (Min and Max are not): the out-of-place, in-place and odd-address
+    // calls at least, on every rank.
+    EXPECT_GE(log.countAll({"AllReduce: opCount", "count 47040 ", "algo SCATTERGATHER", "(deterministic)"}),
+              size_t(3 * 6 * (allOps ? 4 : 2) * n)) << where << ", " << n << " ranks";
+  };
+  for (int n : {3, 8}) check("threads", n, true);
+  tutti::itest::ScopedEnv p2p("NCCL_P2P_DISABLE", "1"), shm("NCCL_SHM_DISABLE", "1"), lo("NCCL_SOCKET_IFNAME", "lo");
+  check("sockets", 4, false);
+}
+
 // Over the network from 6 ranks (TUTTI_FIXED_ORDER_NET_MIN_RANKS unset) an AllReduce or ReduceScatter of a floating
 // type takes the deterministic paths on any communicator, where they are the fastest: 6 ranks as threads over
 // net-socket, the switch off, fp32 and bf16 Sum at sizes of the one-hop tree, the scatter-gather and the exchange:

@@ -49,7 +49,8 @@ LogAllReduce logAllReduce(const ncclComm* comm, size_t bytes, bool det) {
     if (pow2 && doublingRanks && doublingBytes && bytes <= comm->detDoublingMaxBytes && 4 * bytes <= slot)
       return LogAllReduce::kDoubling;
     if (treeRanks && bytes >= comm->detScatterGatherMinBytes && bytes <= comm->detScatterGatherMaxBytes &&
-        bytes % (8 * static_cast<size_t>(n)) == 0 && bytes / n <= slot)
+        bytes % (8 * static_cast<size_t>(n)) == 0 &&
+        (bytes / n <= slot || bytes <= comm->detScatterGatherRoundsMaxBytes))
       return LogAllReduce::kScatterGather;
     const bool treeBytes = bytes >= comm->detTreeAllReduceMinBytes && bytes <= comm->detTreeAllReduceMaxBytes;
     return treeRanks && treeBytes && bytes <= slot ? LogAllReduce::kTree : LogAllReduce::kNone;
@@ -954,22 +955,32 @@ ncclResult_t runOneShot(ncclComm* comm, const OneShot& s, const WaitContext& wai
     if (how == LogAllReduce::kScatterGather) {
       // Block p of every row to rank p, folded there in the fixed order into block p of the output (in place, block
       // p of the input is read by this rank alone); then every block to every rank. Both one message per peer.
+      // Past a Simple slot per rank (comm->detScatterGatherRoundsMaxBytes), the same on consecutive pieces of the
+      // buffer, a slot per rank each: every element is still folded once, in the fixed order, by one rank.
       const int n = comm->nRanks, r = comm->rank;
-      const size_t block = s.count / n * s.esize;
-      OneShot scatter = s;
-      scatter.func = ncclFuncReduceScatter;
-      scatter.count = s.count / n;
-      scatter.output = s.output + r * block;
-      scatter.doubling = false;
-      TUTTI_CHECK(runOneShot(comm, scatter, wait, label));
-      OneShot gather{};
-      gather.func = ncclFuncAllGather;
-      gather.input = scatter.output;  // in place
-      gather.output = s.output;
-      gather.count = block;
-      gather.esize = 1;
-      gather.op = byteCopy();
-      return runOneShot(comm, gather, wait, label);
+      const size_t slot = comm->buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS;
+      // Elements per round: a multiple of n (the whole count is one), at most a slot per rank.
+      const size_t roundCount = std::max<size_t>(1, slot / s.esize) * n;
+      for (size_t at = 0; at < s.count; at += roundCount) {
+        const size_t count = std::min(roundCount, s.count - at);
+        const size_t block = count / n * s.esize;
+        OneShot scatter = s;
+        scatter.func = ncclFuncReduceScatter;
+        scatter.input = s.input + at * s.esize;
+        scatter.count = count / n;
+        scatter.output = s.output + at * s.esize + r * block;
+        scatter.doubling = false;
+        TUTTI_CHECK(runOneShot(comm, scatter, wait, label));
+        OneShot gather{};
+        gather.func = ncclFuncAllGather;
+        gather.input = scatter.output;  // in place
+        gather.output = s.output + at * s.esize;
+        gather.count = block;
+        gather.esize = 1;
+        gather.op = byteCopy();
+        TUTTI_CHECK(runOneShot(comm, gather, wait, label));
+      }
+      return ncclSuccess;
     }
     if (how == LogAllReduce::kHalvingDoubling) {
       const int n = comm->nRanks, r = comm->rank;

@@ -79,7 +79,8 @@ bool doublingWanted(const ncclComm* comm, ncclFunc_t func, size_t bytes, bool de
 //   comm->halvingDoublingMaxBytes (not deterministic).
 // - kScatterGather: a deterministic call from comm->detScatterGatherMinBytes to comm->detScatterGatherMaxBytes, 3 to
 //   8 ranks, a multiple of 8n bytes (every datatype's count divides by n): a one-shot ReduceScatter, rank p folding
-//   block p of every row in the fixed order, then a one-shot AllGather of the blocks (taken before the tree).
+//   block p of every row in the fixed order, then a one-shot AllGather of the blocks (taken before the tree); past a
+//   Simple slot a rank, up to comm->detScatterGatherRoundsMaxBytes, both in rounds of a slot a rank.
 enum class LogAllReduce { kNone, kTree, kDoubling, kHalvingDoubling, kScatterGather };
 LogAllReduce logAllReduce(const ncclComm* comm, size_t bytes, bool det);
 
