@@ -1,9 +1,17 @@
 // ncclSend / ncclRecv patterns, one thread per rank, every rank's calls in one group: ring shifts, an
-// all-to-all through grouped send/recv, every-pair exchanges, self-sends and zero-byte messages.
+// all-to-all through grouped send/recv, every-pair exchanges, self-sends and zero-byte messages; and groups whose
+// messages to one peer vary in number and size from one group to the next, so that the slots a connection's steps
+// cycle through (as many as a group makes on it, up to the FIFO's) change between groups and are shared by several
+// messages within one.
 #include "dtypes.h"
+#include "harness.h"
 #include "p2p_case.h"
 
 #include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
 
 namespace tutti::itest {
 namespace {
@@ -97,6 +105,76 @@ TEST(SendRecvPairs, OnlyTwoOfFourRanksTalk) {
         }
       },
       report, "send/recv between ranks 1 and 3");
+  reportFailures(report);
+}
+
+// 3 ranks as threads (p2p transport), slots of 8 KiB (NCCL_BUFFSIZE 64 KiB): each group sends 1 to 3 messages of 0
+// to 40 KiB to each neighbour, both ways round the ring, and receives theirs: 1 to 15 steps a connection, so that its
+// ring of slots grows, shrinks and stays between groups, and a group's messages share it. Every byte is checked.
+TEST(SendRecvSlotRings, MessagesOfMixedSizesInAndAcrossGroups) {
+  ScopedEnv buff("NCCL_BUFFSIZE", "65536");
+  constexpr int kRanks = 3, kGroups = 60;
+  CommSet comms(kRanks, InitMode::kInitRank);
+  ASSERT_TRUE(comms.ok()) << comms.error();
+  Report report;
+  // The messages rank `from` sends rank `to` in group g: counts of bytes, the same on both ends.
+  auto sizes = [](int g, int from, int to) {
+    uint32_t x = static_cast<uint32_t>(g * 7919 + from * 131 + to * 17 + 1);
+    auto next = [&x] {
+      x = x * 1103515245u + 12345u;
+      return x >> 8;
+    };
+    std::vector<size_t> out(1 + next() % 3);
+    for (size_t& s : out) s = next() % 5 == 0 ? 0 : next() % (40 * 1024 + 1);
+    return out;
+  };
+  auto byteOf = [](int g, int from, int msg, size_t i) {
+    return static_cast<uint8_t>(g * 31 + from * 7 + msg * 3 + i * 13 + (i >> 9));
+  };
+  runPerRank(
+      comms,
+      [&](int rank, ncclComm_t comm) {
+        const int peers[2] = {(rank + 1) % kRanks, (rank + kRanks - 1) % kRanks};
+        for (int g = 0; g < kGroups; ++g) {
+          std::vector<std::vector<uint8_t>> out, in;
+          std::vector<std::pair<int, int>> inFrom;  // (peer, message) of each receive buffer
+          for (int peer : peers) {
+            const std::vector<size_t> mine = sizes(g, rank, peer), theirs = sizes(g, peer, rank);
+            for (size_t m = 0; m < mine.size(); ++m) {
+              out.emplace_back(mine[m]);
+              for (size_t i = 0; i < mine[m]; ++i) out.back()[i] = byteOf(g, rank, static_cast<int>(m), i);
+            }
+            for (size_t m = 0; m < theirs.size(); ++m) {
+              in.emplace_back(theirs[m], uint8_t{0xee});
+              inFrom.push_back({peer, static_cast<int>(m)});
+            }
+          }
+          bool ok = report.ok(ncclGroupStart(), "ncclGroupStart", comm);
+          size_t o = 0, r = 0;
+          for (int peer : peers) {
+            for (size_t m = 0; m < sizes(g, rank, peer).size(); ++m, ++o)
+              ok = ok && report.ok(ncclSend(out[o].data(), out[o].size(), ncclUint8, peer, comm, cudaStream_t{}),
+                                   "ncclSend", comm);
+            for (size_t m = 0; m < sizes(g, peer, rank).size(); ++m, ++r)
+              ok = ok && report.ok(ncclRecv(in[r].data(), in[r].size(), ncclUint8, peer, comm, cudaStream_t{}),
+                                   "ncclRecv", comm);
+          }
+          ok = report.ok(ncclGroupEnd(), "ncclGroupEnd", comm) && ok;
+          if (!ok) return;
+          for (size_t k = 0; k < in.size(); ++k) {
+            const auto [peer, m] = inFrom[k];
+            for (size_t i = 0; i < in[k].size(); ++i) {
+              if (in[k][i] != byteOf(g, peer, m, i)) {
+                report.fail("group " + std::to_string(g) + ": rank " + std::to_string(rank) + ", message " +
+                            std::to_string(m) + " of " + std::to_string(in[k].size()) + " bytes from rank " +
+                            std::to_string(peer) + " differs at byte " + std::to_string(i));
+                return;
+              }
+            }
+          }
+        }
+      },
+      report, "groups of mixed sizes");
   reportFailures(report);
 }
 

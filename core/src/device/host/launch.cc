@@ -318,6 +318,36 @@ struct KernelChGuard {
   }
 };
 
+// The slots each connection's Simple steps of a launch cycle through (HostPrims::useSlotRing): as many as the launch
+// makes on it, where they fit the FIFO (NCCL_STEPS slots), so that a connection's calls of one size write the same
+// slots every time, which stay in cache, rather than a new part of its FIFO each call (the whole of it every few
+// calls: an AlltoAll on 4 ranks over shm cycles 12 FIFOs of 4 MiB a rank). Both ends count the same steps (the send
+// and the receive of a pair are the same size), so both take the same ring; a launch whose steps outnumber the slots
+// keeps them all. Only direct connections cycle a ring of their own (HostPrims::ringOf): a network end keeps its
+// NCCL_STEPS slots. 2-core AMD EPYC VM, processes over shm, AlltoAll, interleaved runs of 20 calls after 3, us, all 8
+// slots -> the launch's steps (Open MPI beside): 4 ranks 1 MiB (one step a peer) 146-177 -> 136-158 (190-234), 4 MiB
+// 750-893 -> 554-669 (691-1151); 2 ranks 1 MiB 54-59 -> 45-48 (44-52), 4 MiB 198-217 -> 190-202 (184-195); 8 ranks
+// 1 MiB 552-609 -> 347-360, 4 MiB 5376-6149 -> 2001-2453; 16 MiB on 2 and 4 ranks (8 steps a peer: the same ring)
+// within the spread. A ring of at least 2 slots (a call of slack) did worse on 8 ranks: 1 MiB 419-465, 4 MiB
+// 2161-2630.
+std::vector<std::pair<HostConn*, uint32_t>> p2pSlotRings(ncclComm* comm, const std::vector<Task>& tasks,
+                                                         bool sending) {
+  std::vector<std::pair<HostConn*, uint64_t>> steps;
+  for (const Task& t : tasks) {
+    const size_t bytes = t.count * dataTypeSize(t.datatype);
+    HostConn* conn = connOf(comm, 0, kConnP2p, t.root, sending);
+    const int proto = p2pProtocol(comm, bytes);
+    if (!conn || proto != TUTTI_PROTO_SIMPLE) continue;
+    auto it = std::find_if(steps.begin(), steps.end(), [&](const auto& e) { return e.first == conn; });
+    if (it == steps.end()) it = steps.insert(steps.end(), {conn, 0});
+    it->second += p2pSteps(bytes, p2pStepBytes(comm, conn, proto, bytes));
+  }
+  std::vector<std::pair<HostConn*, uint32_t>> rings;
+  rings.reserve(steps.size());
+  for (const auto& [conn, n] : steps) rings.push_back({conn, static_cast<uint32_t>(std::min<uint64_t>(n, TUTTI_STEPS))});
+  return rings;
+}
+
 // userBuffers: sends leave from and receives land in the tasks' buffers where the network end allows it
 // (HostConn::userBufferMinBytes). Sends from user buffers complete before the call returns, or, with
 // `userSent`, are left in flight and listed there for waitUserSends.
@@ -327,12 +357,16 @@ ncclResult_t runP2pList(ncclComm* comm, const std::vector<Task>& tasks, bool sen
   resolveBuiltinRedOp(ncclSum, ncclInt8, 1, &copyOp);  // byte copy
   const ResolvedRedOp* copy = &copyOp;
   const WaitContext wait = commWaitContext(comm);
+  const std::vector<std::pair<HostConn*, uint32_t>> rings = p2pSlotRings(comm, tasks, sending);
   for (const Task& t : tasks) {
     const size_t bytes = t.count * dataTypeSize(t.datatype);
     HostConn* conn = connOf(comm, 0, kConnP2p, t.root, sending);
     if (!conn) TUTTI_FAIL(ncclInternalError, "rank {}: no p2p connection to rank {}", comm->rank, t.root);
     OpLabel label{comm->rank, sending ? "Send" : "Recv", comm->p2pOpCount, 0, &comm->failure, commAskFailure, comm};
     const int proto = p2pProtocol(comm, bytes);
+    uint32_t ring = TUTTI_STEPS;
+    for (const auto& [c, slots] : rings)
+      if (c == conn) ring = slots;
     KernelChGuard kernelCh;
     if (t.prof) [[unlikely]] {
       kernelCh.e = profKernelChStart(t.prof.get(), 0);
@@ -357,6 +391,7 @@ ncclResult_t runP2pList(ncclComm* comm, const std::vector<Task>& tasks, bool sen
     if (sending) {
       HostPrims prims(nullptr, conn, t.sendbuff, nullptr, 1, *copy, wait, label, proto);
       prims.useUserBuffers(false, userBuffers);
+      prims.useSlotRing(ring);
       TUTTI_CHECK(inSteps([&](size_t off, size_t n) { return prims.send(off, n); }));
       if (prims.sentFromUser() && userSent) {
         if (std::find(userSent->begin(), userSent->end(), conn) == userSent->end()) userSent->push_back(conn);
@@ -372,6 +407,7 @@ ncclResult_t runP2pList(ncclComm* comm, const std::vector<Task>& tasks, bool sen
       announceRecvSteps(conn, steps.recvSteps());
       HostPrims prims(conn, nullptr, nullptr, t.recvbuff, 1, *copy, wait, label, proto);
       prims.useUserBuffers(userBuffers, false);
+      prims.useSlotRing(ring);
       TUTTI_CHECK(inSteps([&](size_t off, size_t n) { return prims.recv(off, n); }));
     }
   }
