@@ -6,7 +6,7 @@
 #
 # usage: benchmarks/side_by_side.sh [BUILD_DIR]      (default: ./build; the perf tools must be built)
 #   RANKS="2 4" COLLS="all_reduce ..." override the sweep; QUICK=1 stops at 1 MiB (a smoke run); RECHECK=1 then
-#   measures every row below 1.0 again (benchmarks/recheck_below.py).
+#   measures every row below 1.0 again (benchmarks/recheck_below.py) and adds what it found to side_by_side.md.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -132,7 +132,11 @@ trap 'rm -f "$header"' EXIT
 } > "$header"
 python3 "$root/benchmarks/tabulate.py" "$raw" "$header" "$results/side_by_side.md"
 echo "wrote $results/side_by_side.md (${elapsed} s)" >&2
-# RECHECK=1: then every row below 1.0 again, 7 interleaved runs a side, tested (recheck_below.py; ~15 min more).
+# RECHECK=1: then every row below 1.0 again, 7 interleaved runs a side, tested (recheck_below.py; ~15 min more), and
+# side_by_side.md written again with each such row's verdict beside it.
 if [ "${RECHECK:-0}" = 1 ]; then
   python3 "$root/benchmarks/recheck_below.py" "$build" || die "recheck_below.py failed"
+  python3 "$root/benchmarks/tabulate.py" "$raw" "$header" "$results/side_by_side.md" \
+    "$results/side_by_side_recheck.md"
+  echo "wrote $results/side_by_side.md again, with the recheck's verdicts" >&2
 fi

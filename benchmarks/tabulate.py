@@ -7,13 +7,17 @@ and a rank descheduled for a time slice can spoil one sweep). The out-of-place c
 busbw = column 8), as the MPI program passes separate buffers; but Broadcast, whose MPI call has one buffer: there
 Tutti's in-place columns (time = column 10, busbw = column 12; out of place, the root also copies its input to its
 output, a copy MPI_Bcast does not make). After the summary, a count of the rows at or above 1.0 (in all, by rank
-count, collective and path), then every row below 1.0 with the fastest and slowest sweep of each side and the limit
+count, collective and path) and the same count with each side's median sweep in place of its fastest, then every
+row below 1.0 with the fastest and slowest sweep of each side and the limit
 measured on the host (host-limits.txt) it is held against: within a node the single-copy floor under Open MPI's
 time, for a 2-rank Broadcast of a few bytes one cache line's or one TCP hop's trip, and over sockets from 1 MiB the
 call's bytes through loopback TCP at the rate of a stream on every core.
-usage: tabulate.py RAW_DIR HEADER_FILE OUT_MD
+With RECHECK_MD (benchmarks/recheck_below.py's output for the rows below of this same run), each row below also shows
+what measuring it again found.
+usage: tabulate.py RAW_DIR HEADER_FILE OUT_MD [RECHECK_MD]
 """
 import os
+import re
 import sys
 
 COLLS = [("allreduce", "AllReduce"), ("allgather", "AllGather"), ("reducescatter", "ReduceScatter"),
@@ -22,9 +26,10 @@ PAIRS = [("shm", "tutti", "shm", "ompi", "shm"), ("net", "tutti", "socket", "omp
 KEY_SIZES = [8, 64 << 10, 1 << 20, 16 << 20, 256 << 20]
 
 
-def parse(path, in_place=False, spread=None):
+def parse(path, in_place=False, spread=None, samples=None):
     """size -> (time_us, busbw, count) of the out-of-place (or in-place) columns; {} when the file is missing.
-    With `spread` (a dict), also size -> (fastest, slowest) time over the sweeps."""
+    With `spread` (a dict), also size -> (fastest, slowest) time over the sweeps; with `samples`, size -> every sweep's
+    time."""
     t_col, bw_col = (9, 11) if in_place else (5, 7)
     rows = {}
     if not os.path.exists(path):
@@ -41,6 +46,8 @@ def parse(path, in_place=False, spread=None):
             # A size measured by several sweeps (repeats) keeps its fastest one.
             if size not in rows or row[0] < rows[size][0]:
                 rows[size] = row
+            if samples is not None:
+                samples.setdefault(size, []).append(row[0])
             if spread is not None:
                 lo, hi = spread.get(size, (row[0], row[0]))
                 spread[size] = (min(lo, row[0]), max(hi, row[0]))
@@ -138,9 +145,16 @@ def copy_floor(coll, size, np, lim, cores):
     return readers * read / (min(readers, cores) * rate * 1e9) * 1e6
 
 
-def counts(data, nps):
-    """The section counting the compared rows at or above 1.0: in all, by rank count, collective and path."""
+def median(v):
+    v = sorted(v)
+    return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
+
+
+def counts(data, nps, samples):
+    """The section counting the compared rows at or above 1.0: in all, by rank count, collective and path; then the
+    same count with each side's median sweep instead of its fastest, and the rows that it puts below 1.0."""
     tally = {}  # key -> [at or above, compared]
+    by_median, median_below = [0, 0], []
     for coll, title in COLLS:
         for np in nps:
             for _, timpl, ttr, oimpl, otr in PAIRS:
@@ -153,20 +167,47 @@ def counts(data, nps):
                         c = tally.setdefault(key, [0, 0])
                         c[0] += float(r) >= 1.0
                         c[1] += 1
+                    tm = median(samples[f"{timpl}-{ttr}-{coll}-np{np}"][s])
+                    om = median(samples[f"{oimpl}-{otr}-{coll}-np{np}"][s])
+                    rm = f"{om / tm:.2f}"
+                    by_median[0] += float(rm) >= 1.0
+                    by_median[1] += 1
+                    if float(rm) < 1.0:
+                        median_below.append(f"{title} {np} ranks {ttr} {human(s)} {rm}")
     if "all" not in tally:
         return []
     order = [f"{np} ranks" for np in nps] + [t for _, t in COLLS] + ["within a node (shm)", "over sockets"]
     parts = [f"{k}: {tally[k][0]} of {tally[k][1]}" for k in order if k in tally]
     return ["## Count", "",
             f"{tally['all'][0]} of the {tally['all'][1]} compared rows of the detailed tables are at or above 1.0 "
-            "(" + "; ".join(parts) + ").", ""]
+            "(" + "; ".join(parts) + ").", "",
+            f"With each side's median sweep instead of its fastest (the same raw outputs): {by_median[0]} of "
+            f"{by_median[1]} at or above 1.0" + (": below, " + "; ".join(median_below) if median_below else "") +
+            ". The tables keep the fastest sweep: other work on a shared host can only slow a sweep down. The "
+            "median shows how much that choice moves the count.", ""]
 
 
-def below(data, spreads, lim, nps):
+def read_recheck(path):
+    """(collective, ranks, path, size text) -> (ratio, p, verdict) of benchmarks/recheck_below.py's table; {} without
+    the file."""
+    out = {}
+    if not path or not os.path.exists(path):
+        return out
+    text = open(path).read()
+    rounds = re.search(r"(\d+) rounds a row", text)
+    out["rounds"] = rounds.group(1) if rounds else "several"
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 9 and cells[1].isdigit():
+            out[(cells[0], int(cells[1]), cells[2], cells[3])] = (cells[6], cells[7], cells[8])
+    return out
+
+
+def below(data, spreads, lim, nps, recheck=None):
     """The section listing every compared row where Tutti is slower, with the spread of each side's sweeps and, where
     it applies, the copy floor both are bound by."""
     cores = os.cpu_count() or 1
-    rows, overlap = [], 0
+    rows, overlap, verdicts = [], 0, {}
     for coll, title in COLLS:
         for np in nps:
             for _, timpl, ttr, oimpl, otr in PAIRS:
@@ -195,8 +236,14 @@ def below(data, spreads, lim, nps):
                         bound = (f"hop {hop:.1f} us: Tutti {tlo / hop:.2f}x, Open MPI {olo / hop:.2f}x" if hop
                                  else f"tcp {stream:.0f} us: Tutti {tlo / stream:.2f}x, Open MPI {olo / stream:.2f}x"
                                  if stream else "-")
-                    rows.append(f"| {title} | {np} | {ttr} / {otr} | {human(s)} | {tlo:.1f} / {thi:.1f} | "
-                                f"{olo:.1f} / {ohi:.1f} | {r} | {'yes' if within else 'no'} | {bound} |")
+                    row = (f"| {title} | {np} | {ttr} / {otr} | {human(s)} | {tlo:.1f} / {thi:.1f} | "
+                           f"{olo:.1f} / {ohi:.1f} | {r} | {'yes' if within else 'no'} | {bound} |")
+                    if recheck is not None:
+                        again = recheck.get((title, np, ttr, human(s)))
+                        row += (f" {again[0]}, p {again[1]}: {again[2]} |" if again else " not measured |")
+                        if again:
+                            verdicts[again[2]] = verdicts.get(again[2], 0) + 1
+                    rows.append(row)
     lines = ["## Rows below Open MPI", ""]
     if not rows:
         return lines + ["None: every compared row is at or above 1.0.", ""]
@@ -217,22 +264,29 @@ def below(data, spreads, lim, nps):
               "size, 2 (n-1) x size for AllReduce) at the rate loopback TCP moved with a stream on every core at "
               "once (tcp_loopback_stream_all_cores), a floor for both libraries: every byte crosses the kernel's "
               "TCP path on these cores. The multiples show how far above the floor each ran.",
-              "",
-              "| collective | ranks | path | size | Tutti us, fastest / slowest sweep | Open MPI us, fastest / slowest "
-              "| ratio | sweeps overlap | measured floor |",
-              "|---|---:|---|---:|---:|---:|---:|---|---|"]
+              ""]
+    if recheck is not None:
+        lines += [f"The last column: the row measured again after the sweep, {recheck.get('rounds')} interleaved runs a side "
+                  "(benchmarks/recheck_below.py, benchmarks/results/side_by_side_recheck.md): the ratio of the medians, "
+                  "the p-value of the Mann-Whitney U test of the two sets of runs, the verdict at p < 0.05. Of the "
+                  f"{len(rows)}: Tutti slower in {verdicts.get('Tutti slower', 0)}, faster in {verdicts.get('Tutti faster', 0)}, "
+                  f"not separated in {verdicts.get('not separated', 0)}.", ""]
+    lines += ["| collective | ranks | path | size | Tutti us, fastest / slowest sweep | Open MPI us, fastest / slowest "
+              "| ratio | sweeps overlap | measured floor |" + (" measured again |" if recheck is not None else ""),
+              "|---|---:|---|---:|---:|---:|---:|---|---|" + ("---|" if recheck is not None else "")]
     return lines + rows + [""]
 
 
 def main():
     raw, header, out = sys.argv[1:4]
-    data, spreads = {}, {}
+    recheck = read_recheck(sys.argv[4]) if len(sys.argv) > 4 else None
+    data, spreads, samples = {}, {}, {}
     for name in os.listdir(raw):
         if name.endswith(".txt") and (name.startswith("tutti-") or name.startswith("ompi-")):
             # MPI_Bcast's one buffer against Tutti's in-place Broadcast (the module docstring).
             in_place = name.startswith("tutti-") and "-broadcast-" in name
-            spreads[name[:-4]] = {}
-            data[name[:-4]] = parse(os.path.join(raw, name), in_place, spreads[name[:-4]])
+            spreads[name[:-4]], samples[name[:-4]] = {}, {}
+            data[name[:-4]] = parse(os.path.join(raw, name), in_place, spreads[name[:-4]], samples[name[:-4]])
     nps = sorted({int(k.rsplit("np", 1)[1]) for k in data if "np" in k})
     lines = [open(header).read().rstrip(), ""]
 
@@ -258,8 +312,8 @@ def main():
                         cells.append(f"{a[1]:.2f} / {b[1]:.2f} GB/s ({ratio(a, b)})" if a and b else "-")
                 lines.append(f"| {title} | {np} | Tutti {ttr} / OMPI {otr} | " + " | ".join(cells) + " |")
     lines += ["", "(8 B: time Tutti / Open MPI; other sizes: busbw Tutti / Open MPI, ratio in parentheses.)", ""]
-    lines += counts(data, nps)
-    lines += below(data, spreads, limits(raw), nps)
+    lines += counts(data, nps, samples)
+    lines += below(data, spreads, limits(raw), nps, recheck)
 
     for coll, title in COLLS:
         for np in nps:
