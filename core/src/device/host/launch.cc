@@ -318,6 +318,25 @@ struct KernelChGuard {
   }
 };
 
+// The steps a launch's point-to-point tasks make on each connection (channel 0), in first-use order, summed over
+// the tasks of each; with `simpleOnly`, of the Simple-protocol tasks alone. False when a task has no connection
+// (those are left out).
+bool p2pStepsPerConn(ncclComm* comm, const std::vector<Task>& tasks, bool sending, bool simpleOnly,
+                     std::vector<std::pair<HostConn*, uint64_t>>* steps) {
+  bool all = true;
+  for (const Task& t : tasks) {
+    const size_t bytes = t.count * dataTypeSize(t.datatype);
+    HostConn* conn = connOf(comm, 0, kConnP2p, t.root, sending);
+    const int proto = p2pProtocol(comm, bytes);
+    if (!conn) all = false;
+    if (!conn || (simpleOnly && proto != TUTTI_PROTO_SIMPLE)) continue;
+    auto it = std::find_if(steps->begin(), steps->end(), [&](const auto& e) { return e.first == conn; });
+    if (it == steps->end()) it = steps->insert(steps->end(), {conn, 0});
+    it->second += p2pSteps(bytes, p2pStepBytes(comm, conn, proto, bytes));
+  }
+  return all;
+}
+
 // The slots each connection's Simple steps of a launch cycle through (HostPrims::useSlotRing): as many as the launch
 // makes on it, where they fit the FIFO (NCCL_STEPS slots), so that a connection's calls of one size write the same
 // slots every time, which stay in cache, rather than a new part of its FIFO each call (the whole of it every few
@@ -333,15 +352,7 @@ struct KernelChGuard {
 std::vector<std::pair<HostConn*, uint32_t>> p2pSlotRings(ncclComm* comm, const std::vector<Task>& tasks,
                                                          bool sending) {
   std::vector<std::pair<HostConn*, uint64_t>> steps;
-  for (const Task& t : tasks) {
-    const size_t bytes = t.count * dataTypeSize(t.datatype);
-    HostConn* conn = connOf(comm, 0, kConnP2p, t.root, sending);
-    const int proto = p2pProtocol(comm, bytes);
-    if (!conn || proto != TUTTI_PROTO_SIMPLE) continue;
-    auto it = std::find_if(steps.begin(), steps.end(), [&](const auto& e) { return e.first == conn; });
-    if (it == steps.end()) it = steps.insert(steps.end(), {conn, 0});
-    it->second += p2pSteps(bytes, p2pStepBytes(comm, conn, proto, bytes));
-  }
+  p2pStepsPerConn(comm, tasks, sending, /*simpleOnly=*/true, &steps);
   std::vector<std::pair<HostConn*, uint32_t>> rings;
   rings.reserve(steps.size());
   for (const auto& [conn, n] : steps) rings.push_back({conn, static_cast<uint32_t>(std::min<uint64_t>(n, TUTTI_STEPS))});
@@ -448,17 +459,9 @@ bool p2pUserBuffersSafe(const std::vector<Task>& sends, const std::vector<Task>&
 // without the peers receiving anything of this launch. Slots still held by earlier launches free up by
 // themselves, since every peer finishes its earlier launches without this one.
 bool sendsFitFifos(ncclComm* comm, const std::vector<Task>& sends) {
-  std::vector<std::pair<int, uint64_t>> steps;  // (peer, steps)
-  for (const Task& t : sends) {
-    const size_t bytes = t.count * dataTypeSize(t.datatype);
-    HostConn* conn = connOf(comm, 0, kConnP2p, t.root, true);
-    if (!conn) return false;
-    auto it = std::find_if(steps.begin(), steps.end(), [&](const auto& e) { return e.first == t.root; });
-    if (it == steps.end()) it = steps.insert(steps.end(), {t.root, 0});
-    it->second += p2pSteps(bytes, p2pStepBytes(comm, conn, p2pProtocol(comm, bytes), bytes));
-    if (it->second > TUTTI_STEPS) return false;
-  }
-  return true;
+  std::vector<std::pair<HostConn*, uint64_t>> steps;
+  if (!p2pStepsPerConn(comm, sends, /*sending=*/true, /*simpleOnly=*/false, &steps)) return false;
+  return std::all_of(steps.begin(), steps.end(), [](const auto& e) { return e.second <= TUTTI_STEPS; });
 }
 
 // The collective connections of channel c's tree links (both ways with the parent and each child), through
