@@ -161,6 +161,13 @@ tsan_skip=(
   'Doubling\..*/k[678]  #|recursive doubling and Bruck on 6 to 8 thread ranks: the synchronisation of their 2- to
                                      5-rank runs (non-powers of two included) with more threads than cores
                                      (two and a half minutes under TSan); run under ASan'
+  '^DetScatterGather\.RoundsOfASlotMatchTheReference$|the scatter-gather in rounds of a 4 KiB slot, 3 and 8
+                                     thread ranks and 4 over sockets (two and a half minutes under TSan):
+                                     the synchronisation of DetScatterGather.EveryTypeAndOp, which runs, a
+                                     round at a time; run under ASan'
+  '^DetFixedOrderNet\.|6 thread ranks over sockets taking the deterministic paths by rank count (over a
+                                     minute under TSan): the synchronisation of the DetScatterGather and
+                                     DetNetworkTree runs over sockets, which run; run under ASan'
 )
 
 # The multi-threaded suites, the only ones built under TSan (the others run under ASan): ranks as threads of
