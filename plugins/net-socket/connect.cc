@@ -3,6 +3,7 @@
 #include "connect.h"
 #include "options.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -40,6 +41,43 @@ void closeFd(int& fd) {
 void setNoDelay(int fd) {
   int one = 1;
   (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+// Whether a connected socket's two ends are this host: the same address, or loopback addresses. Its data then never
+// leaves the host's TCP stack: the receiver copies it out of the pages the sender copied it into.
+bool sameHostConnection(int fd) {
+  sockaddr_storage self{}, peer{};
+  socklen_t selfLen = sizeof self, peerLen = sizeof peer;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&self), &selfLen) != 0 ||
+      getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peerLen) != 0 || self.ss_family != peer.ss_family)
+    return false;
+  if (self.ss_family == AF_INET) {
+    const in_addr a = reinterpret_cast<const sockaddr_in*>(&self)->sin_addr;
+    const in_addr b = reinterpret_cast<const sockaddr_in*>(&peer)->sin_addr;
+    auto loopback = [](in_addr x) { return (ntohl(x.s_addr) >> 24) == 127; };
+    return a.s_addr == b.s_addr || (loopback(a) && loopback(b));
+  }
+  if (self.ss_family == AF_INET6) {
+    const in6_addr& a = reinterpret_cast<const sockaddr_in6*>(&self)->sin6_addr;
+    const in6_addr& b = reinterpret_cast<const sockaddr_in6*>(&peer)->sin6_addr;
+    return std::memcmp(&a, &b, sizeof a) == 0;
+  }
+  return false;
+}
+
+// The send buffer of a sending comm's socket, once connected (TUTTI_NET_SOCKET_SNDBUF). Inside the host a transfer
+// costs its two copies, into the socket's pages by the sender and out of them by the receiver (a third of the CPU
+// time of an AlltoAll over loopback); with the kernel's autotuning the send buffer grows to tcp_wmem's largest
+// (4 MiB on Debian), and a sender that runs that far ahead of its receiver leaves pages that have left the caches
+// by the time the receiver copies them. 768 KiB (SO_SNDBUF 384 KiB, which the kernel doubles) keeps the sender
+// within about a core's L2 of its receiver (README.md, measurements). Elsewhere a fixed buffer could cap a path whose
+// bandwidth-delay product is larger: the kernel keeps its choice there unless the variable is set.
+void sizeSendBuffer(int fd) {
+  const long long want = options().sendBufBytes;
+  if (want == 0 || (want == kSameHostSendBuffer && !sameHostConnection(fd))) return;
+  const int bytes = want == kSameHostSendBuffer ? kSameHostSendBufBytes : static_cast<int>(want);
+  if (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes) != 0)
+    SOCK_INFO(NCCL_NET, "NET/Socket : SO_SNDBUF %d: %s (the kernel's send buffer stays)", bytes, std::strerror(errno));
 }
 
 Clock::time_point deadlineFromNow() { return Clock::now() + std::chrono::milliseconds(options().timeoutMs); }
@@ -152,6 +190,7 @@ ncclResult_t stepConnect(PendingConnect& pc, ConnSock& s) {
       SOCK_WARN("NET/Socket : connect to %s failed: %s", addrToString(pc.handle.addr).c_str(), std::strerror(err));
       return ncclSystemError;
     }
+    sizeSendBuffer(s.fd);
     s.state = ConnState::SendingHello;
   }
   if (s.state == ConnState::SendingHello) {

@@ -84,6 +84,9 @@ ncclResult_t readOptions(Options* out) {
   x = o.holdSmall ? 1 : 0;
   if (ncclResult_t r = readInt("TUTTI_NET_SOCKET_HOLD_SMALL", 0, 1, &x); r != ncclSuccess) return r;
   o.holdSmall = x != 0;
+  x = o.sendBufBytes;
+  if (ncclResult_t r = readInt("TUTTI_NET_SOCKET_SNDBUF", kSameHostSendBuffer, 1 << 30, &x); r != ncclSuccess) return r;
+  o.sendBufBytes = x;
   *out = o;
   return ncclSuccess;
 }

@@ -10,6 +10,9 @@
 namespace tutti::netsock {
 
 constexpr int kAutoSockets = -2;
+constexpr int kSameHostSendBuffer = -1;
+// The SO_SNDBUF of a connection inside the host: the kernel makes it a send buffer of 768 KiB (see sizeSendBuffer).
+constexpr int kSameHostSendBufBytes = 384 << 10;
 
 // Helper threads and sockets per thread for a NIC whose PCI vendor id is `pciVendor` (as in
 // /sys/class/net/<if>/device/vendor, e.g. "0x1d0f"; NULL or empty when unknown), NCCL's choices: cloud NICs
@@ -54,6 +57,10 @@ struct Options {
   // 16 KiB behind an unacknowledged one (TCP_NODELAY off), the receiver acknowledging whenever its socket runs dry;
   // 0 sends every message at once (TCP_NODELAY on). See holdSmall (transfer.cc).
   bool holdSmall = true;
+  // TUTTI_NET_SOCKET_SNDBUF: SO_SNDBUF of the sockets of every sending comm (Linux doubles it); 0 leaves the
+  // kernel's autotuning; kSameHostSendBuffer (unset) sets kSameHostSendBufBytes where a connection stays inside the
+  // host (sameHostConnection, connect.cc) and leaves the others to the kernel. See sizeSendBuffer (connect.cc).
+  long long sendBufBytes = kSameHostSendBuffer;
 };
 
 // Parses the environment into *out. Bad values are logged and give ncclInvalidUsage.

@@ -834,6 +834,97 @@ TEST_F(NetSocketOptions, TwoWayFlowKeepsNoDelay) {
       ::testing::ExitedWithCode(0), "");
 }
 
+// SO_SNDBUF of every connection this process made to `port` (the sockets of its sending comms), as getsockopt
+// reports it.
+std::vector<int> connectedSendBuffers(uint16_t port) {
+  std::vector<int> out;
+  DIR* d = opendir("/proc/self/fd");
+  if (d == nullptr) return out;
+  while (dirent* e = readdir(d)) {
+    const int fd = std::atoi(e->d_name);
+    sockaddr_storage peer{};
+    socklen_t peerLen = sizeof peer;
+    if (e->d_name[0] == '.' || fd == dirfd(d) || getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peerLen) != 0)
+      continue;
+    const uint16_t p = peer.ss_family == AF_INET    ? reinterpret_cast<const sockaddr_in*>(&peer)->sin_port
+                       : peer.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6*>(&peer)->sin6_port
+                                                    : 0;
+    int value = -1;
+    socklen_t len = sizeof value;
+    if (p == port && getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &value, &len) == 0) out.push_back(value);
+  }
+  closedir(d);
+  return out;
+}
+
+// The send buffer Linux gives a socket for SO_SNDBUF `bytes`: twice the value, capped at net.core.wmem_max first.
+int kernelSendBuffer(int bytes) {
+  long long cap = bytes;
+  if (FILE* f = std::fopen("/proc/sys/net/core/wmem_max", "r")) {
+    if (std::fscanf(f, "%lld", &cap) != 1) cap = bytes;
+    std::fclose(f);
+  }
+  return 2 * static_cast<int>(std::min<long long>(bytes, cap));
+}
+
+// In the child: a pair over loopback (one helper thread, two data sockets: setTestEnv), 1 MiB moved; then every
+// socket of the sending comm (control and data) must have a send buffer of `want` bytes, or, with want < 0, any
+// size but the one set inside the host (the kernel's autotuning).
+[[noreturn]] void childSendBuffers(int want) {
+  ChildListener l = childListen();
+  const ncclNet_v12_t* n = l.n;
+  void *sc = nullptr, *rc = nullptr;
+  if (!establish([&](void** s) { return n->connect(l.ctx, 0, l.handle, s, nullptr); },
+                 [&](void** r) { return n->accept(l.lc, r, nullptr); }, &sc, &rc))
+    std::exit(4);
+  size_t size = size_t{1} << 20;
+  std::vector<char> src(size), dst(size, 0);
+  fillPattern(src, 11);
+  void *sreq = nullptr, *rreq = nullptr, *d = dst.data();
+  int tag = 0;
+  if (n->isend(sc, src.data(), size, 0, nullptr, nullptr, &sreq) != ncclSuccess ||
+      n->irecv(rc, 1, &d, &size, &tag, nullptr, nullptr, &rreq) != ncclSuccess ||
+      waitBoth(n->test, sreq, rreq, nullptr) != ncclSuccess)
+    std::exit(5);
+  if (src != dst) std::exit(6);
+  const std::vector<int> buffers = connectedSendBuffers(l.port());
+  if (buffers.size() != 3) std::exit(7);
+  for (int b : buffers)
+    if (want >= 0 ? b != want : b == kernelSendBuffer(tutti::netsock::kSameHostSendBufBytes)) std::exit(8);
+  n->closeSend(sc);
+  n->closeRecv(rc);
+  n->closeListen(l.lc);
+  n->finalize(l.ctx);
+  std::exit(0);
+}
+
+// A sending comm whose connection stays inside the host (loopback here) keeps a fixed send buffer of 768 KiB (SO_SNDBUF
+// 384 KiB), on its control and data sockets alike; TUTTI_NET_SOCKET_SNDBUF sets another size, or 0 leaves the
+// kernel's autotuning.
+TEST_F(NetSocketOptions, SameHostSendersKeepAFixedSendBuffer) {
+  EXPECT_EXIT(
+      {
+        setTestEnv();
+        unsetenv("TUTTI_NET_SOCKET_SNDBUF");
+        childSendBuffers(kernelSendBuffer(tutti::netsock::kSameHostSendBufBytes));
+      },
+      ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(
+      {
+        setTestEnv();
+        setenv("TUTTI_NET_SOCKET_SNDBUF", "100000", 1);
+        childSendBuffers(kernelSendBuffer(100000));
+      },
+      ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(
+      {
+        setTestEnv();
+        setenv("TUTTI_NET_SOCKET_SNDBUF", "0", 1);
+        childSendBuffers(-1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 TEST_F(NetSocketOptions, ManyThreadsAndSockets) {
   EXPECT_EXIT(
       {
@@ -880,6 +971,8 @@ TEST_F(NetSocketOptions, MalformedValuesFailInit) {
   EXPECT_EXIT(childInit("TUTTI_NET_SOCKET_TIMEOUT_MS", "-5"), ::testing::ExitedWithCode(ncclInvalidUsage), "");
   EXPECT_EXIT(childInit("TUTTI_NET_SOCKET_DELAYED_ACK", "2"), ::testing::ExitedWithCode(ncclInvalidUsage), "");
   EXPECT_EXIT(childInit("TUTTI_NET_SOCKET_HOLD_SMALL", "yes"), ::testing::ExitedWithCode(ncclInvalidUsage), "");
+  EXPECT_EXIT(childInit("TUTTI_NET_SOCKET_SNDBUF", "-2"), ::testing::ExitedWithCode(ncclInvalidUsage), "");
+  EXPECT_EXIT(childInit("TUTTI_NET_SOCKET_SNDBUF", "1M"), ::testing::ExitedWithCode(ncclInvalidUsage), "");
 }
 
 }  // namespace
