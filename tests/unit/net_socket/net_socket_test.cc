@@ -448,12 +448,12 @@ class NetSocketOptions : public ::testing::Test {
   void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
 };
 
-// A TCP option (IPPROTO_TCP level) of this process's connections whose local port (`accepted`: the connections it
-// accepted on `port`) or remote port (the connections it made to `port`) is `port`; -1 when there is none.
-int connectionOption(uint16_t port, bool accepted, int option) {
-  int result = -1;
+// A socket option (`level`, `option`) of each of this process's connections whose local port (`accepted`: the
+// connections it accepted on `port`) or remote port (the connections it made to `port`) is `port`, in fd order.
+std::vector<int> connectionOptions(uint16_t port, bool accepted, int level, int option) {
+  std::vector<int> out;
   DIR* d = opendir("/proc/self/fd");
-  if (d == nullptr) return result;
+  if (d == nullptr) return out;
   while (dirent* e = readdir(d)) {
     const int fd = std::atoi(e->d_name);
     sockaddr_storage self{}, peer{};
@@ -467,10 +467,16 @@ int connectionOption(uint16_t port, bool accepted, int option) {
                                                    : 0;
     int value = -1;
     socklen_t len = sizeof value;
-    if (p == port && getsockopt(fd, IPPROTO_TCP, option, &value, &len) == 0) result = value;
+    if (p == port && getsockopt(fd, level, option, &value, &len) == 0) out.push_back(value);
   }
   closedir(d);
-  return result;
+  return out;
+}
+
+// A TCP option (IPPROTO_TCP level) of those connections (the last one found); -1 when there is none.
+int connectionOption(uint16_t port, bool accepted, int option) {
+  const std::vector<int> values = connectionOptions(port, accepted, IPPROTO_TCP, option);
+  return values.empty() ? -1 : values.back();
 }
 
 // TCP_QUICKACK of the connections this process accepted on `port` (the receiving ends of its comms): 1 where the
@@ -836,26 +842,7 @@ TEST_F(NetSocketOptions, TwoWayFlowKeepsNoDelay) {
 
 // SO_SNDBUF of every connection this process made to `port` (the sockets of its sending comms), as getsockopt
 // reports it.
-std::vector<int> connectedSendBuffers(uint16_t port) {
-  std::vector<int> out;
-  DIR* d = opendir("/proc/self/fd");
-  if (d == nullptr) return out;
-  while (dirent* e = readdir(d)) {
-    const int fd = std::atoi(e->d_name);
-    sockaddr_storage peer{};
-    socklen_t peerLen = sizeof peer;
-    if (e->d_name[0] == '.' || fd == dirfd(d) || getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peerLen) != 0)
-      continue;
-    const uint16_t p = peer.ss_family == AF_INET    ? reinterpret_cast<const sockaddr_in*>(&peer)->sin_port
-                       : peer.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6*>(&peer)->sin6_port
-                                                    : 0;
-    int value = -1;
-    socklen_t len = sizeof value;
-    if (p == port && getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &value, &len) == 0) out.push_back(value);
-  }
-  closedir(d);
-  return out;
-}
+std::vector<int> connectedSendBuffers(uint16_t port) { return connectionOptions(port, false, SOL_SOCKET, SO_SNDBUF); }
 
 // The send buffer Linux gives a socket for SO_SNDBUF `bytes`: twice the value, capped at net.core.wmem_max first.
 int kernelSendBuffer(int bytes) {
