@@ -51,13 +51,16 @@ cc -O2 -Wall -o "$build/bench/host_limits" "$root/benchmarks/mpi/host_limits.c"
 # sweep at 170 ms, the next at 95, Tutti and Open MPI alike): three sweeps there too, 16 to 64 MiB over 5 calls.
 # Up to 64 KiB a sweep takes seconds, most of it the start of the processes, and a single descheduled rank moves a
 # row by tens of percent: five sweeps there, so each side's fastest is nearer its true best on a shared host.
+# From 256 KiB to 4 MiB too: a sweep there times 20 to 100 calls, tens of milliseconds, and in the runs before,
+# most of the rows one side led by 4-18% in the sweep (2 ranks over shm, AllGather and AlltoAll, 1 and 4 MiB) were
+# led by the other side, or by neither, when measured again in 7 interleaved runs (side_by_side_recheck.md).
 # `limit` is the time limit of one run in seconds: a run that hangs is killed and recorded as failed; the rows
 # it printed before still count.
 #        min   max   factor iters warmup repeats limit
 segments=("8    8     4 1000 100 5  60"
           "16   64K   4  500  50 5  60"
-          "256K 1M    4  100  10 3  60"
-          "4M   4M    4   20   3 3  40"
+          "256K 1M    4  100  10 5  60"
+          "4M   4M    4   20   3 5  40"
           "16M  64M   4    5   1 3 240"
           "256M 256M  4    2   1 3 240")
 [ "${QUICK:-0}" = 1 ] && segments=("8 8 4 20 2 1 30" "16 64K 4 10 2 1 30" "256K 1M 4 5 1 1 30")
