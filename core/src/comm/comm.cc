@@ -537,9 +537,9 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   // through shrinks from 4 MiB to 1 MiB per connection (2-core VM, processes over shm, medians of three interleaved
   // runs, us, whole slot -> 128 KiB: 2 ranks 4 MiB 1119 -> 625, 16 MiB 5867 -> 4571; 4 ranks 16 MiB 22116 -> 14893,
   // 64 MiB 86710 -> 55958; 8 ranks 4 MiB 11549 -> 6882, 16 MiB 41807 -> 25660, 64 MiB 173016 -> 99874; 64 KiB steps
-  // between the two, 1 MiB to 256 KiB even). Over sockets on 4 ranks 128 KiB lost (64 MiB 176 -> 219 ms), and
-  // AllGather's ring within a node moved within the noise and keeps the whole slot (past 1-2 MiB processes read one
-  // another's buffers instead). A ReduceScatter's ring within a node, which folds every step as AllReduce's first
+  // between the two, 1 MiB to 256 KiB even). Over sockets on 4 ranks 128 KiB lost (64 MiB 176 -> 219 ms).
+  // AllGather's ring within a node moved within the noise on that VM; on a later one it gained (below,
+  // ringStepGather). A ReduceScatter's ring within a node, which folds every step as AllReduce's first
   // half does, takes the same steps (medians of three interleaved runs, us, whole slot -> 128 KiB: 2 ranks 4 MiB
   // 670 -> 501, 64 MiB 20474 -> 16775; 4 ranks 4 MiB 1564 -> 1057, 16 MiB 6892 -> 5804, 64 MiB 30995 -> 24690;
   // 8 ranks 1 MiB 1052 -> 731, 16 MiB 19562 -> 12576, 64 MiB 82219 -> 61196; threads of one process even).
@@ -551,10 +551,35 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
                            : nRanks == 2                  ? size_t{256} << 10
                                                           : 0;
   comm->ringStepReduceScatter = !overNetwork;
+  // A ring AllGather's and Broadcast's steps within a node too: their FIFOs then hold 1 MiB a connection where whole
+  // slots cycled through 4 MiB, and on a host whose caches the FIFOs of every rank outgrew, each copy in and out of
+  // them went to memory (2-core AMD EPYC VM, 32 MiB L3, processes over shm, medians of three interleaved runs, us,
+  // whole slot -> 128 KiB, Open MPI beside: Broadcast 8 ranks 4 MiB 4546 -> 2833 (3418); AllGather 8 ranks 16 MiB
+  // 17731 -> 14533). On earlier VMs AllGather's ring moved within the runs' spread.
+  comm->ringStepGather = !overNetwork;
+  // Point-to-point within a node, for the same reason: the FIFOs an AlltoAll cycles through, one per peer each way,
+  // take steps of the largest power of two from 64 KiB up to 8 MiB / (2 (n - 1) NCCL_STEPS) bytes once a message
+  // passes NCCL_STEPS of them, so the FIFOs a rank cycles through in a call stay within about 8 MiB (2 ranks: the
+  // whole slot; 4 ranks: 128 KiB; 8 ranks: 64 KiB).
+  // Same VM, AlltoAll, medians of three interleaved runs, us, whole slots -> 128 KiB -> 64 KiB steps: 4 ranks 16 MiB
+  // 10081 -> 8122 -> 8180; 8 ranks 16 MiB 21443 -> 20151 -> 16616 (Open MPI 14779, 7989 on 4 ranks).
+  const int64_t p2pStep = paramInt("TUTTI_P2P_STEP_BYTES");
+  size_t p2pStepMax = 0;
+  if (comm->backend == Backend::Host && !overNetwork && p2pStep < 0 && nRanks > 1) {
+    const size_t fit = (size_t{8} << 20) / (2 * static_cast<size_t>(nRanks - 1) * TUTTI_STEPS);
+    p2pStepMax = size_t{64} << 10;
+    while (p2pStepMax * 2 <= fit) p2pStepMax *= 2;  // p2pStepBytes keeps the slot where this is no shorter
+  }
+  comm->p2pStepMaxBytes = comm->backend != Backend::Host || overNetwork ? 0
+                          : p2pStep >= 0                                ? static_cast<size_t>(p2pStep) & ~size_t{63}
+                                                                        : p2pStepMax;
   if (comm->ringStepMaxBytes >= 64)
     TUTTI_INFO(NCCL_INIT, "rank {}: ring {} steps of at most {} bytes", rank,
-               comm->ringStepReduceScatter ? "AllReduce and ReduceScatter" : "AllReduce",
+               comm->ringStepReduceScatter ? "AllReduce, ReduceScatter, AllGather and Broadcast" : "AllReduce",
                comm->ringStepMaxBytes & ~size_t{63});
+  if (comm->p2pStepMaxBytes >= 64)
+    TUTTI_INFO(NCCL_INIT, "rank {}: point-to-point messages past {} steps take steps of at most {} bytes",
+               rank, TUTTI_STEPS, comm->p2pStepMaxBytes);
   // One-shot AllReduce on 4 ranks within a node: n - 1 times the input's bytes to every rank, in one step where recursive
   // doubling takes two and the ring six. Unset: up to 128 KiB (processes over shm, 2 cores, the median of three
   // interleaved runs, doubling or ring -> one-shot, us: 16 KiB 18.3 -> 16.2, 32 KiB 24.4 -> 21.0, 128 KiB 88 -> 55;

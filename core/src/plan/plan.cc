@@ -202,10 +202,11 @@ ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out, boo
   size_t stepData = plan.algorithm == NCCL_ALGO_TREE && plan.protocol == TUTTI_PROTO_SIMPLE
                         ? treeChunkBytes(slotData, perChannel * plan.eltSize, comm->trees.depth)
                         : slotData;
-  // Shorter steps for a ring AllReduce (and, within a node, ReduceScatter) where its receives, folds and sends
+  // Shorter steps for a ring AllReduce (and, within a node, ReduceScatter, AllGather and Broadcast) where its receives, folds and sends
   // overlap better and stay in cache (comm->ringStepMaxBytes, comm.cc); every rank plans alike.
   const bool shortSteps = task.func == ncclFuncAllReduce ||
-                          (task.func == ncclFuncReduceScatter && comm->ringStepReduceScatter);
+                          (task.func == ncclFuncReduceScatter && comm->ringStepReduceScatter) ||
+                          ((task.func == ncclFuncAllGather || task.func == ncclFuncBroadcast) && comm->ringStepGather);
   if (shortSteps && plan.algorithm == NCCL_ALGO_RING && plan.protocol == TUTTI_PROTO_SIMPLE &&
       comm->ringStepMaxBytes >= 64)
     stepData = std::min(stepData, comm->ringStepMaxBytes & ~size_t{63});

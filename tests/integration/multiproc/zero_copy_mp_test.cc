@@ -27,8 +27,10 @@
 #include <nccl.h>
 #include <tutti.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <regex>
 #include <string>
@@ -480,8 +482,8 @@ TEST(NetZeroCopy, DeterministicExchangeInPlaceAndOutOfPlace) {
 }
 
 
-// Ring AllReduces and ReduceScatters (forced: NCCL_ALGO=Ring, NCCL_PROTO=Simple) of small integers, whose sums are
-// exact whatever the step, in place and out of place, with counts that leave a short last step, under
+// Ring AllReduces, ReduceScatters, AllGathers and Broadcasts (forced: NCCL_ALGO=Ring, NCCL_PROTO=Simple) of small
+// integers, whose sums are exact whatever the step, in place and out of place, with counts that leave a short last step, under
 // TUTTI_NET_RING_STEP_BYTES=step (unset where empty); then whether every rank logged that the ring `colls` take steps
 // of at most `want` bytes ("0": no such line).
 void checkRingSteps(MpOptions opts, const char* step, const std::string& want, const std::string& colls) {
@@ -530,6 +532,27 @@ void checkRingSteps(MpOptions opts, const char* step, const std::string& want, c
                             std::to_string(i),
                         14);
         }
+        // AllGather: block p of the output from rank p (in place: this rank's block of the output is its input);
+        // Broadcast from the last rank.
+        std::vector<float> gathered(n * count);
+        std::copy(in.begin(), in.end(), gathered.begin() + me * count);
+        const float* gsrc = inPlace ? gathered.data() + me * count : in.data();
+        if (ncclAllGather(gsrc, gathered.data(), count, ncclFloat32, comm, nullptr) != ncclSuccess)
+          return fail("ncclAllGather: " + std::string(ncclGetLastError(comm)), 15);
+        for (size_t i = 0; i < n * count; ++i)
+          if (gathered[i] != value(static_cast<int>(i / count), i % count))
+            return fail("AllGather of " + std::to_string(count) + how + " differs at element " + std::to_string(i),
+                        16);
+        const int root = ctx.nranks - 1;
+        std::vector<float> bcast(count, -1.0f);
+        if (ctx.rank == root || inPlace) bcast = in;
+        if (ncclBroadcast(inPlace ? bcast.data() : in.data(), bcast.data(), count, ncclFloat32, root, comm, nullptr) !=
+            ncclSuccess)
+          return fail("ncclBroadcast: " + std::string(ncclGetLastError(comm)), 17);
+        for (size_t i = 0; i < count; ++i)
+          if (bcast[i] != value(root, i))
+            return fail("Broadcast of " + std::to_string(count) + how + " differs at element " + std::to_string(i),
+                        18);
       }
     }
     ncclCommDestroy(comm);
@@ -552,14 +575,67 @@ TEST(NetRingSteps, ShorterStepsThanTheSlotGiveTheSameSums) {
   }
 }
 
-// Within a node (3 processes over shm, no network) the steps of both are 128 KiB unless told otherwise.
+// Within a node (3 processes over shm, no network) the steps of all four are 128 KiB unless told otherwise.
 TEST(NodeRingSteps, ShorterStepsThanTheSlotGiveTheSameSums) {
   for (const char* step : {"", "4160", "0"}) {
     MpOptions opts;
     opts.nranks = 3;
     opts.timeoutSeconds = 60;
     opts.env.push_back({"TUTTI_TIMEOUT", "30"});
-    checkRingSteps(opts, step, *step == '\0' ? "131072" : step, "AllReduce and ReduceScatter");
+    checkRingSteps(opts, step, *step == '\0' ? "131072" : step, "AllReduce, ReduceScatter, AllGather and Broadcast");
+  }
+}
+
+// Within a node a point-to-point message past 8 steps of comm->p2pStepMaxBytes moves in steps of that many
+// (TUTTI_P2P_STEP_BYTES; unset on 4 ranks: 128 KiB). 4 processes over shm, an AlltoAll of grouped sends and receives
+// whose messages take 1 to 10 of those steps or more (the last one short), twice in a row: every byte lands where it
+// belongs, and every rank logs the step it took ("0": none).
+TEST(NodeP2pSteps, BoundedStepsDeliverEveryByte) {
+  for (const char* step : {"", "4160", "0"}) {
+    SCOPED_TRACE(std::string("TUTTI_P2P_STEP_BYTES=") + step);
+    const std::string want = *step == '\0' ? "131072" : step;
+    MpOptions opts;
+    opts.nranks = 4;
+    opts.timeoutSeconds = 60;
+    opts.env.push_back({"TUTTI_TIMEOUT", "30"});
+    opts.env.push_back({"NCCL_DEBUG", "INFO"});
+    opts.env.push_back({"NCCL_DEBUG_SUBSYS", "INIT"});
+    if (*step) opts.env.push_back({"TUTTI_P2P_STEP_BYTES", step});
+    MpResult r = runProcesses(opts, [](const RankContext& ctx) {
+      ncclComm_t comm = nullptr;
+      if (int rc = initComm(ctx, &comm)) return rc;
+      auto fail = [&](const std::string& what, int rc) { return failRank(comm, what, rc); };
+      const size_t n = static_cast<size_t>(ctx.nranks);
+      // Element i of the message from rank s to rank d.
+      auto value = [](size_t s, size_t d, size_t i) { return static_cast<uint32_t>(i * 2654435761u + s * 977 + d); };
+      for (size_t count : {size_t{1000}, size_t{262145}, size_t{300007}, size_t{700001}}) {
+        for (int round = 0; round < 2; ++round) {
+          std::vector<uint32_t> in(n * count), out(n * count, 0);
+          for (size_t d = 0; d < n; ++d)
+            for (size_t i = 0; i < count; ++i) in[d * count + i] = value(static_cast<size_t>(ctx.rank), d, i);
+          ncclGroupStart();
+          for (size_t p = 0; p < n; ++p) {
+            ncclSend(in.data() + p * count, count, ncclUint32, static_cast<int>(p), comm, nullptr);
+            ncclRecv(out.data() + p * count, count, ncclUint32, static_cast<int>(p), comm, nullptr);
+          }
+          if (ncclGroupEnd() != ncclSuccess) return fail("ncclGroupEnd: " + std::string(ncclGetLastError(comm)), 11);
+          for (size_t s = 0; s < n; ++s)
+            for (size_t i = 0; i < count; ++i)
+              if (out[s * count + i] != value(s, static_cast<size_t>(ctx.rank), i))
+                return fail("message of " + std::to_string(count) + " from rank " + std::to_string(s) +
+                                " differs at element " + std::to_string(i),
+                            12);
+        }
+      }
+      ncclCommDestroy(comm);
+      return 0;
+    });
+    expectAllSucceeded(r, "");
+    for (const ChildResult& c : r.children) {
+      const bool logged = c.output.find("point-to-point messages past 8 steps take steps of at most " + want +
+                                        " bytes") != std::string::npos;
+      EXPECT_EQ(logged, want != "0") << c.describe() << "\n" << c.output;
+    }
   }
 }
 
