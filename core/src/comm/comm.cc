@@ -557,29 +557,26 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   // whole slot -> 128 KiB, Open MPI beside: Broadcast 8 ranks 4 MiB 4546 -> 2833 (3418); AllGather 8 ranks 16 MiB
   // 17731 -> 14533). On earlier VMs AllGather's ring moved within the runs' spread.
   comm->ringStepGather = !overNetwork;
-  // Point-to-point within a node, for the same reason: the FIFOs an AlltoAll cycles through, one per peer each way,
-  // take steps of the largest power of two from 64 KiB up to 8 MiB / (2 (n - 1) NCCL_STEPS) bytes once a message
-  // passes NCCL_STEPS of them, so the FIFOs a rank cycles through in a call stay within about 8 MiB (2 ranks: the
-  // whole slot; 4 ranks: 128 KiB; 8 ranks: 64 KiB).
-  // Same VM, AlltoAll, medians of three interleaved runs, us, whole slots -> 128 KiB -> 64 KiB steps: 4 ranks 16 MiB
-  // 10081 -> 8122 -> 8180; 8 ranks 16 MiB 21443 -> 20151 -> 16616 (Open MPI 14779, 7989 on 4 ranks).
+  // Point-to-point within a node, for the same reason: a message of at least 16 MiB / n bytes (an AlltoAll of 16 MiB
+  // a rank and more, whose FIFOs, one per peer each way, cycled through 4 MiB each) moves in 64 KiB steps. Same VM,
+  // AlltoAll, medians of three to five interleaved runs, us, whole slots -> 128 KiB -> 64 KiB steps (Open MPI beside):
+  // 2 ranks 16 MiB 3716 -> 3254 -> 3158 (3325); 4 ranks 16 MiB 8773 -> 8773 -> 7409 (7435) and 10081 -> 8122 -> 8180
+  // in an earlier set; 8 ranks 16 MiB 21443 -> 20151 -> 16616 (14779), 32 KiB steps 16420 against 16802. Smaller
+  // messages keep their steps: on 2 ranks at 4 MiB (2 MiB messages, in the caches either way) 64 KiB steps lost,
+  // 330 -> 512 us.
   const int64_t p2pStep = paramInt("TUTTI_P2P_STEP_BYTES");
-  size_t p2pStepMax = 0;
-  if (comm->backend == Backend::Host && !overNetwork && p2pStep < 0 && nRanks > 1) {
-    const size_t fit = (size_t{8} << 20) / (2 * static_cast<size_t>(nRanks - 1) * TUTTI_STEPS);
-    p2pStepMax = size_t{64} << 10;
-    while (p2pStepMax * 2 <= fit) p2pStepMax *= 2;  // p2pStepBytes keeps the slot where this is no shorter
-  }
-  comm->p2pStepMaxBytes = comm->backend != Backend::Host || overNetwork ? 0
-                          : p2pStep >= 0                                ? static_cast<size_t>(p2pStep) & ~size_t{63}
-                                                                        : p2pStepMax;
+  const bool p2pStepHere = comm->backend == Backend::Host && !overNetwork && nRanks > 1;
+  comm->p2pStepMaxBytes = !p2pStepHere   ? 0
+                          : p2pStep >= 0 ? static_cast<size_t>(p2pStep) & ~size_t{63}
+                                         : size_t{64} << 10;
+  comm->p2pStepMinMessage = p2pStepHere && p2pStep < 0 ? (size_t{16} << 20) / static_cast<size_t>(nRanks) : 0;
   if (comm->ringStepMaxBytes >= 64)
     TUTTI_INFO(NCCL_INIT, "rank {}: ring {} steps of at most {} bytes", rank,
                comm->ringStepReduceScatter ? "AllReduce, ReduceScatter, AllGather and Broadcast" : "AllReduce",
                comm->ringStepMaxBytes & ~size_t{63});
   if (comm->p2pStepMaxBytes >= 64)
-    TUTTI_INFO(NCCL_INIT, "rank {}: point-to-point messages past {} steps take steps of at most {} bytes",
-               rank, TUTTI_STEPS, comm->p2pStepMaxBytes);
+    TUTTI_INFO(NCCL_INIT, "rank {}: point-to-point messages past {} steps and from {} bytes take steps of at most {} "
+               "bytes", rank, TUTTI_STEPS, comm->p2pStepMinMessage, comm->p2pStepMaxBytes);
   // One-shot AllReduce on 4 ranks within a node: n - 1 times the input's bytes to every rank, in one step where recursive
   // doubling takes two and the ring six. Unset: up to 128 KiB (processes over shm, 2 cores, the median of three
   // interleaved runs, doubling or ring -> one-shot, us: 16 KiB 18.3 -> 16.2, 32 KiB 24.4 -> 21.0, 128 KiB 88 -> 55;

@@ -167,9 +167,11 @@ struct ncclComm {
   bool ringStepReduceScatter = false;
   // The same steps for a ring AllGather and Broadcast (no peer over the network).
   bool ringStepGather = false;
-  // Host backend, no peer over the network: a point-to-point message longer than NCCL_STEPS steps of this many bytes
-  // moves in steps of this many (TUTTI_P2P_STEP_BYTES; 0: launch.h's p2pStepBytes alone).
+  // Host backend, no peer over the network: a point-to-point message of at least p2pStepMinMessage bytes and longer
+  // than NCCL_STEPS steps of p2pStepMaxBytes moves in steps of that many (TUTTI_P2P_STEP_BYTES; 0: launch.h's
+  // p2pStepBytes alone).
   size_t p2pStepMaxBytes = 0;
+  size_t p2pStepMinMessage = 0;
   // One-shot AllReduce (device/host/oneshot.h) up to this many bytes (TUTTI_ONESHOT_MAX_BYTES; 0: never).
   size_t oneShotMaxBytes = 0;
   // The same for AlltoAll where larger (TUTTI_ONESHOT_ALLTOALL_MAX_BYTES): off with oneShotMaxBytes.

@@ -211,7 +211,8 @@ size_t p2pStepBytes(const ncclComm* comm, const HostConn* conn, int proto, size_
   const size_t small = comm->buffSizes[TUTTI_PROTO_SIMPLE] / TUTTI_STEPS;
   if (proto != TUTTI_PROTO_SIMPLE) return slot;
   const size_t cap = comm->p2pStepMaxBytes;
-  if (cap >= 64 && cap < slot && bytes > cap * TUTTI_STEPS) return cap;  // within a node: the FIFOs stay in cache
+  if (cap >= 64 && cap < slot && bytes > cap * TUTTI_STEPS && bytes >= comm->p2pStepMinMessage)
+    return cap;  // within a node: the FIFOs stay in cache
   if (slot <= small) return slot;
   if (bytes <= small * TUTTI_STEPS || bytes > slot * TUTTI_STEPS) return small;
   return divUp(divUp(bytes, size_t{TUTTI_STEPS}), size_t{64}) * 64;  // NCCL_STEPS steps, at most a slot each

@@ -48,8 +48,8 @@ int p2pProtocol(const ncclComm* comm, size_t bytes);
 // thread sends to every peer, then receives) where the communicator's slots would have paced it by its receiver;
 // every other message keeps the communicator's steps (2 slots of a 1 MiB message lost to 1: 4 ranks over sockets,
 // AlltoAll of 4 MiB, 2283 -> 2445 us). Within a node (comm->p2pStepMaxBytes, TUTTI_P2P_STEP_BYTES) a Simple message
-// longer than NCCL_STEPS steps of that many bytes takes steps of that many, where shorter than the slot: the FIFOs a
-// call cycles through then stay in the caches.
+// of at least comm->p2pStepMinMessage bytes, longer than NCCL_STEPS steps of that many, takes steps of that many
+// where shorter than the slot: the FIFOs a call cycles through then stay in the caches.
 size_t p2pStepBytes(const ncclComm* comm, const HostConn* conn, int proto, size_t bytes);
 // Steps of a message of `bytes` in steps of `stepBytes` (a message of 0 bytes is one step).
 uint64_t p2pSteps(size_t bytes, size_t stepBytes);
