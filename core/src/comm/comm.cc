@@ -554,14 +554,16 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   // A ring AllGather's and Broadcast's steps within a node too: their FIFOs then hold 1 MiB a connection where whole
   // slots cycled through 4 MiB, and on a host whose caches the FIFOs of every rank outgrew, each copy in and out of
   // them went to memory (2-core AMD EPYC VM, 32 MiB L3, processes over shm, medians of three interleaved runs, us,
-  // whole slot -> 128 KiB, Open MPI beside: Broadcast 8 ranks 4 MiB 4546 -> 2833 (3418); AllGather 8 ranks 16 MiB
-  // 17731 -> 14533). On earlier VMs AllGather's ring moved within the runs' spread.
+  // whole slot -> 128 KiB, Open MPI beside: Broadcast 8 ranks 4 MiB 5320 -> 2893 (3198); AllGather 8 ranks 4 MiB
+  // 4711 -> 3615 (3541), 16 MiB 17005 -> 15669 (19719)). On earlier VMs AllGather's ring moved within the runs' spread.
   comm->ringStepGather = !overNetwork;
   // Point-to-point within a node, for the same reason: a message of at least 16 MiB / n bytes (an AlltoAll of 16 MiB
   // a rank and more, whose FIFOs, one per peer each way, cycled through 4 MiB each) moves in 64 KiB steps. Same VM,
   // AlltoAll, medians of three to five interleaved runs, us, whole slots -> 128 KiB -> 64 KiB steps (Open MPI beside):
-  // 2 ranks 16 MiB 3716 -> 3254 -> 3158 (3325); 4 ranks 16 MiB 8773 -> 8773 -> 7409 (7435) and 10081 -> 8122 -> 8180
-  // in an earlier set; 8 ranks 16 MiB 21443 -> 20151 -> 16616 (14779), 32 KiB steps 16420 against 16802. Smaller
+  // 2 ranks 16 MiB 3716 -> 3254 -> 3158 (3325); 4 ranks 16 MiB 8773 -> 8773 -> 7409 (7435) and, with NCCL_BUFFSIZE 1
+  // MiB and 512 KiB in an earlier set, 10081 -> 8122 -> 8180; 8 ranks 16 MiB, so, 21443 -> 20151 -> 16616 (14779), 32
+  // KiB steps 16420 against 16802; whole slots -> 64 KiB steps, medians of four: 2 ranks 16 MiB 3762 -> 2941 (3121), 4
+  // ranks 11960 -> 9585 (9291), 8 ranks 21528 -> 15922 (16779). Smaller
   // messages keep their steps: on 2 ranks at 4 MiB (2 MiB messages, in the caches either way) 64 KiB steps lost,
   // 330 -> 512 us.
   const int64_t p2pStep = paramInt("TUTTI_P2P_STEP_BYTES");

@@ -202,8 +202,9 @@ ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out, boo
   size_t stepData = plan.algorithm == NCCL_ALGO_TREE && plan.protocol == TUTTI_PROTO_SIMPLE
                         ? treeChunkBytes(slotData, perChannel * plan.eltSize, comm->trees.depth)
                         : slotData;
-  // Shorter steps for a ring AllReduce (and, within a node, ReduceScatter, AllGather and Broadcast) where its receives, folds and sends
-  // overlap better and stay in cache (comm->ringStepMaxBytes, comm.cc); every rank plans alike.
+  // Shorter steps for a ring AllReduce (and, within a node, ReduceScatter, AllGather and Broadcast) where its
+  // receives, folds and sends overlap better and stay in cache (comm->ringStepMaxBytes, comm.cc); every rank plans
+  // alike.
   const bool shortSteps = task.func == ncclFuncAllReduce ||
                           (task.func == ncclFuncReduceScatter && comm->ringStepReduceScatter) ||
                           ((task.func == ncclFuncAllGather || task.func == ncclFuncBroadcast) && comm->ringStepGather);
