@@ -14,7 +14,8 @@
  *     time until the last receiver has its last byte, best of six rounds, three with the kernel's autotuned send
  *     buffers and three with SO_SNDBUF 384 KiB, net-socket's inside a host (what every rank's traffic together can
  *     move through the kernel's TCP path over loopback: the sender's copy into the socket, the receive path on the
- *     sender's core, the receiver's copy out).
+ *     sender's core, the receiver's copy out); and one pair alone, the same way (a reference for the rows where one
+ *     rank at a time sends).
  *   - a system call on each core (getppid, the process pinned there, best of five rounds): what every socket
  *     operation and every poll of a socket pays on top of its work (about a microsecond under some hypervisors,
  *     where it is most of a small message's cost).
@@ -244,12 +245,10 @@ static double tcpStreamRound(int pairs, size_t perPair, int sndbuf) {
   return (double)pairs * (double)perPair / t / 1e9;
 }
 
-/* Loopback TCP streams on every core at once, GB/s of all of them together: the best of three rounds with the
- * kernel's autotuned send buffers and three with SO_SNDBUF 384 KiB (a sender at most 768 KiB ahead of its receiver,
- * whose copy out then finds the pages in cache: net-socket's setting inside a host). */
-static double tcpStreamAllCoresGBs(void) {
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  const int pairs = cores > 0 && cores < 64 ? (int)cores : 1;
+/* `pairs` loopback TCP streams at once, GB/s of all of them together: the best of three rounds with the kernel's
+ * autotuned send buffers and three with SO_SNDBUF 384 KiB (a sender at most 768 KiB ahead of its receiver, whose copy
+ * out then finds the pages in cache: net-socket's setting inside a host). */
+static double tcpStreamGBs(int pairs) {
   double best = 0;
   for (int round = 0; round < 6; ++round) {
     const double gbs = tcpStreamRound(pairs, (size_t)128 << 20, round % 2 ? 384 << 10 : 0);
@@ -285,7 +284,9 @@ int main(void) {
   printf("limit: shm_cacheline_one_way %.3f us\n", handOffOneWay(200000, 0));
   printf("limit: cma_read_1MiB_one_core %.2f GB/s\n", cmaReadGBs((size_t)1 << 20, 200));
   printf("limit: cma_read_16MiB_one_core %.2f GB/s\n", cmaReadGBs((size_t)16 << 20, 20));
-  printf("limit: tcp_loopback_stream_all_cores %.2f GB/s\n", tcpStreamAllCoresGBs());
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  printf("limit: tcp_loopback_stream_all_cores %.2f GB/s\n", tcpStreamGBs(cores > 0 && cores < 64 ? (int)cores : 1));
+  printf("limit: tcp_loopback_stream_one_pair %.2f GB/s\n", tcpStreamGBs(1));
   cpu_set_t mine;
   if (sched_getaffinity(0, sizeof mine, &mine) == 0)
     for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)

@@ -538,25 +538,25 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   // runs, us, whole slot -> 128 KiB: 2 ranks 4 MiB 1119 -> 625, 16 MiB 5867 -> 4571; 4 ranks 16 MiB 22116 -> 14893,
   // 64 MiB 86710 -> 55958; 8 ranks 4 MiB 11549 -> 6882, 16 MiB 41807 -> 25660, 64 MiB 173016 -> 99874; 64 KiB steps
   // between the two, 1 MiB to 256 KiB even). Over sockets on 4 ranks 128 KiB lost (64 MiB 176 -> 219 ms).
-  // AllGather's ring within a node moved within the noise on that VM; on a later one it gained (below,
-  // ringStepGather). A ReduceScatter's ring within a node, which folds every step as AllReduce's first
-  // half does, takes the same steps (medians of three interleaved runs, us, whole slot -> 128 KiB: 2 ranks 4 MiB
-  // 670 -> 501, 64 MiB 20474 -> 16775; 4 ranks 4 MiB 1564 -> 1057, 16 MiB 6892 -> 5804, 64 MiB 30995 -> 24690;
-  // 8 ranks 1 MiB 1052 -> 731, 16 MiB 19562 -> 12576, 64 MiB 82219 -> 61196; threads of one process even).
-  // Every rank of a communicator decides alike (overNetwork above), as a ring's sender and receiver must.
+  // AllGather's ring within a node moved within the noise on that VM; on a later one it gained (below). A
+  // ReduceScatter's ring within a node, which folds every step as AllReduce's first half does, takes the same steps
+  // (medians of three interleaved runs, us, whole slot -> 128 KiB: 2 ranks 4 MiB 670 -> 501, 64 MiB 20474 -> 16775; 4
+  // ranks 4 MiB 1564 -> 1057, 16 MiB 6892 -> 5804, 64 MiB 30995 -> 24690; 8 ranks 1 MiB 1052 -> 731, 16 MiB 19562 ->
+  // 12576, 64 MiB 82219 -> 61196; threads of one process even). Every rank of a communicator decides alike (overNetwork
+  // above), as a ring's sender and receiver must.
   const int64_t ringStep = paramInt("TUTTI_NET_RING_STEP_BYTES");
   comm->ringStepMaxBytes = comm->backend != Backend::Host ? 0
                            : ringStep >= 0                ? static_cast<size_t>(ringStep)
                            : !overNetwork                 ? size_t{128} << 10
                            : nRanks == 2                  ? size_t{256} << 10
                                                           : 0;
-  comm->ringStepReduceScatter = !overNetwork;
-  // A ring AllGather's and Broadcast's steps within a node too: their FIFOs then hold 1 MiB a connection where whole
-  // slots cycled through 4 MiB, and on a host whose caches the FIFOs of every rank outgrew, each copy in and out of
-  // them went to memory (2-core AMD EPYC VM, 32 MiB L3, processes over shm, medians of three interleaved runs, us,
-  // whole slot -> 128 KiB, Open MPI beside: Broadcast 8 ranks 4 MiB 5320 -> 2893 (3198); AllGather 8 ranks 4 MiB
-  // 4711 -> 3615 (3541), 16 MiB 17005 -> 15669 (19719)). On earlier VMs AllGather's ring moved within the runs' spread.
-  comm->ringStepGather = !overNetwork;
+  // A ring AllGather's and Broadcast's steps within a node too (ringStepEveryRing, with ReduceScatter's): their FIFOs
+  // then hold 1 MiB a connection where whole slots cycled through 4 MiB, and on a host whose caches the FIFOs of every
+  // rank outgrew, each copy in and out of them went to memory (2-core AMD EPYC VM, 32 MiB L3, processes over shm,
+  // medians of three interleaved runs, us, whole slot -> 128 KiB, Open MPI beside: Broadcast 8 ranks 4 MiB 5320 -> 2893
+  // (3198); AllGather 8 ranks 4 MiB 4711 -> 3615 (3541), 16 MiB 17005 -> 15669 (19719)). On earlier VMs AllGather's
+  // ring moved within the runs' spread.
+  comm->ringStepEveryRing = !overNetwork;
   // Point-to-point within a node, for the same reason: a message of at least 16 MiB / n bytes (an AlltoAll of 16 MiB
   // a rank and more, whose FIFOs, one per peer each way, cycled through 4 MiB each) moves in 64 KiB steps. Same VM,
   // AlltoAll, medians of three to five interleaved runs, us, whole slots -> 128 KiB -> 64 KiB steps (Open MPI beside):
@@ -574,7 +574,7 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   comm->p2pStepMinMessage = p2pStepHere && p2pStep < 0 ? (size_t{16} << 20) / static_cast<size_t>(nRanks) : 0;
   if (comm->ringStepMaxBytes >= 64)
     TUTTI_INFO(NCCL_INIT, "rank {}: ring {} steps of at most {} bytes", rank,
-               comm->ringStepReduceScatter ? "AllReduce, ReduceScatter, AllGather and Broadcast" : "AllReduce",
+               comm->ringStepEveryRing ? "AllReduce, ReduceScatter, AllGather and Broadcast" : "AllReduce",
                comm->ringStepMaxBytes & ~size_t{63});
   if (comm->p2pStepMaxBytes >= 64)
     TUTTI_INFO(NCCL_INIT, "rank {}: point-to-point messages past {} steps and from {} bytes take steps of at most {} "

@@ -162,11 +162,10 @@ struct ncclComm {
   // a lone one-shot AllReduce may then skip the launch (comm/group.cc).
   bool directConnsReady = false;
   // Host backend: a ring AllReduce's Simple steps carry at most this many bytes (TUTTI_NET_RING_STEP_BYTES; 0: the
-  // whole slot), and a ring ReduceScatter's too where ringStepReduceScatter (no peer over the network).
+  // whole slot), and a ring ReduceScatter's, AllGather's and Broadcast's too where ringStepEveryRing (no peer over
+  // the network).
   size_t ringStepMaxBytes = 0;
-  bool ringStepReduceScatter = false;
-  // The same steps for a ring AllGather and Broadcast (no peer over the network).
-  bool ringStepGather = false;
+  bool ringStepEveryRing = false;
   // Host backend, no peer over the network: a point-to-point message of at least p2pStepMinMessage bytes and longer
   // than NCCL_STEPS steps of p2pStepMaxBytes moves in steps of that many (TUTTI_P2P_STEP_BYTES; 0: launch.h's
   // p2pStepBytes alone).

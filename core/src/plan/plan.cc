@@ -206,8 +206,9 @@ ncclResult_t planCollective(ncclComm* comm, const Task& task, CollPlan* out, boo
   // receives, folds and sends overlap better and stay in cache (comm->ringStepMaxBytes, comm.cc); every rank plans
   // alike.
   const bool shortSteps = task.func == ncclFuncAllReduce ||
-                          (task.func == ncclFuncReduceScatter && comm->ringStepReduceScatter) ||
-                          ((task.func == ncclFuncAllGather || task.func == ncclFuncBroadcast) && comm->ringStepGather);
+                          ((task.func == ncclFuncReduceScatter || task.func == ncclFuncAllGather ||
+                            task.func == ncclFuncBroadcast) &&
+                           comm->ringStepEveryRing);
   if (shortSteps && plan.algorithm == NCCL_ALGO_RING && plan.protocol == TUTTI_PROTO_SIMPLE &&
       comm->ringStepMaxBytes >= 64)
     stepData = std::min(stepData, comm->ringStepMaxBytes & ~size_t{63});
