@@ -948,6 +948,13 @@ ncclResult_t commInitInto(ncclComm* comm, int nRanks, const ncclUniqueId& id, in
   const int fixedOrderMin = foMin >= 0 ? static_cast<int>(std::min<int64_t>(foMin, INT32_MAX)) : 6;
   comm->fixedOrderPaths = comm->backend == Backend::Host && overNetwork && comm->corePaths && !forced &&
                           fixedOrderMin > 0 && nRanks >= fixedOrderMin;
+  // Except where the halving then doubling runs, past the deterministic tree: on 8 ranks from 512 KiB to 1 MiB (the
+  // tree to 512 KiB, the one-shot ReduceScatter then AllGather past it). 8 processes over sockets, 2-core AMD EPYC VM,
+  // interleaved runs of 100 calls of the sweep's segment (256 KiB and 1 MiB), 1 MiB, medians, us: 2756 -> 2580 (9
+  // runs, faster in each pair; Open MPI 2841) and 3246 -> 2914 (11 more, faster in 9 pairs); where the tree runs it
+  // stays ahead (256 KiB 703 against 929, 512 KiB 1620 against 1866, medians of seven).
+  const int64_t foHd = paramInt("TUTTI_FIXED_ORDER_NET_HALVING_DOUBLING");
+  comm->fixedOrderKeepsHalvingDoubling = comm->fixedOrderPaths && foHd != 0;
   // Within a node, 4 to 8 ranks each in its own process, the same from 128 KiB of input: the one-shot ReduceScatter
   // then AllGather, the direct reads and the fused exchange send every peer its slice at once where the ring's 2(n - 1)
   // steps wait on the ranks in turn (2 cores, processes over shm, the same launch, float sum, default ->

@@ -231,6 +231,9 @@ struct ncclComm {
   // fixedOrderMinBytes of input (TUTTI_FIXED_ORDER_SHM_MIN_BYTES; comm.cc).
   bool fixedOrderPaths = false;
   size_t fixedOrderMinBytes = 0;
+  // Over the network, where fixedOrderPaths: a float AllReduce past detTreeAllReduceMaxBytes that logAllReduce would
+  // run by halving then doubling keeps that path (TUTTI_FIXED_ORDER_NET_HALVING_DOUBLING; comm.cc).
+  bool fixedOrderKeepsHalvingDoubling = false;
   // An AllGather of at least this many bytes of output runs as grouped sends and receives, every block to every peer
   // at once (api/coll_api.cc; TUTTI_ALLGATHER_SENDS_MIN_BYTES; by default over the network from 4 ranks; 0: never).
   size_t allGatherSendsMinBytes = 0;

@@ -605,6 +605,10 @@ bool detReduces(const Task& t) {
   if (!t.comm->fixedOrderPaths || t.func == ncclFuncReduce) return false;
   const size_t input = t.count * dataTypeSize(t.datatype) *
                        (t.func == ncclFuncReduceScatter ? static_cast<size_t>(t.comm->nRanks) : 1);
+  if (t.func == ncclFuncAllReduce && t.comm->fixedOrderKeepsHalvingDoubling &&
+      input > t.comm->detTreeAllReduceMaxBytes &&
+      logAllReduce(t.comm, input, /*det=*/false) == LogAllReduce::kHalvingDoubling)
+    return false;
   return input >= t.comm->fixedOrderMinBytes;
 }
 

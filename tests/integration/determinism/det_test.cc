@@ -444,6 +444,50 @@ TEST(DetFixedOrderNet, FloatReductionsTakeTheFixedOrderFromSixRanks) {
   unmarked(6, "6 ranks, TUTTI_FIXED_ORDER_NET_MIN_RANKS=0");
 }
 
+// On 8 ranks over the network a float AllReduce past the deterministic tree (512 KiB) that the usual paths run by
+// halving then doubling (up to 1 MiB) keeps that path: 1 MiB unmarked, by DOUBLING; 512 KiB (the tree) and 2 MiB
+// (past the halving) in the fixed order; with TUTTI_FIXED_ORDER_NET_HALVING_DOUBLING=0, 1 MiB in the fixed order too.
+// The sums are exact either way (small integers in fp32).
+TEST(DetFixedOrderNet, HalvingDoublingKeptPastTheTreeOnEightRanks) {
+  const char* dev = std::getenv("TUTTI_DEVICE");
+  if (dev && std::string(dev) != "host") GTEST_SKIP() << "the host backend's paths";
+  if (std::getenv("NCCL_ALGO") || std::getenv("NCCL_PROTO") || std::getenv("TUTTI_FIXED_ORDER_NET_MIN_RANKS") ||
+      std::getenv("TUTTI_FIXED_ORDER_NET_HALVING_DOUBLING") || std::getenv("TUTTI_HALVING_DOUBLING_MAX_BYTES") ||
+      std::getenv("TUTTI_DET_TREE_ALLREDUCE_MAX_BYTES"))
+    GTEST_SKIP() << "the algorithm or a threshold is set";
+  tutti::itest::ScopedEnv p2p("NCCL_P2P_DISABLE", "1"), shm("NCCL_SHM_DISABLE", "1"), lo("NCCL_SOCKET_IFNAME", "lo");
+  constexpr int n = 8;
+  const std::vector<size_t> counts{size_t{1} << 17, size_t{1} << 18, size_t{1} << 19};  // 512 KiB, 1 MiB, 2 MiB
+  auto run = [&](const char* what) {
+    for (auto& f : onThreads(n, [&](ncclComm_t comm, int r) -> std::string {
+           for (size_t count : counts) {
+             std::vector<float> in(count), out(count);
+             for (size_t i = 0; i < count; ++i) in[i] = float((i * 7 + size_t(r) * 13) % 64);
+             DET_OK(ncclAllReduce(in.data(), out.data(), count, ncclFloat32, ncclSum, comm, nullptr));
+             for (size_t i = 0; i < count; ++i) {
+               float want = 0;
+               for (int p = 0; p < n; ++p) want += float((i * 7 + size_t(p) * 13) % 64);
+               if (out[i] != want) return "count " + std::to_string(count) + " element " + std::to_string(i);
+             }
+           }
+           return {};
+         }, /*det=*/0))
+      ADD_FAILURE() << what << ": " << f;
+  };
+  {
+    tutti::itest::LogFile log("COLL");
+    run("default");
+    EXPECT_EQ(log.countAll({"AllReduce: opCount", "count 131072 ", "(fixed order)"}), size_t(n));
+    EXPECT_EQ(log.countAll({"AllReduce: opCount", "count 262144 ", "(fixed order)"}), size_t(0));
+    EXPECT_EQ(log.countAll({"AllReduce: opCount", "count 262144 ", "algo DOUBLING"}), size_t(n));
+    EXPECT_EQ(log.countAll({"AllReduce: opCount", "count 524288 ", "(fixed order)"}), size_t(n));
+  }
+  tutti::itest::ScopedEnv off("TUTTI_FIXED_ORDER_NET_HALVING_DOUBLING", "0");
+  tutti::itest::LogFile log("COLL");
+  run("TUTTI_FIXED_ORDER_NET_HALVING_DOUBLING=0");
+  EXPECT_EQ(log.countAll({"AllReduce: opCount", "count 262144 ", "(fixed order)"}), size_t(n));
+}
+
 // The fused exchange's steps shrink with the rank count where no rank talks over the network (TUTTI_DET_STEP_BYTES
 // unset): 64 KiB on 4 and 8 ranks, 32 KiB on 10. Ranks as threads kept off the one-shot and direct paths, whole calls (no
 // pipeline segments), counts of several steps per peer and a ragged last one: the bits against the reference, and the
